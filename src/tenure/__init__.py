@@ -1,0 +1,46 @@
+"""tenure: lease-based locks, semaphores and fencing tokens for apps that run as many instances.
+
+The sync API. The async one, with the same shapes, is `tenure.aio`.
+
+Example::
+
+    import tenure
+
+    with tenure.connect("sqlite:////var/lib/app/locks.db") as store:
+        with store.lock("invoice-processing", ttl=30).acquire(timeout=10) as lease:
+            process_invoices(fence=lease.token)
+"""
+
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    LeaseLost,
+    LockTimeout,
+    MissingExtra,
+    StoreUnavailable,
+    TenureError,
+)
+from tenure._sync._lease import Lease
+from tenure._sync._lock import Lock, Semaphore
+from tenure._sync._store import Store, connect
+from tenure._types import LeaseInfo, LostReason
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "Lease",
+    "LeaseInfo",
+    "LeaseLost",
+    "Lock",
+    "LockTimeout",
+    "LostReason",
+    "MissingExtra",
+    "Semaphore",
+    "Store",
+    "StoreUnavailable",
+    "TenureError",
+    "__version__",
+    "connect",
+]

@@ -1,0 +1,188 @@
+"""A held lease: its fencing token, its local deadline, and how its holder learns of a loss.
+
+Example::
+
+    lease = await lock.try_acquire()
+    if lease is not None:
+        async with lease:          # the body is cancelled if the lease is lost
+            await write(record, fence=lease.token)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from tenure._async import _shim
+from tenure._errors import LeaseLost, StoreUnavailable
+from tenure._timing import jittered, local_deadline
+from tenure._types import Grant, LostReason
+
+if TYPE_CHECKING:
+    from tenure._async._lock import AsyncLock
+
+log = logging.getLogger("tenure")
+
+
+class AsyncLease:
+    """One holder's hold on a lock or on one semaphore slot, renewed in the background.
+
+    Example::
+
+        async with lock.acquire(timeout=10) as lease:
+            print(lease.name, lease.token, lease.expires_in)
+            lease.check()          # raises tenure.LeaseLost once the lease is lost
+    """
+
+    __slots__ = ("_cancel_scope", "_lock", "_lost_reason", "_released", "deadline", "grant",
+                 "renew_at")
+
+    def __init__(self, lock: AsyncLock, grant: Grant, sent_at: float) -> None:
+        self._lock = lock
+        self.grant = grant
+        self.deadline = local_deadline(sent_at, lock.ttl)
+        self.renew_at = sent_at + jittered(lock.renew_every)
+        self._lost_reason: LostReason | None = None
+        self._released = False
+        self._cancel_scope: Any = None
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else "lost" if self.lost else "held"
+        return f"<Lease {self.name!r} slot={self.slot} token={self.token} {state}>"
+
+    @property
+    def name(self) -> str:
+        """The lock's name."""
+        return self.grant.name
+
+    @property
+    def holder(self) -> str:
+        """Who holds it (host:pid:suffix unless `holder=` was given)."""
+        return self.grant.holder
+
+    @property
+    def token(self) -> int:
+        """The fencing token: larger than every token granted before for this name."""
+        return self.grant.token
+
+    @property
+    def slot(self) -> int:
+        """The semaphore slot held, in range(limit); 0 for a lock."""
+        return self.grant.slot
+
+    @property
+    def expires_in(self) -> float:
+        """Seconds until the local deadline, by this process's monotonic clock (0 when lost)."""
+        if self.lost:
+            return 0.0
+        return max(0.0, self.deadline - _shim.monotonic())
+
+    @property
+    def lost(self) -> bool:
+        """True once the lease is lost: refused on renewal, broken, or past its deadline."""
+        if self._lost_reason is not None:
+            return True
+        return not self._released and _shim.monotonic() >= self.deadline
+
+    @property
+    def lost_reason(self) -> LostReason | None:
+        """Why the lease was lost, or None while it is held (or was released)."""
+        if self._lost_reason is None and self.lost:
+            return LostReason.DEADLINE
+        return self._lost_reason
+
+    @property
+    def released(self) -> bool:
+        """True once `release()` ran."""
+        return self._released
+
+    def check(self) -> None:
+        """Raise tenure.LeaseLost if the lease is lost; call it before each protected step.
+
+        Example::
+
+            for invoice in batch:
+                lease.check()
+                charge(invoice, fence=lease.token)
+        """
+        if self.lost:
+            raise LeaseLost(self._loss_message())
+
+    def _loss_message(self) -> str:
+        reason = self.lost_reason or LostReason.DEADLINE
+        return (
+            f"lease on {self.name!r} (token {self.token}) was lost: {reason.value}; stop the "
+            "protected work, it may now run elsewhere, and acquire the lock again"
+        )
+
+    async def release(self) -> bool:
+        """Give the lease back. Idempotent; True only when this call freed a live lease.
+
+        Releasing a lease that expired or was taken over frees nothing of anyone else's.
+
+        Example::
+
+            lease = await lock.try_acquire()
+            ...
+            await lease.release()
+        """
+        if self._released:
+            return False
+        self._released = True
+        self._lock._monitor.forget(self)
+        if self._lost_reason is not None:
+            return False
+        return await self._lock._backend.release(self.grant)
+
+    # -- called by the monitor ----------------------------------------------------------------
+
+    def renewed(self, sent_at: float) -> None:
+        """The store confirmed a renewal whose request was sent at `sent_at`."""
+        self.deadline = local_deadline(sent_at, self._lock.ttl)
+        self.renew_at = sent_at + jittered(self._lock.renew_every)
+
+    def retry_soon(self, now: float) -> None:
+        """A renewal failed transiently: try again well before the deadline."""
+        self.renew_at = now + min(1.0, self._lock.renew_every / 3)
+
+    def mark_lost(self, reason: LostReason) -> None:
+        """Record the loss, cancel an async body, and run `on_lost`."""
+        if self._released or self._lost_reason is not None:
+            return
+        self._lost_reason = reason
+        self._lock._monitor.forget(self)
+        log.warning("tenure: %s", self._loss_message())
+        _shim.cancel(self._cancel_scope)
+        on_lost: Callable[[AsyncLease], object] | None = self._lock.on_lost
+        if on_lost is not None:
+            try:
+                on_lost(self)
+            except Exception:
+                log.exception("tenure: on_lost callback for %r raised", self.name)
+
+    # -- context manager ----------------------------------------------------------------------
+
+    async def __aenter__(self) -> AsyncLease:
+        self._cancel_scope = _shim.open_cancel_scope()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        cancelled_by_loss = _shim.close_cancel_scope(self._cancel_scope, exc_type, exc, traceback)
+        self._cancel_scope = None
+        lost = self.lost
+        with _shim.shielded():
+            try:
+                await self.release()
+            except StoreUnavailable as release_error:
+                log.warning("tenure: release of %r failed, it expires by itself: %s",
+                            self.name, release_error)
+        if cancelled_by_loss or (lost and exc_type is None):
+            raise LeaseLost(self._loss_message())
+        return False

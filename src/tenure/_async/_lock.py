@@ -1,0 +1,131 @@
+"""Locks and semaphores: acquiring (try, or wait with backoff and notifications) and handing the
+lease to the monitor.
+
+Example::
+
+    lock = store.lock("invoice-processing", ttl=30)
+    async with lock.acquire(timeout=10) as lease:
+        await process_invoices(fence=lease.token)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tenure._async import _shim
+from tenure._async._lease import AsyncLease
+from tenure._async._shim import AsyncAcquiring
+from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
+from tenure._timing import Backoff, to_seconds
+
+if TYPE_CHECKING:
+    from tenure._async._store import AsyncStore
+
+
+class AsyncLock:
+    """A named lease-based lock in a store; make one with `store.lock(name, ttl=...)`.
+
+    Example::
+
+        lock = store.lock("reports", ttl=30)
+        lease = await lock.try_acquire()       # Lease or None, never waits
+        lease = await lock.acquire(timeout=5)  # waits up to 5 s, else tenure.LockTimeout
+    """
+
+    def __init__(
+        self,
+        store: AsyncStore,
+        name: str,
+        *,
+        ttl: float,
+        limit: int,
+        holder: str,
+        renew_every: float,
+        min_wait: float,
+        max_wait: float,
+        on_lost: Callable[[AsyncLease], object] | None,
+    ) -> None:
+        self.name = name
+        self.ttl = ttl
+        self.limit = limit
+        self.holder = holder
+        self.renew_every = renew_every
+        self.min_wait = min_wait
+        self.max_wait = max_wait
+        self.on_lost = on_lost
+        self._backend = store.backend
+        self._monitor = store._monitor
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} ttl={self.ttl:g}s limit={self.limit}>"
+
+    async def try_acquire(self) -> AsyncLease | None:
+        """Take the lease if it is free now, else return None. Never waits.
+
+        Example::
+
+            lease = await lock.try_acquire()
+            if lease is None:
+                return  # another instance is on it
+        """
+        sent_at = _shim.monotonic()
+        grant = await self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
+        if grant is None:
+            return None
+        lease = AsyncLease(self, grant, sent_at)
+        self._monitor.watch(lease)
+        return lease
+
+    def acquire(self, timeout: float | None = None) -> AsyncAcquiring[AsyncLease]:
+        """Wait up to `timeout` seconds (None: forever) for the lease; else tenure.LockTimeout.
+
+        Waiting polls with exponential backoff and full jitter between `min_wait` and
+        `max_wait`, and wakes early on the store's release notification where it has one.
+
+        Example::
+
+            async with lock.acquire(timeout=10) as lease:
+                ...
+        """
+        seconds = to_seconds(timeout, "timeout", allow_none=True)
+        if seconds < 0:
+            raise InvalidArgument(
+                f"timeout={seconds:g} is negative; use 0 to try once, or None to wait forever"
+            )
+        return AsyncAcquiring(self._acquire_within(seconds))
+
+    async def _acquire_within(self, timeout: float) -> AsyncLease:
+        deadline = _shim.monotonic() + timeout
+        backoff = Backoff(self.min_wait, self.max_wait)
+        last_error: StoreUnavailable | None = None
+        while True:
+            try:
+                lease = await self.try_acquire()
+            except StoreUnavailable as exc:  # transient: keep trying until the timeout
+                lease, last_error = None, exc
+            if lease is not None:
+                return lease
+            remaining = deadline - _shim.monotonic()
+            if remaining <= 0:
+                if last_error is not None:
+                    raise last_error
+                raise LockTimeout(
+                    f"{self._kind()} {self.name!r} was not acquired within {timeout:g} s: "
+                    "another holder has it; wait longer, or use try_acquire() to skip the work"
+                )
+            await self._backend.wait_released(self.name, min(backoff.next_delay(), remaining))
+
+    def _kind(self) -> str:
+        return "lock" if self.limit == 1 else f"semaphore (limit {self.limit})"
+
+
+class AsyncSemaphore(AsyncLock):
+    """Up to `limit` holders at once; each lease has its own slot and fencing token.
+
+    Example::
+
+        sem = store.semaphore("imports", limit=3, ttl=30)
+        async with sem.acquire(timeout=60) as lease:
+            print("slot", lease.slot)
+    """

@@ -1,0 +1,198 @@
+"""The async concurrency shim: the only hand-written difference between tenure.aio and tenure.
+
+Everything else under _async/ is turned into _sync/ by scripts/unasync.py; the functions here
+have same-named, hand-written twins in _sync/_shim.py built on threads instead of tasks.
+
+Example:
+    >>> import asyncio
+    >>> asyncio.run(offload(sum, [1, 2]))
+    3
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
+
+import anyio
+import anyio.to_thread
+
+T = TypeVar("T")
+
+monotonic = time.monotonic
+Event = asyncio.Event
+
+
+async def sleep(seconds: float) -> None:
+    """Sleep without blocking the event loop.
+
+    Example:
+        >>> asyncio.run(sleep(0))
+    """
+    await anyio.sleep(seconds)
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:
+    """Wait until `event` is set or `timeout` seconds passed; True when it was set.
+
+    Example:
+        >>> asyncio.run(wait_event(asyncio.Event(), 0.0))
+        False
+    """
+    with anyio.move_on_after(timeout):
+        await event.wait()
+    return event.is_set()
+
+
+async def offload(function: Callable[..., T], *args: Any) -> T:
+    """Run blocking I/O (sqlite3) in a worker thread so the event loop stays responsive.
+
+    Example:
+        >>> asyncio.run(offload(len, "abc"))
+        3
+    """
+    return await anyio.to_thread.run_sync(function, *args)
+
+
+class Background(Protocol):
+    """A running background loop that can be stopped."""
+
+    def stop(self) -> None: ...
+
+    def alive(self) -> bool: ...
+
+
+class _Task:
+    def __init__(self, task: asyncio.Task[None]) -> None:
+        self._task = task
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+    def alive(self) -> bool:
+        """False once the task ended or its event loop is not the one running now."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return not self._task.done() and self._task.get_loop() is running
+
+
+def spawn(loop_function: Callable[[], Coroutine[Any, Any, None]], name: str) -> Background:
+    """Start `loop_function` as a background task on the running event loop.
+
+    The renewal loop outlives the call that started it (a lease taken with try_acquire is
+    renewed until released), so it cannot live in a caller's task group.
+
+    Example:
+        >>> async def main():
+        ...     spawn(lambda: sleep(0), "demo").stop()
+        >>> asyncio.run(main())
+    """
+    return _Task(asyncio.get_running_loop().create_task(loop_function(), name=name))
+
+
+def open_cancel_scope() -> anyio.CancelScope:
+    """Enter a cancel scope around an `async with lease:` body, so losing the lease cancels it.
+
+    Example:
+        >>> async def main():
+        ...     scope = open_cancel_scope()
+        ...     return close_cancel_scope(scope, None, None, None)
+        >>> asyncio.run(main())
+        False
+    """
+    scope = anyio.CancelScope()
+    scope.__enter__()
+    return scope
+
+
+def close_cancel_scope(
+    scope: anyio.CancelScope | None,
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    traceback: TracebackType | None,
+) -> bool:
+    """Leave the body's cancel scope; True when it swallowed the cancellation it caused.
+
+    Example:
+        >>> close_cancel_scope(None, None, None, None)
+        False
+    """
+    if scope is None:
+        return False
+    return bool(scope.__exit__(exc_type, exc, traceback))
+
+
+def cancel(scope: anyio.CancelScope | None) -> None:
+    """Cancel the body running in `scope`, if any.
+
+    Example:
+        >>> cancel(None)
+    """
+    if scope is not None:
+        scope.cancel()
+
+
+def shielded() -> anyio.CancelScope:
+    """A scope in which cleanup (release) runs even while the caller is being cancelled.
+
+    Example:
+        >>> with shielded():
+        ...     pass
+    """
+    return anyio.CancelScope(shield=True)
+
+
+class AsyncAcquiring(Generic[T]):
+    """What `lock.acquire()` returns in async code: await it, or use it in `async with`.
+
+    Example::
+
+        lease = await lock.acquire(timeout=10)
+        async with lock.acquire(timeout=10) as lease:
+            ...
+    """
+
+    __slots__ = ("_acquired", "_coroutine")
+
+    def __init__(self, coroutine: Coroutine[Any, Any, T]) -> None:
+        self._coroutine = coroutine
+        self._acquired: Any = None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._coroutine.__await__()
+
+    async def __aenter__(self) -> T:
+        self._acquired = await self._coroutine
+        entered: T = await self._acquired.__aenter__()
+        return entered
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        result: bool | None = await self._acquired.__aexit__(exc_type, exc, traceback)
+        return result
+
+
+__all__ = [
+    "AsyncAcquiring",
+    "Awaitable",
+    "Background",
+    "Event",
+    "cancel",
+    "close_cancel_scope",
+    "monotonic",
+    "offload",
+    "open_cancel_scope",
+    "shielded",
+    "sleep",
+    "spawn",
+    "wait_event",
+]

@@ -1,0 +1,1 @@
+"""Store modules: one small class per store implementing the Backend protocol."""

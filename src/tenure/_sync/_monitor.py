@@ -1,0 +1,113 @@
+# GENERATED from src/tenure/_async/_monitor.py by scripts/unasync.py: do not edit.
+"""The lease monitor: one background loop per store renews every lease held through it, in
+batches, and marks a lease lost on a definitive refusal or when its local deadline passes.
+
+Example::
+
+    monitor = LeaseMonitor(backend)
+    monitor.watch(lease)     # renewed from now on
+    monitor.forget(lease)    # on release
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from tenure._sync import _shim
+from tenure._sync.stores._protocol import Backend
+from tenure._types import LostReason
+
+if TYPE_CHECKING:
+    from tenure._sync._lease import Lease
+
+log = logging.getLogger("tenure")
+
+# With no lease due sooner, the loop still looks around this often; a lease whose renewal is due
+# later than that needs no wake-up, which keeps acquire/release free of thread hand-offs.
+_IDLE_WAKE = 1.0
+
+
+class LeaseMonitor:
+    """Renews the leases of one store; see the module docstring."""
+
+    def __init__(self, backend: Backend) -> None:
+        self._backend = backend
+        self._leases: dict[str, Lease] = {}
+        self._mutex = threading.Lock()
+        self._wakeup = _shim.Event()
+        self._background: _shim.Background | None = None
+        self._next_wake = -math.inf
+        self._closed = False
+
+    def held(self) -> list[Lease]:
+        """Every lease being renewed now."""
+        with self._mutex:
+            return list(self._leases.values())
+
+    def watch(self, lease: Lease) -> None:
+        """Start renewing `lease`."""
+        with self._mutex:
+            self._leases[lease.grant.lease_id] = lease
+            if not self._closed and (self._background is None or not self._background.alive()):
+                self._background = _shim.spawn(self._run, "tenure-renewal")
+        if min(lease.renew_at, lease.deadline) < self._next_wake:
+            self._wakeup.set()
+
+    def forget(self, lease: Lease) -> None:
+        """Stop renewing `lease` (released or lost)."""
+        with self._mutex:
+            self._leases.pop(lease.grant.lease_id, None)
+
+    def close(self) -> None:
+        """Stop the loop. Held leases are the caller's to release first."""
+        self._closed = True
+        self._wakeup.set()
+        if self._background is not None:
+            self._background.stop()
+
+    def _run(self) -> None:
+        while not self._closed:
+            self._wakeup.clear()
+            self._next_wake = -math.inf  # while we look, every watch() wakes us again
+            now = _shim.monotonic()
+            leases = self.held()
+            for lease in leases:
+                if now >= lease.deadline:
+                    lease.mark_lost(LostReason.DEADLINE)
+            leases = [lease for lease in leases if not lease.lost and not lease.released]
+            if any(lease.renew_at <= now for lease in leases):
+                # Renew everything due within half its interval too: one batch, not many.
+                self._renew([
+                    lease for lease in leases
+                    if lease.renew_at <= now + lease._lock.renew_every / 2
+                ])
+                continue
+            wake = min((min(lease.renew_at, lease.deadline) for lease in leases),
+                       default=now + _IDLE_WAKE)
+            self._next_wake = wake
+            _shim.wait_event(self._wakeup, max(0.0, wake - now))
+
+    def _renew(self, batch: list[Lease]) -> None:
+        by_ttl: dict[float, list[Lease]] = defaultdict(list)
+        for lease in batch:
+            by_ttl[lease._lock.ttl].append(lease)
+        for ttl, group in by_ttl.items():
+            sent_at = _shim.monotonic()
+            try:
+                results = self._backend.renew([lease.grant for lease in group], ttl)
+            except Exception as exc:  # a background renewal never crashes the process
+                log.warning("tenure: renewal of %d lease(s) failed, retrying before the "
+                            "deadline: %s", len(group), exc)
+                now = _shim.monotonic()
+                for lease in group:
+                    lease.retry_soon(now)
+                continue
+            for lease, result in zip(group, results):
+                if isinstance(result, LostReason):
+                    lease.mark_lost(result)
+                elif not lease.released:
+                    lease.renewed(sent_at)

@@ -1,0 +1,133 @@
+"""The sync concurrency shim: hand-written twin of _async/_shim.py built on threads.
+
+Blocking calls run inline (no thread hop per call); only lease renewal runs in one background
+thread per store. Losing a lease cannot interrupt a sync body, so the cancel-scope functions are
+no-ops here: `lease.lost`, `lease.check()` and `on_lost` tell the holder instead.
+
+Example:
+    >>> offload(sum, [1, 2])
+    3
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from types import TracebackType
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+monotonic = time.monotonic
+Event = threading.Event
+sleep = time.sleep
+
+
+def wait_event(event: threading.Event, timeout: float) -> bool:
+    """Wait until `event` is set or `timeout` seconds passed; True when it was set.
+
+    Example:
+        >>> wait_event(threading.Event(), 0.0)
+        False
+    """
+    return event.wait(timeout)
+
+
+def offload(function: Callable[..., T], *args: Any) -> T:
+    """Call `function` right here: sync callers already expect to block.
+
+    Example:
+        >>> offload(len, "abc")
+        3
+    """
+    return function(*args)
+
+
+class Background(Protocol):
+    """A running background loop that can be stopped."""
+
+    def stop(self) -> None: ...
+
+    def alive(self) -> bool: ...
+
+
+class _Thread:
+    def __init__(self, thread: threading.Thread) -> None:
+        self._thread = thread
+
+    def stop(self) -> None:
+        """The loop watches its owner's closed flag; nothing to interrupt here."""
+
+    def alive(self) -> bool:
+        """False once the thread ended."""
+        return self._thread.is_alive()
+
+
+def spawn(loop_function: Callable[[], None], name: str) -> Background:
+    """Start `loop_function` in a daemon thread (it never keeps the process alive).
+
+    Example:
+        >>> spawn(lambda: None, "demo").stop()
+    """
+    thread = threading.Thread(target=loop_function, name=name, daemon=True)
+    thread.start()
+    return _Thread(thread)
+
+
+def open_cancel_scope() -> None:
+    """Sync bodies cannot be cancelled safely: there is no scope to open.
+
+    Example:
+        >>> open_cancel_scope()
+    """
+    return None
+
+
+def close_cancel_scope(
+    scope: None,
+    exc_type: type[BaseException] | None,
+    exc: BaseException | None,
+    traceback: TracebackType | None,
+) -> bool:
+    """Nothing was opened, so nothing is swallowed.
+
+    Example:
+        >>> close_cancel_scope(None, None, None, None)
+        False
+    """
+    return False
+
+
+def cancel(scope: None) -> None:
+    """No-op: sync bodies learn of a loss through `lease.lost`, `check()` and `on_lost`.
+
+    Example:
+        >>> cancel(None)
+    """
+
+
+def shielded() -> AbstractContextManager[None]:
+    """Threads are not cancelled, so cleanup needs no shield.
+
+    Example:
+        >>> with shielded():
+        ...     pass
+    """
+    return nullcontext()
+
+
+__all__ = [
+    "Background",
+    "Event",
+    "cancel",
+    "close_cancel_scope",
+    "monotonic",
+    "offload",
+    "open_cancel_scope",
+    "shielded",
+    "sleep",
+    "spawn",
+    "wait_event",
+]

@@ -1,0 +1,251 @@
+# GENERATED from src/tenure/_async/_store.py by scripts/unasync.py: do not edit.
+"""The store facade: `connect(url)` and the Store that makes locks and semaphores and lists and
+breaks leases. Validation of every argument happens here, before any I/O.
+
+Example::
+
+    with tenure.connect("sqlite:////var/lib/app/locks.db") as store:
+        with store.lock("invoices", ttl=30).acquire(timeout=10) as lease:
+            ...
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from collections.abc import Callable
+from datetime import timedelta
+from types import TracebackType
+
+from tenure._sync._lease import Lease
+from tenure._sync._lock import Lock, Semaphore
+from tenure._sync._monitor import LeaseMonitor
+from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores.file import FileStore
+from tenure._sync.stores.memory import MemoryStore
+from tenure._sync.stores.sqlite import SQLiteStore
+from tenure._errors import InvalidArgument, InvalidArgumentType, TenureError
+from tenure._names import validate_name
+from tenure._timing import check_range, to_seconds
+from tenure._types import LeaseInfo
+from tenure._urls import parse_store_url
+
+DEFAULT_TTL = 30.0
+MAX_LIMIT = 10_000
+MAX_HOLDER_LENGTH = 256
+
+
+def default_holder() -> str:
+    """host:pid:random, unique per Store.
+
+    Example::
+
+        default_holder()  # 'web-7f9c:4121:3fa2c1'
+    """
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Store:
+    """Locks, semaphores and leases of one store; get one with `tenure.connect(url)`.
+
+    Example::
+
+        store = tenure.connect("file:///var/lib/app/locks")
+        lock = store.lock("nightly-report", ttl=60)
+        print(store.leases())
+        store.close()
+    """
+
+    def __init__(self, backend: Backend, *, holder: str | None = None) -> None:
+        if not isinstance(backend, Backend):
+            raise InvalidArgumentType(
+                f"backend must implement tenure's store protocol, got {type(backend).__name__}"
+            )
+        self.backend = backend
+        self.holder = default_holder() if holder is None else _check_holder(holder)
+        self._monitor = LeaseMonitor(backend)
+
+    def __repr__(self) -> str:
+        return f"<Store {self.url}>"
+
+    @property
+    def url(self) -> str:
+        """The store's URL with secrets redacted."""
+        return self.backend.url
+
+    def lock(
+        self,
+        name: str,
+        ttl: float | timedelta = DEFAULT_TTL,
+        *,
+        holder: str | None = None,
+        renew_every: float | timedelta | None = None,
+        min_wait: float | timedelta = 0.01,
+        max_wait: float | timedelta = 1.0,
+        on_lost: Callable[[Lease], object] | None = None,
+    ) -> Lock:
+        """A lock named `name` whose leases last `ttl` seconds unless renewed.
+
+        `renew_every` defaults to ttl/3; `min_wait`/`max_wait` bound the backoff of
+        `acquire(timeout)`; `on_lost(lease)` runs in the background when a lease is lost.
+
+        Example::
+
+            lock = store.lock("invoice-processing", ttl=30)
+        """
+        return Lock(self, **self._lock_options(name, ttl, 1, holder, renew_every,
+                                                    min_wait, max_wait, on_lost))
+
+    def semaphore(
+        self,
+        name: str,
+        limit: int,
+        ttl: float | timedelta = DEFAULT_TTL,
+        *,
+        holder: str | None = None,
+        renew_every: float | timedelta | None = None,
+        min_wait: float | timedelta = 0.01,
+        max_wait: float | timedelta = 1.0,
+        on_lost: Callable[[Lease], object] | None = None,
+    ) -> Semaphore:
+        """A semaphore: at most `limit` leases of `name` at once, each with its own slot.
+
+        Example::
+
+            sem = store.semaphore("imports", limit=3, ttl=30)
+        """
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise InvalidArgumentType(f"limit must be an int, got {type(limit).__name__}")
+        if not 1 <= limit <= MAX_LIMIT:
+            raise InvalidArgument(f"limit={limit} is out of range: it must be 1 to {MAX_LIMIT}")
+        return Semaphore(self, **self._lock_options(name, ttl, limit, holder, renew_every,
+                                                         min_wait, max_wait, on_lost))
+
+    def _lock_options(
+        self,
+        name: str,
+        ttl: float | timedelta,
+        limit: int,
+        holder: str | None,
+        renew_every: float | timedelta | None,
+        min_wait: float | timedelta,
+        max_wait: float | timedelta,
+        on_lost: Callable[[Lease], object] | None,
+    ) -> dict[str, object]:
+        capabilities = self.backend.capabilities
+        seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
+                              capabilities.max_ttl, capabilities.ttl_hint)
+        every = seconds / 3 if renew_every is None else check_range(
+            to_seconds(renew_every, "renew_every"), "renew_every", seconds / 100, seconds / 2,
+            " (a fraction of ttl: renewals must land well before the lease runs out)")
+        shortest = check_range(to_seconds(min_wait, "min_wait"), "min_wait", 0.001, 60.0)
+        longest = check_range(to_seconds(max_wait, "max_wait"), "max_wait", shortest, 3600.0,
+                              " (max_wait must not be below min_wait)")
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgumentType(
+                f"on_lost must be a function taking the lease, got {type(on_lost).__name__}"
+            )
+        return {
+            "name": validate_name(name),
+            "ttl": seconds,
+            "limit": limit,
+            "holder": self.holder if holder is None else _check_holder(holder),
+            "renew_every": every,
+            "min_wait": shortest,
+            "max_wait": longest,
+            "on_lost": on_lost,
+        }
+
+    def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        """Live leases whose name starts with `prefix`, sorted by name and slot.
+
+        Example::
+
+            for info in store.leases("jobs/"):
+                print(info.name, info.holder, info.token, info.expires_at)
+        """
+        if not isinstance(prefix, str):
+            raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
+        return self.backend.leases(prefix)
+
+    def break_lease(self, name: str) -> int:
+        """Free `name` now, whoever holds it; returns how many live leases were freed.
+
+        The old holder learns at its next renewal or check (lost). For operators, not for
+        normal flow.
+
+        Example::
+
+            store.break_lease("stuck-job")
+        """
+        return self.backend.break_lease(validate_name(name))
+
+    def close(self) -> None:
+        """Release every lease still held through this store and free its connections.
+
+        Example::
+
+            store.close()
+        """
+        for lease in self._monitor.held():
+            try:
+                lease.release()
+            except TenureError:
+                pass  # it expires by itself
+        self._monitor.close()
+        self.backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _check_holder(holder: object) -> str:
+    if not isinstance(holder, str):
+        raise InvalidArgumentType(f"holder must be a str, got {type(holder).__name__}")
+    if not 0 < len(holder) <= MAX_HOLDER_LENGTH:
+        raise InvalidArgument(
+            f"holder must be 1 to {MAX_HOLDER_LENGTH} characters, got {len(holder)}; "
+            "omit it to use host:pid:random"
+        )
+    return holder
+
+
+def connect(url: str | Backend, *, holder: str | None = None) -> Store:
+    """Open a store by URL (or wrap a store object you built). Nothing is touched until used.
+
+    URLs: `memory://`, `sqlite:///abs/path.db` (option `?synchronous=full`),
+    `file:///abs/dir`.
+
+    Example::
+
+        store = tenure.connect("sqlite:////var/lib/app/locks.db")
+    """
+    if not isinstance(url, str):
+        return Store(url, holder=holder)
+    parsed = parse_store_url(url)
+    backend: Backend
+    if parsed.scheme == "memory":
+        backend = MemoryStore()
+    elif parsed.scheme == "sqlite":
+        backend = SQLiteStore(parsed.location, **_only(parsed.options, "synchronous"))
+    else:
+        _only(parsed.options)
+        backend = FileStore(parsed.location)
+    return Store(backend, holder=holder)
+
+
+def _only(options: dict[str, str], *allowed: str) -> dict[str, str]:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        accepted = ", ".join(allowed) or "none"
+        raise InvalidArgument(f"unknown URL option(s) {', '.join(unknown)}; accepted: {accepted}")
+    return options

@@ -1,0 +1,129 @@
+# GENERATED from src/tenure/_async/stores/memory.py by scripts/unasync.py: do not edit.
+"""`memory://`: leases in this process's memory, for tests and examples.
+
+Expiry uses this process's monotonic clock; release wakes waiters at once. Nothing is shared
+with other processes, and everything is gone when the process exits.
+
+Example::
+
+    store = tenure.connect("memory://")
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from tenure._sync import _shim
+from tenure._hostclock import wall_us
+from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+from tenure._timing import next_token
+
+
+@dataclass
+class _Held:
+    grant: Grant
+    expires_at: float
+
+
+class MemoryStore:
+    """An in-process lease store.
+
+    Example::
+
+        backend = MemoryStore()
+        grant = backend.try_acquire("jobs", "me", 5.0, 1)
+    """
+
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, notifies_release=True)
+
+    def __init__(self) -> None:
+        self.url = "memory://"
+        self._mutex = threading.Lock()
+        self._held: dict[tuple[str, int], _Held] = {}
+        self._counters: dict[str, int] = {}
+        self._released: dict[str, _shim.Event] = {}
+
+    def _live(self, name: str, slot: int, now: float) -> _Held | None:
+        held = self._held.get((name, slot))
+        return held if held is not None and held.expires_at > now else None
+
+    def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        with self._mutex:
+            now = _shim.monotonic()
+            for slot in range(limit):
+                if self._live(name, slot, now) is None:
+                    token = next_token(self._counters.get(name), True, wall_us())
+                    self._counters[name] = token
+                    grant = Grant(name, slot, holder, secrets.token_hex(8), token, name)
+                    self._held[(name, slot)] = _Held(grant, now + ttl)
+                    return grant
+            return None
+
+    def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        results: list[Grant | LostReason] = []
+        with self._mutex:
+            now = _shim.monotonic()
+            for grant in grants:
+                held = self._held.get((grant.name, grant.slot))
+                if held is None or held.grant.lease_id != grant.lease_id:
+                    results.append(LostReason.TAKEN if held else LostReason.BROKEN)
+                elif held.expires_at <= now:
+                    results.append(LostReason.EXPIRED)
+                else:
+                    held.expires_at = now + ttl
+                    results.append(grant)
+        return results
+
+    def release(self, grant: Grant) -> bool:
+        with self._mutex:
+            held = self._held.get((grant.name, grant.slot))
+            if held is None or held.grant.lease_id != grant.lease_id:
+                return False
+            del self._held[(grant.name, grant.slot)]
+            was_live = held.expires_at > _shim.monotonic()
+        self._notify(grant.name)
+        return was_live
+
+    def break_lease(self, name: str) -> int:
+        with self._mutex:
+            now = _shim.monotonic()
+            slots = [key for key in self._held if key[0] == name]
+            freed = sum(1 for key in slots if self._held.pop(key).expires_at > now)
+        self._notify(name)
+        return freed
+
+    def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        with self._mutex:
+            now = _shim.monotonic()
+            wall_now = datetime.now(timezone.utc)
+            found = [
+                LeaseInfo(
+                    held.grant.name,
+                    held.grant.holder,
+                    held.grant.token,
+                    wall_now + timedelta(seconds=held.expires_at - now),
+                    held.grant.slot,
+                )
+                for (name, _slot), held in self._held.items()
+                if name.startswith(prefix) and held.expires_at > now
+            ]
+        return sorted(found, key=lambda info: (info.name, info.slot))
+
+    def wait_released(self, name: str, timeout: float) -> None:
+        with self._mutex:
+            event = self._released.setdefault(name, _shim.Event())
+        _shim.wait_event(event, timeout)
+
+    def _notify(self, name: str) -> None:
+        with self._mutex:
+            event = self._released.pop(name, None)
+        if event is not None:
+            event.set()
+
+    def close(self) -> None:
+        with self._mutex:
+            self._held.clear()

@@ -1,0 +1,141 @@
+"""Pure timing logic: argument checks for durations, the holder's local deadline, backoff with
+full jitter, and the next fencing token. No I/O.
+
+Example:
+    >>> to_seconds(30, "ttl")
+    30.0
+    >>> local_deadline(sent_at=100.0, ttl=30.0)
+    128.7
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from datetime import timedelta
+
+from tenure._errors import InvalidArgument, InvalidArgumentType
+
+# A lease counts as lost a little before the store lets it expire: 1 % for clock-rate
+# differences between this host and the store, plus a margin for the last request's flight.
+CLOCK_RATE_TOLERANCE = 0.01
+MAX_MARGIN = 1.0
+
+
+def to_seconds(value: object, argument: str, *, allow_none: bool = False) -> float:
+    """Accept seconds as int/float or a timedelta; return float seconds.
+
+    Example:
+        >>> to_seconds(timedelta(minutes=1), "ttl")
+        60.0
+    """
+    if value is None and allow_none:
+        return math.inf
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        expected = "seconds (int or float), a timedelta, or None" if allow_none else (
+            "seconds (int or float) or a timedelta"
+        )
+        raise InvalidArgumentType(f"{argument} must be {expected}, got {type(value).__name__}")
+    if math.isnan(seconds):
+        raise InvalidArgument(f"{argument} must be a number of seconds, got NaN")
+    return seconds
+
+
+def check_range(seconds: float, argument: str, low: float, high: float, hint: str = "") -> float:
+    """Fail with a clear message when `seconds` is outside [low, high].
+
+    Example:
+        >>> check_range(5.0, "ttl", 0.1, 60.0)
+        5.0
+    """
+    if not low <= seconds <= high:
+        bound = f"between {low:g} and {high:g} seconds" if math.isfinite(high) else (
+            f"at least {low:g} seconds"
+        )
+        raise InvalidArgument(f"{argument}={seconds:g} is out of range: it must be {bound}{hint}")
+    return seconds
+
+
+def margin_for(ttl: float) -> float:
+    """The safety margin subtracted from a lease's local deadline: min(1 s, ttl/10).
+
+    Example:
+        >>> margin_for(5.0)
+        0.5
+    """
+    return min(MAX_MARGIN, ttl / 10)
+
+
+def local_deadline(sent_at: float, ttl: float) -> float:
+    """When the holder must consider its lease lost without a confirmed renewal.
+
+    `sent_at` is this process's monotonic time when the acquire/renew request was sent,
+    so the deadline never depends on how long the answer took to come back.
+
+    Example:
+        >>> round(local_deadline(0.0, 10.0), 3)
+        8.9
+    """
+    return sent_at + ttl * (1 - CLOCK_RATE_TOLERANCE) - margin_for(ttl)
+
+
+def jittered(interval: float, spread: float = 0.1) -> float:
+    """`interval` moved randomly by up to +-spread (default 10 %), so holders do not align.
+
+    Example:
+        >>> 9.0 <= jittered(10.0) <= 11.0
+        True
+    """
+    return interval * (1 + random.uniform(-spread, spread))
+
+
+class Backoff:
+    """Exponential backoff with full jitter between `minimum` and `maximum` seconds.
+
+    Example:
+        >>> backoff = Backoff(0.01, 1.0)
+        >>> 0.01 <= backoff.next_delay() <= 0.02
+        True
+    """
+
+    __slots__ = ("_attempt", "maximum", "minimum")
+
+    def __init__(self, minimum: float, maximum: float) -> None:
+        self.minimum = minimum
+        self.maximum = maximum
+        self._attempt = 0
+
+    def next_delay(self) -> float:
+        """The next wait: uniform in [minimum, min(maximum, minimum * 2**attempt)].
+
+        Example:
+            >>> Backoff(1.0, 1.0).next_delay()
+            1.0
+        """
+        cap = min(self.maximum, self.minimum * 2 ** min(self._attempt + 1, 60))
+        self._attempt += 1
+        return random.uniform(self.minimum, cap)
+
+
+def next_token(stored: int | None, same_boot: bool, now_us: int) -> int:
+    """The fencing token for a new grant, given the counter a store kept for the name.
+
+    A counter the store cannot find, or one last written before this host's latest reboot
+    (whose final increments may not have reached the disk), restarts from the wall clock in
+    microseconds, so tokens never go backwards while that clock does not step back.
+
+    Example:
+        >>> next_token(41, True, 10**15)
+        42
+        >>> next_token(None, True, 10**15)
+        1000000000000000
+    """
+    if stored is None:
+        return now_us
+    if same_boot:
+        return stored + 1
+    return max(stored + 1, now_us)

@@ -1,0 +1,78 @@
+"""Plain value types shared by the stores and the core: Grant, LeaseInfo, Capabilities, LostReason.
+
+Example:
+    >>> Grant("jobs", 0, "host:1:ab", "id1", 7, "jobs").token
+    7
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import NamedTuple
+
+
+class Grant(NamedTuple):
+    """What a store hands back for one successful acquisition (or renewal).
+
+    Example:
+        >>> Grant("jobs", 0, "me", "lease-1", 3, "jobs").slot
+        0
+    """
+
+    name: str
+    slot: int
+    holder: str
+    lease_id: str
+    token: int
+    key: str
+
+
+class LostReason(str, enum.Enum):
+    """Why a store refused to renew a lease.
+
+    Example:
+        >>> LostReason.TAKEN.value
+        'taken'
+    """
+
+    EXPIRED = "expired"  # the store let it run out
+    TAKEN = "taken"  # another holder has it now
+    BROKEN = "broken"  # an admin called break_lease
+    DEADLINE = "deadline"  # no renewal confirmed before the local deadline
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """One live lease as `store.leases()` reports it.
+
+    `expires_at` is None where the kernel holds the lock until release (file store).
+
+    Example:
+        >>> LeaseInfo("jobs", "me", 3, None).token
+        3
+    """
+
+    name: str
+    holder: str
+    token: int
+    expires_at: datetime | None
+    slot: int = 0
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a store can do; the core adapts (ttl bounds, notifications, renewal needs).
+
+    Example:
+        >>> Capabilities(min_ttl=0.1, max_ttl=86400.0).notifies_release
+        False
+    """
+
+    min_ttl: float
+    max_ttl: float
+    notifies_release: bool = False
+    batched_renewal: bool = False
+    expiry: str = "store clock"  # or "kernel" when the OS frees the lock with its holder
+    ttl_hint: str = ""

@@ -1,0 +1,88 @@
+"""Store URLs: parsing into a scheme, a location and options, and redaction of secrets for
+messages. Pure logic, no I/O.
+
+Example:
+    >>> parse_store_url("sqlite:///var/lib/app/locks.db").location
+    '/var/lib/app/locks.db'
+    >>> redact("redis://user:hunter2@cache:6379/0")
+    'redis://user:***@cache:6379/0'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from tenure._errors import InvalidArgument, InvalidArgumentType
+
+SUPPORTED = "memory://, sqlite:///path/to/locks.db, file:///path/to/dir"
+_SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:]*):([^/@]*)@")
+_SECRET_IN_QUERY = re.compile(
+    r"(?i)((?:password|secret|token|key|sig|accountkey|sharedaccesssignature)=)[^&;]*")
+
+
+@dataclass(frozen=True)
+class StoreURL:
+    """A parsed store URL.
+
+    Example:
+        >>> parse_store_url("file:///tmp/locks").scheme
+        'file'
+    """
+
+    scheme: str
+    location: str
+    options: dict[str, str] = field(default_factory=dict)
+
+
+def redact(url: str) -> str:
+    """Hide passwords and keys in a URL or connection string before it reaches a message.
+
+    Example:
+        >>> redact("postgresql://app:s3cret@db/locks?sslpassword=x")
+        'postgresql://app:***@db/locks?sslpassword=***'
+    """
+    url = _SECRET_IN_NETLOC.sub(r"\1:***@", url)
+    return _SECRET_IN_QUERY.sub(r"\1***", url)
+
+
+def parse_store_url(url: object) -> StoreURL:
+    """Split a store URL; a clear error for anything tenure cannot connect to.
+
+    `sqlite:///abs/path.db` and `file:///abs/dir` take absolute paths; `sqlite:relative.db`
+    and `file:relative/dir` take paths relative to the working directory.
+
+    Example:
+        >>> parse_store_url("sqlite:locks.db?synchronous=full").options
+        {'synchronous': 'full'}
+    """
+    if not isinstance(url, str):
+        raise InvalidArgumentType(
+            f"url must be a str such as 'sqlite:///var/lib/app/locks.db', got {type(url).__name__}"
+        )
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if not scheme:
+        raise InvalidArgument(
+            f"url {redact(url)!r} has no scheme; use one of: {SUPPORTED}"
+        )
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if scheme == "memory":
+        return StoreURL(scheme, "", options)
+    if scheme in ("sqlite", "file"):
+        if parts.netloc not in ("", "localhost"):
+            raise InvalidArgument(
+                f"url {redact(url)!r} names host {parts.netloc!r}; {scheme} stores are local: "
+                f"write {scheme}:///absolute/path or {scheme}:relative/path"
+            )
+        location = unquote(parts.path)
+        if location.startswith("//"):
+            location = "/" + location.lstrip("/")
+        if not location:
+            raise InvalidArgument(f"url {redact(url)!r} has no path; e.g. {scheme}:///var/lib/app/locks")
+        return StoreURL(scheme, location, options)
+    raise InvalidArgument(
+        f"url scheme {scheme!r} is not supported by this version of tenure; use one of: "
+        f"{SUPPORTED}"
+    )

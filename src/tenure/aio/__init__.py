@@ -1,0 +1,21 @@
+"""tenure's async API (anyio on asyncio): the same shapes as `tenure`, awaited.
+
+When a lease is lost while an `async with` body runs, the body is cancelled and
+tenure.LeaseLost is raised out of the block.
+
+Example::
+
+    import tenure.aio
+
+    async with tenure.aio.connect("sqlite:////var/lib/app/locks.db") as store:
+        async with store.lock("invoice-processing", ttl=30).acquire(timeout=10) as lease:
+            await process_invoices(fence=lease.token)
+"""
+
+from tenure._async._lease import AsyncLease
+from tenure._async._lock import AsyncLock, AsyncSemaphore
+from tenure._async._shim import AsyncAcquiring
+from tenure._async._store import AsyncStore, connect
+
+__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore",
+           "connect"]
