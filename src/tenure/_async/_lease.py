@@ -173,7 +173,7 @@ class AsyncLease:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
-    ) -> bool:
+    ) -> None:
         cancelled_by_loss = _shim.close_cancel_scope(self._cancel_scope, exc_type, exc, traceback)
         self._cancel_scope = None
         lost = self.lost
@@ -185,4 +185,3 @@ class AsyncLease:
                             self.name, release_error)
         if cancelled_by_loss or (lost and exc_type is None):
             raise LeaseLost(self._loss_message())
-        return False

@@ -105,7 +105,7 @@ class AsyncLeaseMonitor:
                 for lease in group:
                     lease.retry_soon(now)
                 continue
-            for lease, result in zip(group, results):
+            for lease, result in zip(group, results, strict=True):
                 if isinstance(result, LostReason):
                     lease.mark_lost(result)
                 elif not lease.released:

@@ -14,11 +14,12 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import timedelta
 from types import TracebackType
 
 from tenure._async._lease import AsyncLease
-from tenure._async._lock import AsyncLock, AsyncSemaphore
+from tenure._async._lock import AsyncLock, AsyncLockSettings, AsyncSemaphore
 from tenure._async._monitor import AsyncLeaseMonitor
 from tenure._async.stores._protocol import AsyncBackend
 from tenure._async.stores.file import AsyncFileStore
@@ -93,8 +94,8 @@ class AsyncStore:
 
             lock = store.lock("invoice-processing", ttl=30)
         """
-        return AsyncLock(self, **self._lock_options(name, ttl, 1, holder, renew_every,
-                                                    min_wait, max_wait, on_lost))
+        settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait, on_lost)
+        return AsyncLock(self, validate_name(name), settings)
 
     def semaphore(
         self,
@@ -118,12 +119,11 @@ class AsyncStore:
             raise InvalidArgumentType(f"limit must be an int, got {type(limit).__name__}")
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidArgument(f"limit={limit} is out of range: it must be 1 to {MAX_LIMIT}")
-        return AsyncSemaphore(self, **self._lock_options(name, ttl, limit, holder, renew_every,
-                                                         min_wait, max_wait, on_lost))
+        settings = self._settings(ttl, limit, holder, renew_every, min_wait, max_wait, on_lost)
+        return AsyncSemaphore(self, validate_name(name), settings)
 
-    def _lock_options(
+    def _settings(
         self,
-        name: str,
         ttl: float | timedelta,
         limit: int,
         holder: str | None,
@@ -131,7 +131,7 @@ class AsyncStore:
         min_wait: float | timedelta,
         max_wait: float | timedelta,
         on_lost: Callable[[AsyncLease], object] | None,
-    ) -> dict[str, object]:
+    ) -> AsyncLockSettings:
         capabilities = self.backend.capabilities
         seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
                               capabilities.max_ttl, capabilities.ttl_hint)
@@ -145,16 +145,15 @@ class AsyncStore:
             raise InvalidArgumentType(
                 f"on_lost must be a function taking the lease, got {type(on_lost).__name__}"
             )
-        return {
-            "name": validate_name(name),
-            "ttl": seconds,
-            "limit": limit,
-            "holder": self.holder if holder is None else _check_holder(holder),
-            "renew_every": every,
-            "min_wait": shortest,
-            "max_wait": longest,
-            "on_lost": on_lost,
-        }
+        return AsyncLockSettings(
+            ttl=seconds,
+            limit=limit,
+            holder=self.holder if holder is None else _check_holder(holder),
+            renew_every=every,
+            min_wait=shortest,
+            max_wait=longest,
+            on_lost=on_lost,
+        )
 
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
         """Live leases whose name starts with `prefix`, sorted by name and slot.
@@ -188,10 +187,8 @@ class AsyncStore:
             await store.close()
         """
         for lease in self._monitor.held():
-            try:
+            with suppress(TenureError):  # a lease we cannot release expires by itself
                 await lease.release()
-            except TenureError:
-                pass  # it expires by itself
         self._monitor.close()
         await self.backend.close()
 

@@ -174,7 +174,7 @@ class Lease:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
-    ) -> bool:
+    ) -> None:
         cancelled_by_loss = _shim.close_cancel_scope(self._cancel_scope, exc_type, exc, traceback)
         self._cancel_scope = None
         lost = self.lost
@@ -186,4 +186,3 @@ class Lease:
                             self.name, release_error)
         if cancelled_by_loss or (lost and exc_type is None):
             raise LeaseLost(self._loss_message())
-        return False

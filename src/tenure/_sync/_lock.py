@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tenure._sync import _shim
@@ -21,6 +22,19 @@ from tenure._timing import Backoff, to_seconds
 
 if TYPE_CHECKING:
     from tenure._sync._store import Store
+
+
+@dataclass(frozen=True)
+class LockSettings:
+    """The validated options of a lock or semaphore (see `Store.lock`)."""
+
+    ttl: float
+    limit: int
+    holder: str
+    renew_every: float
+    min_wait: float
+    max_wait: float
+    on_lost: Callable[[Lease], object] | None
 
 
 class Lock:
@@ -33,27 +47,15 @@ class Lock:
         lease = lock.acquire(timeout=5)  # waits up to 5 s, else tenure.LockTimeout
     """
 
-    def __init__(
-        self,
-        store: Store,
-        name: str,
-        *,
-        ttl: float,
-        limit: int,
-        holder: str,
-        renew_every: float,
-        min_wait: float,
-        max_wait: float,
-        on_lost: Callable[[Lease], object] | None,
-    ) -> None:
+    def __init__(self, store: Store, name: str, settings: LockSettings) -> None:
         self.name = name
-        self.ttl = ttl
-        self.limit = limit
-        self.holder = holder
-        self.renew_every = renew_every
-        self.min_wait = min_wait
-        self.max_wait = max_wait
-        self.on_lost = on_lost
+        self.ttl = settings.ttl
+        self.limit = settings.limit
+        self.holder = settings.holder
+        self.renew_every = settings.renew_every
+        self.min_wait = settings.min_wait
+        self.max_wait = settings.max_wait
+        self.on_lost = settings.on_lost
         self._backend = store.backend
         self._monitor = store._monitor
 

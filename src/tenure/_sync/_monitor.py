@@ -106,7 +106,7 @@ class LeaseMonitor:
                 for lease in group:
                     lease.retry_soon(now)
                 continue
-            for lease, result in zip(group, results):
+            for lease, result in zip(group, results, strict=True):
                 if isinstance(result, LostReason):
                     lease.mark_lost(result)
                 elif not lease.released:

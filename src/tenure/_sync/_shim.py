@@ -76,7 +76,7 @@ def spawn(loop_function: Callable[[], None], name: str) -> Background:
     return _Thread(thread)
 
 
-def open_cancel_scope() -> None:
+def open_cancel_scope() -> Any:
     """Sync bodies cannot be cancelled safely: there is no scope to open.
 
     Example:
@@ -86,7 +86,7 @@ def open_cancel_scope() -> None:
 
 
 def close_cancel_scope(
-    scope: None,
+    scope: Any,
     exc_type: type[BaseException] | None,
     exc: BaseException | None,
     traceback: TracebackType | None,
@@ -100,7 +100,7 @@ def close_cancel_scope(
     return False
 
 
-def cancel(scope: None) -> None:
+def cancel(scope: Any) -> None:
     """No-op: sync bodies learn of a loss through `lease.lost`, `check()` and `on_lost`.
 
     Example:

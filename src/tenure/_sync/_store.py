@@ -15,11 +15,12 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import timedelta
 from types import TracebackType
 
 from tenure._sync._lease import Lease
-from tenure._sync._lock import Lock, Semaphore
+from tenure._sync._lock import Lock, LockSettings, Semaphore
 from tenure._sync._monitor import LeaseMonitor
 from tenure._sync.stores._protocol import Backend
 from tenure._sync.stores.file import FileStore
@@ -94,8 +95,8 @@ class Store:
 
             lock = store.lock("invoice-processing", ttl=30)
         """
-        return Lock(self, **self._lock_options(name, ttl, 1, holder, renew_every,
-                                                    min_wait, max_wait, on_lost))
+        settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait, on_lost)
+        return Lock(self, validate_name(name), settings)
 
     def semaphore(
         self,
@@ -119,12 +120,11 @@ class Store:
             raise InvalidArgumentType(f"limit must be an int, got {type(limit).__name__}")
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidArgument(f"limit={limit} is out of range: it must be 1 to {MAX_LIMIT}")
-        return Semaphore(self, **self._lock_options(name, ttl, limit, holder, renew_every,
-                                                         min_wait, max_wait, on_lost))
+        settings = self._settings(ttl, limit, holder, renew_every, min_wait, max_wait, on_lost)
+        return Semaphore(self, validate_name(name), settings)
 
-    def _lock_options(
+    def _settings(
         self,
-        name: str,
         ttl: float | timedelta,
         limit: int,
         holder: str | None,
@@ -132,7 +132,7 @@ class Store:
         min_wait: float | timedelta,
         max_wait: float | timedelta,
         on_lost: Callable[[Lease], object] | None,
-    ) -> dict[str, object]:
+    ) -> LockSettings:
         capabilities = self.backend.capabilities
         seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
                               capabilities.max_ttl, capabilities.ttl_hint)
@@ -146,16 +146,15 @@ class Store:
             raise InvalidArgumentType(
                 f"on_lost must be a function taking the lease, got {type(on_lost).__name__}"
             )
-        return {
-            "name": validate_name(name),
-            "ttl": seconds,
-            "limit": limit,
-            "holder": self.holder if holder is None else _check_holder(holder),
-            "renew_every": every,
-            "min_wait": shortest,
-            "max_wait": longest,
-            "on_lost": on_lost,
-        }
+        return LockSettings(
+            ttl=seconds,
+            limit=limit,
+            holder=self.holder if holder is None else _check_holder(holder),
+            renew_every=every,
+            min_wait=shortest,
+            max_wait=longest,
+            on_lost=on_lost,
+        )
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         """Live leases whose name starts with `prefix`, sorted by name and slot.
@@ -189,10 +188,8 @@ class Store:
             store.close()
         """
         for lease in self._monitor.held():
-            try:
+            with suppress(TenureError):  # a lease we cannot release expires by itself
                 lease.release()
-            except TenureError:
-                pass  # it expires by itself
         self._monitor.close()
         self.backend.close()
 

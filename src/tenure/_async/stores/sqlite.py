@@ -21,19 +21,16 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TypeVar
 
 from tenure._async import _shim
 from tenure._errors import InvalidArgument, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
-
-T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenure_leases (
@@ -104,7 +101,7 @@ class AsyncSQLiteStore:
     capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, batched_renewal=True)
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "normal",
-                 busy_timeout: float = 5.0) -> None:
+                 busy_timeout: float | str = 5.0) -> None:
         if synchronous.lower() not in ("normal", "full"):
             raise InvalidArgument(
                 f"synchronous={synchronous!r} is not supported; use 'normal' (default) or 'full'"
@@ -112,7 +109,7 @@ class AsyncSQLiteStore:
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self._synchronous = synchronous.upper()
-        self._busy_ms = int(busy_timeout * 1000)
+        self._busy_ms = int(float(busy_timeout) * 1000)
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._mutex = threading.Lock()
@@ -145,9 +142,11 @@ class AsyncSQLiteStore:
             self._connections.append(connection)
         return connection
 
-    def _run(self, operation: str, name: str, work: Callable[[sqlite3.Connection], T]) -> T:
+    @contextmanager
+    def _database(self, operation: str, name: str) -> Iterator[sqlite3.Connection]:
+        """This thread's connection, with sqlite3 errors turned into StoreUnavailable."""
         try:
-            return work(self._connection())
+            yield self._connection()
         except sqlite3.Error as exc:
             raise StoreUnavailable(
                 f"{self.url}: {operation} of {name!r} failed: {exc}; check that the database "
@@ -157,11 +156,14 @@ class AsyncSQLiteStore:
     # -- the Backend protocol ----------------------------------------------------------------
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        return await _shim.offload(self._run, "acquire", name,
-                                   lambda db: self._acquire_now(db, name, holder, ttl, limit))
+        return await _shim.offload(self._acquire_now, name, holder, ttl, limit)
 
-    def _acquire_now(self, db: sqlite3.Connection, name: str, holder: str, ttl: float,
-                     limit: int) -> Grant | None:
+    def _acquire_now(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        with self._database("acquire", name) as db:
+            return self._acquire_in(db, name, holder, ttl, limit)
+
+    def _acquire_in(self, db: sqlite3.Connection, name: str, holder: str, ttl: float,
+                    limit: int) -> Grant | None:
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         now = _shim.monotonic()
         if limit == 1:
@@ -169,7 +171,10 @@ class AsyncSQLiteStore:
                 "name": name, "holder": holder, "lease_id": lease_id, "seed": wall_us(),
                 "boot": BOOT_ID, "expires_at": now + ttl, "now": now,
             }).fetchone()
-            return None if row is None else Grant(name, 0, holder, lease_id, row[0], name)
+            if row is None:
+                return None
+            token: int = row[0]
+            return Grant(name, 0, holder, lease_id, token, name)
         with _immediate(db):
             rows = db.execute(
                 "SELECT slot, token, boot, expires_at FROM tenure_leases WHERE name = ?", (name,)
@@ -178,8 +183,8 @@ class AsyncSQLiteStore:
             free = next((slot for slot in range(limit) if slot not in live), None)
             if free is None:
                 return None
-            stored = max((token for _, token, _, _ in rows), default=None)
-            same_boot = all(boot == BOOT_ID for _, _, boot, _ in rows)
+            stored: int | None = max((row[1] for row in rows), default=None)
+            same_boot = all(row[2] == BOOT_ID for row in rows)
             token = next_token(stored, same_boot, wall_us())
             db.execute(
                 "INSERT OR REPLACE INTO tenure_leases VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -189,13 +194,12 @@ class AsyncSQLiteStore:
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
-        return await _shim.offload(self._run, "renewal", label,
-                                   lambda db: self._renew_now(db, grants, ttl))
+        return await _shim.offload(self._renew_now, label, grants, ttl)
 
-    def _renew_now(self, db: sqlite3.Connection, grants: Sequence[Grant],
+    def _renew_now(self, label: str, grants: Sequence[Grant],
                    ttl: float) -> list[Grant | LostReason]:
         results: list[Grant | LostReason] = []
-        with _immediate(db):
+        with self._database("renewal", label) as db, _immediate(db):
             now = _shim.monotonic()
             for grant in grants:
                 renewed = db.execute(_RENEW, {
@@ -218,41 +222,40 @@ class AsyncSQLiteStore:
         return LostReason.EXPIRED
 
     async def release(self, grant: Grant) -> bool:
-        return await _shim.offload(self._run, "release", grant.name,
-                                   lambda db: self._release_now(db, grant))
+        return await _shim.offload(self._release_now, grant)
 
-    @staticmethod
-    def _release_now(db: sqlite3.Connection, grant: Grant) -> bool:
-        released: int = db.execute(_RELEASE, {
-            "name": grant.name, "slot": grant.slot, "lease_id": grant.lease_id,
-            "boot": BOOT_ID, "now": _shim.monotonic(),
-        }).rowcount
-        return released == 1
+    def _release_now(self, grant: Grant) -> bool:
+        with self._database("release", grant.name) as db:
+            cursor = db.execute(_RELEASE, {
+                "name": grant.name, "slot": grant.slot, "lease_id": grant.lease_id,
+                "boot": BOOT_ID, "now": _shim.monotonic(),
+            })
+        return bool(cursor.rowcount == 1)
 
     async def break_lease(self, name: str) -> int:
-        return await _shim.offload(self._run, "break", name, lambda db: self._break_now(db, name))
+        return await _shim.offload(self._break_now, name)
 
-    @staticmethod
-    def _break_now(db: sqlite3.Connection, name: str) -> int:
-        broken: int = db.execute(
-            f"UPDATE tenure_leases SET lease_id = '', expires_at = 0 WHERE name = :name AND {_LIVE}",
-            {"name": name, "boot": BOOT_ID, "now": _shim.monotonic()},
-        ).rowcount
-        return broken
+    def _break_now(self, name: str) -> int:
+        with self._database("break", name) as db:
+            cursor = db.execute(
+                "UPDATE tenure_leases SET lease_id = '', expires_at = 0 "
+                f"WHERE name = :name AND {_LIVE}",
+                {"name": name, "boot": BOOT_ID, "now": _shim.monotonic()},
+            )
+        return int(cursor.rowcount)
 
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
-        return await _shim.offload(self._run, "listing", prefix,
-                                   lambda db: self._leases_now(db, prefix))
+        return await _shim.offload(self._leases_now, prefix)
 
-    @staticmethod
-    def _leases_now(db: sqlite3.Connection, prefix: str) -> list[LeaseInfo]:
+    def _leases_now(self, prefix: str) -> list[LeaseInfo]:
         now = _shim.monotonic()
         wall_now = datetime.now(timezone.utc)
-        rows = db.execute(
-            "SELECT name, slot, holder, token, expires_at FROM tenure_leases "
-            f"WHERE {_LIVE} AND substr(name, 1, :length) = :prefix ORDER BY name, slot",
-            {"boot": BOOT_ID, "now": now, "length": len(prefix), "prefix": prefix},
-        ).fetchall()
+        with self._database("listing", prefix) as db:
+            rows = db.execute(
+                "SELECT name, slot, holder, token, expires_at FROM tenure_leases "
+                f"WHERE {_LIVE} AND substr(name, 1, :length) = :prefix ORDER BY name, slot",
+                {"boot": BOOT_ID, "now": now, "length": len(prefix), "prefix": prefix},
+            ).fetchall()
         return [
             LeaseInfo(name, holder, token, wall_now + timedelta(seconds=expires - now), slot)
             for name, slot, holder, token, expires in rows

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta, timezone
 
 from tenure._sync import _shim
 from tenure._hostclock import wall_us
-from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._timing import next_token
+from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
 
 @dataclass
