@@ -90,7 +90,7 @@ def jittered(interval: float, spread: float = 0.1) -> float:
         >>> 9.0 <= jittered(10.0) <= 11.0
         True
     """
-    return interval * (1 + random.uniform(-spread, spread))
+    return interval * (1 - spread + 2 * spread * random.random())
 
 
 class Backoff:

@@ -53,7 +53,7 @@ class AsyncLeaseMonitor:
             self._leases[lease.grant.lease_id] = lease
             if not self._closed and (self._background is None or not self._background.alive()):
                 self._background = _shim.spawn(self._run, "tenure-renewal")
-        if min(lease.renew_at, lease.deadline) < self._next_wake:
+        if lease.renew_at < self._next_wake:  # renew_at always comes before the deadline
             self._wakeup.set()
 
     def forget(self, lease: AsyncLease) -> None:

@@ -54,15 +54,15 @@ class Background(Protocol):
 
 
 class _Thread:
-    def __init__(self, thread: threading.Thread) -> None:
-        self._thread = thread
+    # A plain flag rather than Thread.is_alive(): alive() runs on every acquire.
+    running = True
 
     def stop(self) -> None:
         """The loop watches its owner's closed flag; nothing to interrupt here."""
 
     def alive(self) -> bool:
-        """False once the thread ended."""
-        return self._thread.is_alive()
+        """False once the thread's function returned."""
+        return self.running
 
 
 def spawn(loop_function: Callable[[], None], name: str) -> Background:
@@ -71,9 +71,16 @@ def spawn(loop_function: Callable[[], None], name: str) -> Background:
     Example:
         >>> spawn(lambda: None, "demo").stop()
     """
-    thread = threading.Thread(target=loop_function, name=name, daemon=True)
-    thread.start()
-    return _Thread(thread)
+    handle = _Thread()
+
+    def run() -> None:
+        try:
+            loop_function()
+        finally:
+            handle.running = False
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return handle
 
 
 def open_cancel_scope() -> Any:

@@ -4,12 +4,13 @@
 The kernel frees the lock the moment its holder's process dies, so a crashed holder's lock is
 free at once, without waiting for a ttl; ttl is accepted for a uniform API and paces the
 holder's periodic check. Each lock file keeps the name's fencing counter, the boot id it was
-written under, the holder and the name; files are never deleted by release.
+written under, the holder and the name, read and written through a shared memory mapping (no
+syscalls beyond the two flocks of a cycle); files are never deleted by release.
 
 File names are a readable prefix of the lock name plus a 128-bit digest of it (see
-tenure._names.safe_key), so no name can lead outside the directory. `break_lease` atomically
-replaces the file with a fresh copy (rename): the old holder's descriptor now points to an
-unlinked file, which its next check sees (st_nlink == 0). Semaphores keep one file per slot and
+tenure._names.safe_key), so no name can lead outside the directory. `break_lease` marks the
+held file as replaced and renames a fresh copy into its place: the old holder sees the mark at
+its next check, and nobody can newly take the old file. Semaphores keep one file per slot and
 their counter in a `.sem` file; do not use one name both as a lock and as a semaphore.
 
 Local file systems only: flock over NFS is not reliable. Linux and macOS (no Windows).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import mmap
 import os
 import secrets
 import struct
@@ -42,28 +44,57 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-_MAGIC = b"TNR1"
-_HEADER = struct.Struct(">4sQ16sHH")  # magic, token, boot digest, holder length, name length
+_MAGIC = b"TNR2"
+# magic, token, boot digest, replaced flag, holder length, name length; then holder and name
+_HEADER = struct.Struct(">4sQ16sBHH")
+_COUNTER = struct.Struct(">4sQ16s")  # the header's prefix that acquiring needs
+_REPLACED_AT = 28
 _BOOT = bytes.fromhex(name_digest(BOOT_ID))
+_FILE_SIZE = 8192  # header + 256-char holder + 1,024-char name in UTF-8, with room to spare
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
-_MAX_IDLE_DESCRIPTORS = 256
+_MAX_IDLE_FILES = 256
 
 
-def _read_record(fd: int) -> tuple[int | None, bool, str, str]:
-    """(token, written in this boot, holder, name) of a lock file; token None when empty."""
-    data = os.pread(fd, 8192, 0)
+def _parse(data: bytes | mmap.mmap) -> tuple[int | None, bool, bool, str, str]:
+    """(token, written in this boot, replaced, holder, name) of a record; token None if empty."""
     if len(data) < _HEADER.size or data[:4] != _MAGIC:
-        return None, True, "", ""
-    _, token, boot, holder_length, name_length = _HEADER.unpack_from(data)
+        return None, True, False, "", ""
+    _, token, boot, replaced, holder_length, name_length = _HEADER.unpack_from(data)
     start = _HEADER.size
-    holder = data[start:start + holder_length].decode("utf-8", "replace")
-    name = data[start + holder_length:start + holder_length + name_length].decode(
+    holder = bytes(data[start:start + holder_length]).decode("utf-8", "replace")
+    name = bytes(data[start + holder_length:start + holder_length + name_length]).decode(
         "utf-8", "replace")
-    return token, boot == _BOOT, holder, name
+    return token, boot == _BOOT, bool(replaced), holder, name
 
 
 def _record(token: int, holder: bytes, name: bytes, boot: bytes = _BOOT) -> bytes:
-    return _HEADER.pack(_MAGIC, token, boot, len(holder), len(name)) + holder + name
+    return _HEADER.pack(_MAGIC, token, boot, 0, len(holder), len(name)) + holder + name
+
+
+class _LockFile:
+    """An open lock file and its shared memory mapping (reads and writes without syscalls)."""
+
+    __slots__ = ("fd", "map", "path")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = os.open(path, _OPEN_FLAGS, 0o644)
+        try:
+            if os.fstat(self.fd).st_size < _FILE_SIZE:
+                os.ftruncate(self.fd, _FILE_SIZE)  # idempotent when two openers race
+            self.map = mmap.mmap(self.fd, _FILE_SIZE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    @property
+    def replaced(self) -> bool:
+        """break_lease marked this file as being replaced: its lock no longer counts."""
+        return self.map[_REPLACED_AT] == 1
+
+    def close(self) -> None:
+        self.map.close()
+        os.close(self.fd)
 
 
 class FileStore:
@@ -91,14 +122,15 @@ class FileStore:
                 "check the path and its permissions"
             ) from exc
         self._paths: dict[tuple[str, int, int], tuple[str, bytes]] = {}
-        self._idle: dict[str, list[int]] = {}
+        self._holders: dict[str, bytes] = {}
+        self._idle: dict[str, list[_LockFile]] = {}
         self._idle_count = 0
-        self._held: dict[str, tuple[int, str]] = {}
+        self._held: dict[str, _LockFile] = {}
         self._counter_mutex = threading.Lock()
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(6)
 
-    # -- paths and descriptors ----------------------------------------------------------------
+    # -- paths and open files -----------------------------------------------------------------
 
     def _path(self, name: str, slot: int, limit: int) -> tuple[str, bytes]:
         cached = self._paths.get((name, slot, limit))
@@ -108,39 +140,53 @@ class FileStore:
             cached = self._paths[(name, slot, limit)] = (path, name.encode("utf-8"))
         return cached
 
-    def _take_descriptor(self, path: str) -> int:
+    def _holder_bytes(self, holder: str) -> bytes:
+        encoded = self._holders.get(holder)
+        if encoded is None:
+            encoded = self._holders[holder] = holder.encode("utf-8")
+        return encoded
+
+    def _take(self, path: str) -> _LockFile:
         idle = self._idle.get(path)
         if idle:
             try:
-                fd = idle.pop()
+                lock_file = idle.pop()
                 self._idle_count -= 1
-                return fd
+                return lock_file
             except IndexError:  # another thread took the last one
                 pass
-        return os.open(path, _OPEN_FLAGS, 0o644)
+        return _LockFile(path)
 
-    def _park_descriptor(self, path: str, fd: int) -> None:
-        if self._idle_count >= _MAX_IDLE_DESCRIPTORS:
-            os.close(fd)
+    def _park(self, lock_file: _LockFile) -> None:
+        if self._idle_count >= _MAX_IDLE_FILES:
+            lock_file.close()
         else:
-            self._idle.setdefault(path, []).append(fd)
+            self._idle.setdefault(lock_file.path, []).append(lock_file)
             self._idle_count += 1
 
-    def _lock_file(self, path: str) -> int | None:
-        """An exclusively flocked descriptor of the file now at `path`, or None if held."""
-        fd = self._take_descriptor(path)
-        while True:
+    def _lock(self, path: str) -> _LockFile | None:
+        """The file now at `path`, exclusively flocked by us; None when someone holds it.
+
+        Each open file has its own open file description, so two holders in one process
+        exclude each other too (flock is per description, not per process).
+        """
+        lock_file = self._take(path)
+        for attempt in range(3):
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(lock_file.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                self._park_descriptor(path, fd)
+                self._park(lock_file)
                 return None
-            if os.fstat(fd).st_nlink:
-                return fd
-            # break_lease replaced the file after we opened it: lock the new one instead
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-            fd = os.open(path, _OPEN_FLAGS, 0o644)
+            if not lock_file.replaced:
+                return lock_file
+            # break_lease is replacing this file: let go and lock the file that replaces it
+            fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
+            lock_file.close()
+            if attempt < 2:
+                lock_file = _LockFile(path)
+        # Still marked: a break_lease is midway (one killed midway is finished by calling it
+        # again). Report the lock as held rather than spin.
+        return None
 
     def _failure(self, operation: str, name: str, exc: OSError) -> StoreUnavailable:
         return StoreUnavailable(
@@ -154,17 +200,19 @@ class FileStore:
         try:
             for slot in range(limit):
                 path, name_bytes = self._path(name, slot, limit)
-                fd = self._lock_file(path)
-                if fd is None:
+                lock_file = self._lock(path)
+                if lock_file is None:
                     continue
                 if limit == 1:
-                    stored, same_boot, _, _ = _read_record(fd)
-                    token = next_token(stored, same_boot, wall_us())
+                    magic, stored, boot = _COUNTER.unpack_from(lock_file.map)
+                    token = (next_token(stored, boot == _BOOT, wall_us()) if magic == _MAGIC
+                             else wall_us())
                 else:
                     token = self._bump_semaphore_counter(name)
-                os.pwrite(fd, _record(token, holder.encode("utf-8"), name_bytes), 0)
+                record = _record(token, self._holder_bytes(holder), name_bytes)
+                lock_file.map[:len(record)] = record
                 lease_id = f"{self._id_prefix}{next(self._ids)}"
-                self._held[lease_id] = (fd, path)
+                self._held[lease_id] = lock_file
                 return Grant(name, slot, holder, lease_id, token, path)
             return None
         except OSError as exc:
@@ -178,7 +226,7 @@ class FileStore:
             fd = os.open(path, _OPEN_FLAGS, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
-                stored, same_boot, _, _ = _read_record(fd)
+                stored, same_boot, _, _, _ = _parse(os.pread(fd, _HEADER.size, 0))
                 token = next_token(stored, same_boot, wall_us())
                 os.pwrite(fd, _record(token, b"", name.encode("utf-8")), 0)
                 return token
@@ -188,32 +236,25 @@ class FileStore:
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         results: list[Grant | LostReason] = []
         for grant in grants:
-            held = self._held.get(grant.lease_id)
-            if held is None:
-                results.append(LostReason.BROKEN)
-                continue
-            try:
-                linked = os.fstat(held[0]).st_nlink
-            except OSError as exc:
-                raise self._failure("check", grant.name, exc) from exc
-            results.append(grant if linked else LostReason.BROKEN)
+            lock_file = self._held.get(grant.lease_id)
+            ours = lock_file is not None and not lock_file.replaced
+            results.append(grant if ours else LostReason.BROKEN)
         return results
 
     def release(self, grant: Grant) -> bool:
-        held = self._held.pop(grant.lease_id, None)
-        if held is None:
+        lock_file = self._held.pop(grant.lease_id, None)
+        if lock_file is None:
             return False
-        fd, path = held
+        still_ours = not lock_file.replaced
         try:
-            still_ours = os.fstat(fd).st_nlink > 0
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
         except OSError as exc:
-            os.close(fd)
+            lock_file.close()
             raise self._failure("release", grant.name, exc) from exc
         if still_ours:
-            self._park_descriptor(path, fd)
+            self._park(lock_file)
         else:
-            os.close(fd)
+            lock_file.close()
         return still_ours
 
     def break_lease(self, name: str) -> int:
@@ -225,32 +266,37 @@ class FileStore:
             raise self._failure("break", name, exc) from exc
 
     def _break_file(self, path: str) -> int:
-        """Replace a held lock file by a copy; the holder's descriptor then shows st_nlink 0."""
+        """Replace a held lock file by a fresh copy; its holder sees the old one marked replaced.
+
+        Order matters: mark the old file first (from then on nobody can newly lock it and keep
+        it), read its counter, then rename the copy into place. At most one holder can be
+        between reading the old counter and writing it + 1, so the copy reserves one token.
+        """
         try:
-            old = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            old = _LockFile(path) if os.path.exists(path) else None
         except FileNotFoundError:
+            old = None
+        if old is None:
             return 0
         try:
-            if _probe_free(old):
+            if not old.replaced and _probe_free(old.fd):
                 return 0
+            old.map[_REPLACED_AT] = 1
+            stored, same_boot, _, _, name = _parse(old.map)
             temporary = f"{path}.{secrets.token_hex(6)}.tmp"
-            new = os.open(temporary, _OPEN_FLAGS | os.O_EXCL, 0o644)
+            fd = os.open(temporary, _OPEN_FLAGS | os.O_EXCL, 0o644)
             try:
-                fcntl.flock(new, fcntl.LOCK_EX)  # acquirers wait until the counter is copied
-                os.rename(temporary, path)
-                # Read after the rename: at most one holder of the old file is still between
-                # reading the counter and writing it + 1, so reserve one token for it.
-                stored, same_boot, _, name = _read_record(old)
+                os.ftruncate(fd, _FILE_SIZE)
                 if stored is not None:
                     reserve = 1 if path.endswith(".lock") else 0
                     boot = _BOOT if same_boot else bytes(16)
-                    os.pwrite(new, _record(stored + reserve, b"", name.encode(), boot), 0)
-                fcntl.flock(new, fcntl.LOCK_UN)
+                    os.pwrite(fd, _record(stored + reserve, b"", name.encode(), boot), 0)
             finally:
-                os.close(new)
+                os.close(fd)
+            os.rename(temporary, path)
             return 1
         finally:
-            os.close(old)
+            old.close()
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         found: list[LeaseInfo] = []
@@ -272,10 +318,10 @@ class FileStore:
             try:
                 if _probe_free(fd):
                     continue
-                token, _, holder, name = _read_record(fd)
+                token, _, replaced, holder, name = _parse(os.pread(fd, _FILE_SIZE, 0))
             finally:
                 os.close(fd)
-            if token is not None and name.startswith(prefix):
+            if token is not None and not replaced and name.startswith(prefix):
                 found.append(LeaseInfo(name, holder, token, None, slot))
         return sorted(found, key=lambda info: (info.name, info.slot))
 
@@ -285,12 +331,9 @@ class FileStore:
     def close(self) -> None:
         idle, self._idle = self._idle, {}
         self._idle_count = 0
-        for descriptors in idle.values():
-            for fd in descriptors:
-                os.close(fd)
         held, self._held = self._held, {}
-        for fd, _ in held.values():
-            os.close(fd)
+        for lock_file in [*held.values()] + [f for files in idle.values() for f in files]:
+            lock_file.close()
 
 
 def _probe_free(fd: int) -> bool:
