@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from types import TracebackType
@@ -181,12 +182,23 @@ class AsyncAcquiring(Generic[T]):
         return result
 
 
+def is_our_kind(function: Callable[..., Any]) -> bool:
+    """True for a coroutine function: tenure.aio takes async store objects only.
+
+    Example:
+        >>> is_our_kind(sleep)
+        True
+    """
+    return inspect.iscoroutinefunction(function)
+
+
 __all__ = [
     "AsyncAcquiring",
     "Awaitable",
     "Background",
     "Event",
     "cancel",
+    "is_our_kind",
     "close_cancel_scope",
     "monotonic",
     "offload",

@@ -18,6 +18,7 @@ from contextlib import suppress
 from datetime import timedelta
 from types import TracebackType
 
+from tenure._async import _shim
 from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock, AsyncLockSettings, AsyncSemaphore
 from tenure._async._monitor import AsyncLeaseMonitor
@@ -58,9 +59,10 @@ class AsyncStore:
     """
 
     def __init__(self, backend: AsyncBackend, *, holder: str | None = None) -> None:
-        if not isinstance(backend, AsyncBackend):
+        if not isinstance(backend, AsyncBackend) or not _shim.is_our_kind(backend.try_acquire):
             raise InvalidArgumentType(
-                f"backend must implement tenure's store protocol, got {type(backend).__name__}"
+                f"expected a store URL or one of this API's store objects (tenure.stores.* for "
+                f"tenure, tenure.aio.stores.* for tenure.aio), got {type(backend).__name__}"
             )
         self.backend = backend
         self.holder = default_holder() if holder is None else _check_holder(holder)
@@ -226,7 +228,12 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None) -> AsyncStore
         store = tenure.aio.connect("sqlite:////var/lib/app/locks.db")
     """
     if not isinstance(url, str):
-        return AsyncStore(url, holder=holder)
+        if isinstance(url, AsyncBackend):
+            return AsyncStore(url, holder=holder)
+        raise InvalidArgumentType(
+            f"url must be a str such as 'sqlite:///var/lib/app/locks.db' or a store object, "
+            f"got {type(url).__name__}"
+        )
     parsed = parse_store_url(url)
     backend: AsyncBackend
     if parsed.scheme == "memory":

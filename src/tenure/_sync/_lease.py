@@ -133,8 +133,8 @@ class Lease:
             return False
         self._released = True
         self._lock._monitor.forget(self)
-        if self._lost_reason is not None:
-            return False
+        # Even a lease given up as lost goes back to the store: it may still hold it (a lease
+        # past its local deadline, a flock the kernel keeps), and the store frees only its own.
         return self._lock._backend.release(self.grant)
 
     # -- called by the monitor ----------------------------------------------------------------

@@ -11,6 +11,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections.abc import Callable
@@ -125,10 +126,21 @@ def shielded() -> AbstractContextManager[None]:
     return nullcontext()
 
 
+def is_our_kind(function: Callable[..., Any]) -> bool:
+    """True for a plain function: tenure takes sync store objects only.
+
+    Example:
+        >>> is_our_kind(len)
+        True
+    """
+    return not inspect.iscoroutinefunction(function)
+
+
 __all__ = [
     "Background",
     "Event",
     "cancel",
+    "is_our_kind",
     "close_cancel_scope",
     "monotonic",
     "offload",

@@ -19,6 +19,7 @@ from contextlib import suppress
 from datetime import timedelta
 from types import TracebackType
 
+from tenure._sync import _shim
 from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock, LockSettings, Semaphore
 from tenure._sync._monitor import LeaseMonitor
@@ -59,9 +60,10 @@ class Store:
     """
 
     def __init__(self, backend: Backend, *, holder: str | None = None) -> None:
-        if not isinstance(backend, Backend):
+        if not isinstance(backend, Backend) or not _shim.is_our_kind(backend.try_acquire):
             raise InvalidArgumentType(
-                f"backend must implement tenure's store protocol, got {type(backend).__name__}"
+                f"expected a store URL or one of this API's store objects (tenure.stores.* for "
+                f"tenure, tenure.aio.stores.* for tenure.aio), got {type(backend).__name__}"
             )
         self.backend = backend
         self.holder = default_holder() if holder is None else _check_holder(holder)
@@ -227,7 +229,12 @@ def connect(url: str | Backend, *, holder: str | None = None) -> Store:
         store = tenure.connect("sqlite:////var/lib/app/locks.db")
     """
     if not isinstance(url, str):
-        return Store(url, holder=holder)
+        if isinstance(url, Backend):
+            return Store(url, holder=holder)
+        raise InvalidArgumentType(
+            f"url must be a str such as 'sqlite:///var/lib/app/locks.db' or a store object, "
+            f"got {type(url).__name__}"
+        )
     parsed = parse_store_url(url)
     backend: Backend
     if parsed.scheme == "memory":

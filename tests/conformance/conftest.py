@@ -1,0 +1,193 @@
+"""Store fixtures for the ONE conformance suite: every test runs on every store x {sync, async}.
+
+Adding a store = adding a StoreKind below (tests/conformance/test_fixtures_cover_stores.py fails
+while a store module under src/tenure/_async/stores/ has none). Server-backed stores start their
+server from the suite itself; with TENURE_REQUIRE_SERVICES=1 a server that cannot start fails the
+run instead of skipping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+import tenure
+import tenure.aio
+from tenure.aio.stores import AsyncMemoryStore
+from tenure.stores import MemoryStore
+
+WORKER = Path(__file__).with_name("worker.py")
+
+
+@dataclass(frozen=True)
+class StoreKind:
+    """How to reach one store in tests, and what it promises."""
+
+    name: str
+    module: str  # the store module under tenure/_async/stores/
+    make_url: Callable[[Path], str]
+    shared_between_processes: bool = True
+    kernel_expiry: bool = False  # the OS frees the lock with its holder; ttl only paces checks
+
+
+STORE_KINDS = [
+    StoreKind("memory", "memory", lambda tmp: "memory://", shared_between_processes=False),
+    StoreKind("sqlite", "sqlite", lambda tmp: f"sqlite://{tmp}/locks.db"),
+    StoreKind("file", "file", lambda tmp: f"file://{tmp}/locks", kernel_expiry=True),
+]
+
+
+async def eventually(condition: Callable[[], object], timeout: float, what: str) -> float:
+    """Wait (yielding to the event loop) until `condition` holds; fail after `timeout` s."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        await anyio.sleep(0.005)
+    return time.monotonic() - started
+
+
+async def call(value: Any) -> Any:
+    """Await async results, pass sync ones through: one test body serves both APIs."""
+    return await value if inspect.isawaitable(value) else value
+
+
+@dataclass
+class Target:
+    """One store reached through one API, with helpers for processes and restarts."""
+
+    kind: StoreKind
+    api: str
+    tmp: Path
+    url: str
+    _stores: list[Any] = field(default_factory=list)
+    _memory: Any = None
+
+    @property
+    def is_async(self) -> bool:
+        return self.api == "async"
+
+    def connect(self, **options: Any) -> Any:
+        """A new Store (new holder identity) on the same underlying store."""
+        module = tenure.aio if self.is_async else tenure
+        if self.kind.name == "memory":
+            if self._memory is None:
+                self._memory = AsyncMemoryStore() if self.is_async else MemoryStore()
+            store = module.connect(self._memory, **options)
+        else:
+            store = module.connect(self.url, **options)
+        self._stores.append(store)
+        return store
+
+    def wipe(self) -> None:
+        """Lose everything the store kept (the database file, the lock directory)."""
+        if self.kind.name == "memory":
+            self._memory = None
+        elif self.kind.name == "sqlite":
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.tmp}/locks.db{suffix}").unlink(missing_ok=True)
+        else:
+            shutil.rmtree(self.tmp / "locks")
+
+    async def close_all(self) -> None:
+        for store in reversed(self._stores):
+            await call(store.close())
+        self._stores.clear()
+
+    # -- other holders ----------------------------------------------------------------------
+
+    def spawn(self, mode: str, name: str, **options: Any) -> subprocess.Popen[str]:
+        """A worker in a real OS process (see worker.py)."""
+        return subprocess.Popen(
+            [sys.executable, str(WORKER), self.url, self.api, mode, name, json.dumps(options)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+
+    def hold_in_process(self, name: str, ttl: float) -> tuple[subprocess.Popen[str], int]:
+        """Start a process that takes `name` and keeps it; returns it and its token."""
+        process = self.spawn("hold", name, ttl=ttl)
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("HELD"), f"holder process failed to acquire: {line!r}"
+        return process, int(line.split()[1])
+
+    async def run_contenders(self, mode: str, name: str, contenders: int, **options: Any) -> None:
+        """`contenders` doing worker cycles: OS processes where the store is shared
+        between processes, else threads (sync) or tasks (async) of this process."""
+        import worker  # tests/conformance is on sys.path (rootdir-relative import)
+
+        if self.kind.shared_between_processes:
+            processes = [self.spawn(mode, name, **options) for _ in range(contenders)]
+            for process in processes:
+                assert process.wait(timeout=120) == 0, "a worker process failed"
+        elif self.is_async:
+            stores = [self.connect() for _ in range(contenders)]
+            await asyncio.gather(*(worker.cycles_async(s, mode, name, options) for s in stores))
+        else:
+            errors: list[BaseException] = []
+
+            def run(store: Any) -> None:
+                try:
+                    worker.cycles_sync(store, mode, name, options)
+                except BaseException as exc:  # reported below
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=run, args=(self.connect(),))
+                       for _ in range(contenders)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=120)
+            assert not errors, errors
+
+
+@pytest.fixture(params=STORE_KINDS, ids=lambda kind: kind.name)
+def store_kind(request: pytest.FixtureRequest) -> StoreKind:
+    kind: StoreKind = request.param
+    return kind
+
+
+@pytest.fixture(params=["sync", "async"])
+async def target(request: pytest.FixtureRequest, store_kind: StoreKind,
+                 tmp_path: Path) -> AsyncIterator[Target]:
+    target = Target(store_kind, request.param, tmp_path, store_kind.make_url(tmp_path))
+    yield target
+    await target.close_all()
+
+
+@pytest.fixture(params=["lock", "semaphore(1)"])
+def make_lock(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """A lock, or a semaphore of one: the lock tests hold for both."""
+    if request.param == "lock":
+        return lambda store, name, **options: store.lock(name, **options)
+    return lambda store, name, **options: store.semaphore(name, 1, **options)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts; killed at the end whatever happened."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+            process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()

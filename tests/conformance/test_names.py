@@ -1,0 +1,71 @@
+"""Hostile names: all distinct, all contained, none escaping the store's key space."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from conftest import STORE_KINDS, StoreKind, Target, call
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tenure
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE_NAMES = [
+    "a/b", "a_b", "a-b", "A", "a", "../../../../etc/passwd", "..", ".", "./.", " ", "  spaced  ",
+    "名前/ロック", "🔒 invoices", "x" * 1024, "back\\slash", "C:\\Windows\\system32", "NUL", "con",
+    "%2e%2e%2f", "\n", "tab\tname", "nul\x00byte", "/absolute/path", "~root", "$(rm -rf /)",
+    "'; DROP TABLE tenure_leases; --", "*", "?", ".hidden", "trailing.", "a" * 48 + "/x",
+    "a" * 48 + "/y",
+]
+
+
+async def test_hostile_names_are_distinct_and_contained(target: Target) -> None:
+    store, other = target.connect(), target.connect()
+    leases = {name: await call(store.lock(name, ttl=5).try_acquire()) for name in HOSTILE_NAMES}
+    assert all(lease is not None and lease.name == name for name, lease in leases.items())
+    for name in HOSTILE_NAMES:
+        assert await call(other.lock(name, ttl=5).try_acquire()) is None, repr(name)
+    listed = await call(other.leases())
+    assert sorted(info.name for info in listed) == sorted(HOSTILE_NAMES)
+    if target.kind.name == "file":
+        outside = [path for path in target.tmp.rglob("*")
+                   if not path.is_relative_to(target.tmp / "locks")]
+        assert outside == [target.tmp / "locks"] or outside == []
+        assert all(path.parent == target.tmp / "locks" for path in (target.tmp / "locks").iterdir())
+    for lease in leases.values():
+        assert await call(lease.release()) is True
+
+
+names = st.text(min_size=1, max_size=60)
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS, ids=lambda kind: kind.name)
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=names, second=names)
+def test_distinct_names_never_share_a_lock(kind: StoreKind, tmp_path: Path, first: str,
+                                           second: str) -> None:
+    try:
+        first.encode("utf-8")
+        second.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # lone surrogates are refused at the call (see test_bad_input)
+    with tenure.connect(kind.make_url(tmp_path)) as store:
+        lease = store.lock(first, ttl=5, holder="first").try_acquire()
+        assert lease is not None
+        try:
+            contender = store.lock(second, ttl=5, holder="second").try_acquire()
+            if first == second:
+                assert contender is None
+            else:
+                assert contender is not None, f"{first!r} and {second!r} share a lock"
+                contender.release()
+        finally:
+            lease.release()
+    if kind.name == "file":
+        assert all(entry.parent == tmp_path / "locks" for entry in (tmp_path / "locks").iterdir())
+        assert sorted(os.listdir(tmp_path)) == ["locks"]

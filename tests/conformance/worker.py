@@ -1,0 +1,123 @@
+"""A real OS process that uses a tenure store, driven by the conformance tests.
+
+    python worker.py URL API MODE NAME [options as JSON]
+
+API is "sync" or "async". Modes:
+- hold:     acquire NAME, print "HELD <token>", then block until killed or stdin closes.
+- cycles:   acquire/release NAME `count` times; inside the critical section append
+            "enter|exit <pid> <token> <monotonic ns>" lines to `log` (one write per line,
+            O_APPEND), and do a read-modify-write of the integer in `counter`.
+- sem:      like cycles, on a semaphore of `limit` slots (no counter file).
+
+time.monotonic is CLOCK_MONOTONIC, one clock for every process of the host, so intervals from
+different processes can be compared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+import tenure
+import tenure.aio
+
+
+def _record(log_fd: int, event: str, token: int) -> None:
+    os.write(log_fd, f"{event} {os.getpid()} {token} {time.monotonic_ns()}\n".encode())
+
+
+def _bump(counter: str) -> None:
+    with open(counter, "r+") as handle:  # deliberately not atomic: exclusion must protect it
+        value = int(handle.read() or 0)
+        handle.seek(0)
+        handle.write(str(value + 1))
+        handle.truncate()
+
+
+def _lock(store: Any, mode: str, name: str, options: dict[str, Any]) -> Any:
+    ttl = options.get("ttl", 5.0)
+    waits = {"min_wait": options.get("min_wait", 0.001), "max_wait": options.get("max_wait", 0.02)}
+    if mode == "sem":
+        return store.semaphore(name, options["limit"], ttl=ttl, **waits)
+    return store.lock(name, ttl=ttl, **waits)
+
+
+def cycles_sync(store: tenure.Store, mode: str, name: str, options: dict[str, Any]) -> None:
+    """Take the lock `count` times, logging enter/exit inside the critical section."""
+    lock = _lock(store, mode, name, options)
+    log_fd = os.open(options["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        for _ in range(options["count"]):
+            with lock.acquire(timeout=60) as lease:
+                _record(log_fd, "enter", lease.token)
+                if "counter" in options:
+                    _bump(options["counter"])
+                if options.get("hold_s"):
+                    time.sleep(options["hold_s"])  # simulated work inside the critical section
+                _record(log_fd, "exit", lease.token)
+    finally:
+        os.close(log_fd)
+
+
+async def cycles_async(store: tenure.aio.AsyncStore, mode: str, name: str,
+                       options: dict[str, Any]) -> None:
+    """The async twin of cycles_sync."""
+    lock = _lock(store, mode, name, options)
+    log_fd = os.open(options["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        for _ in range(options["count"]):
+            async with lock.acquire(timeout=60) as lease:
+                _record(log_fd, "enter", lease.token)
+                if "counter" in options:
+                    _bump(options["counter"])
+                if options.get("hold_s"):
+                    await asyncio.sleep(options["hold_s"])  # simulated work
+                _record(log_fd, "exit", lease.token)
+    finally:
+        os.close(log_fd)
+
+
+def hold_sync(url: str, name: str, options: dict[str, Any]) -> None:
+    store = tenure.connect(url)
+    lease = store.lock(name, ttl=options.get("ttl", 5.0)).acquire(timeout=30)
+    print("HELD", lease.token, flush=True)
+    sys.stdin.read()
+    lost = lease.lost
+    print("LOST", lost, "RELEASED", lease.release(), flush=True)
+
+
+async def hold_async(url: str, name: str, options: dict[str, Any]) -> None:
+    async with tenure.aio.connect(url) as store:
+        lease = await store.lock(name, ttl=options.get("ttl", 5.0)).acquire(timeout=30)
+        print("HELD", lease.token, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+        lost = lease.lost
+        print("LOST", lost, "RELEASED", await lease.release(), flush=True)
+
+
+async def _cycles_async_by_url(url: str, mode: str, name: str, options: dict[str, Any]) -> None:
+    async with tenure.aio.connect(url) as store:
+        await cycles_async(store, mode, name, options)
+
+
+def main() -> None:
+    url, api, mode, name = sys.argv[1:5]
+    options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
+    if mode == "hold":
+        if api == "sync":
+            hold_sync(url, name, options)
+        else:
+            asyncio.run(hold_async(url, name, options))
+    elif api == "sync":
+        with tenure.connect(url) as store:
+            cycles_sync(store, mode, name, options)
+    else:
+        asyncio.run(_cycles_async_by_url(url, mode, name, options))
+
+
+if __name__ == "__main__":
+    main()
