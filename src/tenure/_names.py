@@ -63,12 +63,12 @@ def name_digest(name: str) -> str:
 def safe_key(name: str) -> str:
     """Map any name to a short, portable file-name stem: readable prefix + digest.
 
-    The prefix keeps only [A-Za-z0-9_.-], never starts with '.', and is cut to 48 characters;
+    The prefix keeps only [A-Za-z0-9_.-], never starts with "." or "-", and is cut to 48 characters;
     the digest of the full name makes the mapping injective in practice (128 bits).
 
     Example:
         >>> safe_key("a/b") != safe_key("a_b")
         True
     """
-    readable = _UNSAFE.sub("_", name).lstrip(".")[:_READABLE_PREFIX] or "_"
+    readable = _UNSAFE.sub("_", name).lstrip(".-")[:_READABLE_PREFIX] or "_"
     return f"{readable}-{name_digest(name)}"

@@ -142,8 +142,10 @@ def shielded() -> anyio.CancelScope:
     """A scope in which cleanup (release) runs even while the caller is being cancelled.
 
     Example:
-        >>> with shielded():
-        ...     pass
+        >>> async def main():
+        ...     with shielded():
+        ...         await sleep(0)
+        >>> asyncio.run(main())
     """
     return anyio.CancelScope(shield=True)
 

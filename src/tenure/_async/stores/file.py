@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tenure._async import _shim
+from tenure._async.stores._protocol import AsyncBackend
 from tenure._errors import MissingExtra, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._names import name_digest, safe_key
@@ -96,7 +97,7 @@ class _LockFile:
         os.close(self.fd)
 
 
-class AsyncFileStore:
+class AsyncFileStore(AsyncBackend):
     """Locks as files in one directory, held by the kernel.
 
     Example::

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from tenure._async import _shim
+from tenure._async.stores._protocol import AsyncBackend
 from tenure._hostclock import wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -28,7 +29,7 @@ class _Held:
     expires_at: float
 
 
-class AsyncMemoryStore:
+class AsyncMemoryStore(AsyncBackend):
     """An in-process lease store.
 
     Example::

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from tenure._async import _shim
+from tenure._async.stores._protocol import AsyncBackend
 from tenure._errors import InvalidArgument, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._timing import next_token
@@ -89,7 +90,7 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-class AsyncSQLiteStore:
+class AsyncSQLiteStore(AsyncBackend):
     """Leases in a SQLite database file shared by the processes of one host.
 
     Example::

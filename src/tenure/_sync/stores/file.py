@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tenure._sync import _shim
+from tenure._sync.stores._protocol import Backend
 from tenure._errors import MissingExtra, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._names import name_digest, safe_key
@@ -97,7 +98,7 @@ class _LockFile:
         os.close(self.fd)
 
 
-class FileStore:
+class FileStore(Backend):
     """Locks as files in one directory, held by the kernel.
 
     Example::

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from tenure._sync import _shim
+from tenure._sync.stores._protocol import Backend
 from tenure._hostclock import wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -29,7 +30,7 @@ class _Held:
     expires_at: float
 
 
-class MemoryStore:
+class MemoryStore(Backend):
     """An in-process lease store.
 
     Example::

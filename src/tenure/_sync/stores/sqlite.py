@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from tenure._sync import _shim
+from tenure._sync.stores._protocol import Backend
 from tenure._errors import InvalidArgument, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._timing import next_token
@@ -90,7 +91,7 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-class SQLiteStore:
+class SQLiteStore(Backend):
     """Leases in a SQLite database file shared by the processes of one host.
 
     Example::

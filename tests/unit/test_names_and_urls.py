@@ -1,0 +1,71 @@
+"""Name validation and mapping; URL parsing and secret redaction."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tenure import InvalidArgument
+from tenure._names import MAX_NAME_LENGTH, safe_key, validate_name
+from tenure._urls import parse_store_url, redact
+
+SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*-[0-9a-f]{32}$")
+
+
+@given(st.text(min_size=1, max_size=MAX_NAME_LENGTH))
+def test_safe_keys_are_portable_file_names(name: str) -> None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return
+    key = safe_key(name)
+    assert SAFE.match(key), key
+    assert len(key) <= 48 + 1 + 32
+    assert "/" not in key and "\\" not in key and key not in (".", "..")
+
+
+@given(st.text(min_size=1, max_size=40), st.text(min_size=1, max_size=40))
+def test_safe_keys_of_distinct_names_differ(first: str, second: str) -> None:
+    try:
+        first.encode(), second.encode()
+    except UnicodeEncodeError:
+        return
+    assert (safe_key(first) == safe_key(second)) == (first == second)
+
+
+def test_validate_name_limits() -> None:
+    assert validate_name("x" * MAX_NAME_LENGTH) == "x" * MAX_NAME_LENGTH
+    with pytest.raises(InvalidArgument, match="1025 characters long; the limit is 1024"):
+        validate_name("x" * (MAX_NAME_LENGTH + 1))
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("redis://user:hunter2@cache:6379/0", "redis://user:***@cache:6379/0"),
+    ("redis://:hunter2@cache", "redis://:***@cache"),
+    ("postgresql://app:pa%40ss@db/locks?password=hunter2", "postgresql://app:***@db/locks?password=***"),
+    ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=hunter2==;",
+     "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=***;"),
+    ("https://acct.blob.core.windows.net/c?sv=2024&sig=hunter2", "https://acct.blob.core.windows.net/c?sv=2024&sig=***"),
+    ("sqlite:///var/lib/app/locks.db", "sqlite:///var/lib/app/locks.db"),
+])
+def test_redact_hides_secrets(url: str, shown: str) -> None:
+    assert redact(url) == shown
+    assert "hunter2" not in redact(url)
+
+
+@pytest.mark.parametrize(("url", "scheme", "location"), [
+    ("sqlite:///var/lib/app/locks.db", "sqlite", "/var/lib/app/locks.db"),
+    ("sqlite:////var/lib/app/locks.db", "sqlite", "/var/lib/app/locks.db"),
+    ("sqlite:locks.db", "sqlite", "locks.db"),
+    ("sqlite://localhost/tmp/x.db", "sqlite", "/tmp/x.db"),
+    ("file:///var/lib/app/locks", "file", "/var/lib/app/locks"),
+    ("file:///tmp/with%20space", "file", "/tmp/with space"),
+    ("memory://", "memory", ""),
+    ("SQLITE:///x.db", "sqlite", "/x.db"),
+])
+def test_parse_store_url(url: str, scheme: str, location: str) -> None:
+    parsed = parse_store_url(url)
+    assert (parsed.scheme, parsed.location) == (scheme, location)

@@ -1,0 +1,66 @@
+"""Pure timing logic: durations, deadlines, backoff and the next fencing token."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tenure import InvalidArgument, InvalidArgumentType
+from tenure._timing import Backoff, check_range, local_deadline, margin_for, next_token, to_seconds
+
+
+def test_durations_accept_seconds_and_timedeltas() -> None:
+    assert to_seconds(3, "ttl") == 3.0
+    assert to_seconds(2.5, "ttl") == 2.5
+    assert to_seconds(timedelta(minutes=2), "ttl") == 120.0
+    assert to_seconds(None, "timeout", allow_none=True) == math.inf
+    with pytest.raises(InvalidArgumentType, match="ttl must be seconds"):
+        to_seconds(None, "ttl")
+    with pytest.raises(InvalidArgumentType):
+        to_seconds(True, "ttl")
+    with pytest.raises(InvalidArgument, match="NaN"):
+        to_seconds(math.nan, "ttl")
+    with pytest.raises(InvalidArgument, match=r"ttl=70 is out of range: it must be between 15"):
+        check_range(70.0, "ttl", 15.0, 60.0)
+
+
+@given(ttl=st.floats(min_value=0.1, max_value=7 * 86400), sent=st.floats(0, 1e6))
+def test_the_local_deadline_always_comes_before_the_store_expiry(ttl: float, sent: float) -> None:
+    deadline = local_deadline(sent, ttl)
+    assert sent < deadline < sent + ttl
+    assert sent + ttl - deadline >= margin_for(ttl)
+    assert margin_for(ttl) == min(1.0, ttl / 10)
+
+
+@given(minimum=st.floats(0.001, 1.0), maximum=st.floats(1.0, 60.0), tries=st.integers(1, 80))
+def test_backoff_stays_within_bounds_and_grows(minimum: float, maximum: float,
+                                               tries: int) -> None:
+    backoff = Backoff(minimum, maximum)
+    delays = [backoff.next_delay() for _ in range(tries)]
+    assert all(minimum <= delay <= maximum for delay in delays)
+
+
+def test_backoff_cap_doubles_until_the_maximum() -> None:
+    backoff = Backoff(0.01, 0.08)
+    caps = []
+    for _ in range(6):
+        caps.append(min(0.08, 0.01 * 2 ** (backoff._attempt + 1)))
+        backoff.next_delay()
+    assert caps == [0.02, 0.04, 0.08, 0.08, 0.08, 0.08]
+
+
+@given(stored=st.none() | st.integers(0, 2**62), same_boot=st.booleans(),
+       now_us=st.integers(0, 2**62))
+def test_next_token_is_always_above_the_stored_counter(stored: int | None, same_boot: bool,
+                                                       now_us: int) -> None:
+    token = next_token(stored, same_boot, now_us)
+    if stored is not None:
+        assert token > stored
+    if stored is None or not same_boot:
+        assert token >= now_us  # a lost or pre-reboot counter restarts from the clock
+    else:
+        assert token == stored + 1
