@@ -68,6 +68,25 @@ async def test_sigkill_of_the_holder_frees_the_lock_within_ttl(
         assert took < 0.5, "the kernel frees a dead holder's lock at once"
 
 
+async def test_sigterm_handled_by_the_app_releases_at_once(
+        target: Target, processes: list[subprocess.Popen[str]]) -> None:
+    needs_processes(target)
+    app = target.spawn("serve", "jobs", ttl=30.0)
+    processes.append(app)
+    assert app.stdout is not None
+    line = app.stdout.readline()
+    assert line.startswith("HELD"), line
+    lock = target.connect().lock("jobs", ttl=5, min_wait=0.01, max_wait=0.05)
+    assert await call(lock.try_acquire()) is None
+
+    app.send_signal(signal.SIGTERM)
+    signalled_at = time.monotonic()
+    lease = await call(lock.acquire(timeout=5))
+    assert time.monotonic() - signalled_at < 2.0, "released at exit, not left to expire (30 s)"
+    assert lease.token > int(line.split()[1])
+    assert app.wait(timeout=10) == 0
+
+
 async def test_paused_holder_loses_its_lease_and_cannot_free_the_next(
         target: Target, processes: list[subprocess.Popen[str]]) -> None:
     """The GC-pause case: SIGSTOP the holder past its ttl, let someone take over, SIGCONT."""

@@ -3,6 +3,7 @@
     python worker.py URL API MODE NAME [options as JSON]
 
 API is "sync" or "async". Modes:
+- serve:    hold NAME inside a with-block until SIGTERM, which the "app" handles by exiting.
 - hold:     acquire NAME, print "HELD <token>", then block until killed or stdin closes.
 - cycles:   acquire/release NAME `count` times; inside the critical section append
             "enter|exit <pid> <token> <monotonic ns>" lines to `log` (one write per line,
@@ -16,9 +17,12 @@ different processes can be compared.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -99,6 +103,26 @@ async def hold_async(url: str, name: str, options: dict[str, Any]) -> None:
         print("LOST", lost, "RELEASED", await lease.release(), flush=True)
 
 
+def serve_sync(url: str, name: str, options: dict[str, Any]) -> None:
+    """An app that handles SIGTERM by exiting: the with-block releases on the way out."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with tenure.connect(url) as store, store.lock(name, ttl=options["ttl"]).acquire(5) as lease:
+        print("HELD", lease.token, flush=True)
+        threading.Event().wait()
+
+
+async def serve_async(url: str, name: str, options: dict[str, Any]) -> None:
+    """The async app cancels its main task on SIGTERM; `async with` releases on the way out."""
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
+    async with tenure.aio.connect(url) as store, \
+            store.lock(name, ttl=options["ttl"]).acquire(5) as lease:
+        print("HELD", lease.token, flush=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+
+
 async def _cycles_async_by_url(url: str, mode: str, name: str, options: dict[str, Any]) -> None:
     async with tenure.aio.connect(url) as store:
         await cycles_async(store, mode, name, options)
@@ -107,7 +131,12 @@ async def _cycles_async_by_url(url: str, mode: str, name: str, options: dict[str
 def main() -> None:
     url, api, mode, name = sys.argv[1:5]
     options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-    if mode == "hold":
+    if mode == "serve":
+        if api == "sync":
+            serve_sync(url, name, options)
+        else:
+            asyncio.run(serve_async(url, name, options))
+    elif mode == "hold":
         if api == "sync":
             hold_sync(url, name, options)
         else:
