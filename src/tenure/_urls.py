@@ -17,7 +17,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from tenure._errors import InvalidArgument, InvalidArgumentType
 
 SUPPORTED = "memory://, sqlite:///path/to/locks.db, file:///path/to/dir"
-_SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:]*):([^/@]*)@")
+# Greedy up to the last '@': a password may hold '/' or '@' unencoded. Over-redacting is fine.
+_SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:]*):(.*)@")
 _SECRET_IN_QUERY = re.compile(
     r"(?i)((?:password|secret|token|key|sig|accountkey|sharedaccesssignature)=)[^&;]*")
 
@@ -73,7 +74,7 @@ def parse_store_url(url: object) -> StoreURL:
     if scheme in ("sqlite", "file"):
         if parts.netloc not in ("", "localhost"):
             raise InvalidArgument(
-                f"url {redact(url)!r} names host {parts.netloc!r}; {scheme} stores are local: "
+                f"url {redact(url)!r} names host {parts.hostname!r}; {scheme} stores are local: "
                 f"write {scheme}:///absolute/path or {scheme}:relative/path"
             )
         location = unquote(parts.path)
@@ -86,3 +87,13 @@ def parse_store_url(url: object) -> StoreURL:
         f"url scheme {scheme!r} is not supported by this version of tenure; use one of: "
         f"{SUPPORTED}"
     )
+
+
+def local_url(scheme: str, path: str) -> str:
+    """The URL of a local store path, absolute or relative, as parse_store_url reads it back.
+
+    Example:
+        >>> local_url("sqlite", "/var/lib/app/locks.db"), local_url("file", "locks")
+        ('sqlite:///var/lib/app/locks.db', 'file:locks')
+    """
+    return f"{scheme}://{path}" if path.startswith("/") else f"{scheme}:{path}"

@@ -45,6 +45,8 @@ def test_validate_name_limits() -> None:
 @pytest.mark.parametrize(("url", "shown"), [
     ("redis://user:hunter2@cache:6379/0", "redis://user:***@cache:6379/0"),
     ("redis://:hunter2@cache", "redis://:***@cache"),
+    ("redis://user:hun/ter2@cache/0", "redis://user:***@cache/0"),
+    ("redis://user:hun@ter2@cache/0", "redis://user:***@cache/0"),
     ("postgresql://app:pa%40ss@db/locks?password=hunter2", "postgresql://app:***@db/locks?password=***"),
     ("DefaultEndpointsProtocol=https;AccountName=a;AccountKey=hunter2==;",
      "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=***;"),

@@ -218,7 +218,9 @@ def _check_holder(holder: object) -> str:
 
 
 def connect(url: str | AsyncBackend, *, holder: str | None = None) -> AsyncStore:
-    """Open a store by URL (or wrap a store object you built). Nothing is touched until used.
+    """Open a store by URL (or wrap a store object you built).
+
+    Bad URLs fail here. Connections open on first use; the file store creates its directory now.
 
     URLs: `memory://`, `sqlite:///abs/path.db` (option `?synchronous=full`),
     `file:///abs/dir`.

@@ -39,6 +39,7 @@ from tenure._hostclock import BOOT_ID, wall_us
 from tenure._names import name_digest, safe_key
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+from tenure._urls import local_url
 
 try:
     import fcntl
@@ -114,7 +115,7 @@ class FileStore(Backend):
         if fcntl is None:  # pragma: no cover - Windows
             raise MissingExtra("the file:// store needs flock (Linux or macOS); use sqlite://")
         self.directory = Path(directory)
-        self.url = f"file://{self.directory}"
+        self.url = local_url("file", str(self.directory))
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

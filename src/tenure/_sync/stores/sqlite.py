@@ -33,6 +33,7 @@ from tenure._errors import InvalidArgument, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+from tenure._urls import local_url
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenure_leases (
@@ -109,7 +110,7 @@ class SQLiteStore(Backend):
                 f"synchronous={synchronous!r} is not supported; use 'normal' (default) or 'full'"
             )
         self.path = Path(path)
-        self.url = f"sqlite:///{self.path}"
+        self.url = local_url("sqlite", str(self.path))
         self._synchronous = synchronous.upper()
         self._busy_ms = int(float(busy_timeout) * 1000)
         self._local = threading.local()
@@ -149,7 +150,7 @@ class SQLiteStore(Backend):
         """This thread's connection, with sqlite3 errors turned into StoreUnavailable."""
         try:
             yield self._connection()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(
                 f"{self.url}: {operation} of {name!r} failed: {exc}; check that the database "
                 "file and its directory are writable and not on a network file system"

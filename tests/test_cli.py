@@ -1,0 +1,261 @@
+"""The `tenure` command, run as a real subprocess against SQLite and file stores in tmp_path.
+
+Leases are held by this test process (a real lease in the store, renewed by its background
+thread); the CLI process sees them through the store, as an operator's shell would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+import tenure
+
+NAME = "jobs/[bold] nightly"  # '[bold]' would vanish if the table treated names as markup
+SECRET = "hunter2"
+LOSS_DEADLINE = 15.0  # generous: the lease below is checked every 0.5 s
+
+
+def run(*args: str, env_store: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "TENURE_STORE"}
+    if env_store is not None:
+        env["TENURE_STORE"] = env_store
+    return subprocess.run(
+        [sys.executable, "-m", "tenure", *args],
+        capture_output=True, text=True, env=env, timeout=60, check=False,
+    )
+
+
+def assert_one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tenure: error: ")
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+@dataclass
+class Held:
+    url: str
+    store: tenure.Store
+    lease: tenure.Lease
+    lost: threading.Event
+
+
+@pytest.fixture(params=["sqlite", "file"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite://{tmp_path / 'locks.db'}"  # sqlite:///abs/path.db
+    return f"file://{tmp_path / 'locks'}"
+
+
+@pytest.fixture
+def held(url: str) -> Iterator[Held]:
+    store = tenure.connect(url)
+    lost = threading.Event()
+    lock = store.lock(NAME, ttl=30, renew_every=0.5, on_lost=lambda _lease: lost.set())
+    lease = lock.try_acquire()
+    assert lease is not None
+    try:
+        yield Held(url, store, lease, lost)
+    finally:
+        store.close()
+
+
+def header(stdout: str) -> list[str]:
+    return stdout.splitlines()[0].split()
+
+
+def test_table_shows_the_held_lease(held: Held) -> None:
+    result = run("locks", "--store", held.url)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert "slot" not in header(result.stdout)  # a plain lock: no slot column
+    row = next(line for line in result.stdout.splitlines() if NAME in line)
+    assert held.lease.holder in row
+    assert str(held.lease.token) in row.split()
+    if held.url.startswith("file:"):
+        assert "held until released" in row
+    else:
+        seconds = float(re.search(r"(\d+\.\d) s\s*$", row).group(1))  # type: ignore[union-attr]
+        assert 0 < seconds <= 30
+
+
+def test_json_matches_the_held_lease(held: Held) -> None:
+    result = run("locks", "--json", "--store", held.url)
+
+    assert result.returncode == 0, result.stderr
+    [entry] = json.loads(result.stdout)
+    expires_at = entry.pop("expires_at")
+    assert entry == {"name": NAME, "slot": 0, "holder": held.lease.holder,
+                     "token": held.lease.token}
+    if held.url.startswith("file:"):
+        assert expires_at is None
+    else:
+        remaining = datetime.fromisoformat(expires_at) - datetime.now(timezone.utc)
+        assert 0 < remaining.total_seconds() <= 31
+
+
+def test_prefix_filters_and_empty_result_says_so(held: Held) -> None:
+    other = held.store.lock("other", ttl=30).try_acquire()
+    assert other is not None
+
+    everything = json.loads(run("locks", "--json", "--store", held.url).stdout)
+    only_jobs = json.loads(run("locks", "--json", "--prefix", "jobs/", "--store", held.url).stdout)
+    nothing = run("locks", "--prefix", "zzz", "--store", held.url)
+
+    assert [entry["name"] for entry in everything] == [NAME, "other"]
+    assert [entry["name"] for entry in only_jobs] == [NAME]
+    assert nothing.returncode == 0
+    assert nothing.stdout.strip() == f"no live leases with prefix 'zzz' in {held.store.url}"
+
+
+def test_long_names_are_not_wrapped_when_piped(url: str) -> None:
+    name = "reports/" + "quarterly-" * 20
+    with tenure.connect(url) as store:
+        lease = store.lock(name, ttl=30).try_acquire()
+        assert lease is not None
+
+        result = run("locks", "--store", url)
+
+    assert result.returncode == 0, result.stderr
+    [row] = [line for line in result.stdout.splitlines() if name in line]
+    assert str(lease.token) in row.split()
+
+
+def test_semaphore_slots_are_shown(url: str) -> None:
+    with tenure.connect(url) as store:
+        first = store.semaphore("imports", limit=3, ttl=30).try_acquire()
+        second = store.semaphore("imports", limit=3, ttl=30).try_acquire()
+        assert first is not None and second is not None
+
+        table = run("locks", "--store", url)
+        listed = json.loads(run("locks", "--json", "--store", url).stdout)
+
+    assert table.returncode == 0, table.stderr
+    assert header(table.stdout)[:2] == ["name", "slot"]
+    assert [(entry["name"], entry["slot"], entry["token"]) for entry in listed] == [
+        ("imports", 0, first.token), ("imports", 1, second.token)]
+
+
+def test_break_frees_the_lease(held: Held) -> None:
+    result = run("locks", "break", NAME, "--store", held.url)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"broke 1 lease on {NAME!r}"
+    with tenure.connect(held.url) as other:
+        fresh = other.lock(NAME, ttl=30).try_acquire()
+        assert fresh is not None  # free at once, not after a ttl
+        assert fresh.token > held.lease.token
+        assert held.lost.wait(LOSS_DEADLINE)  # the old holder learns at its next check
+        assert held.lease.lost
+        assert held.lease.release() is False  # nothing of the new holder's is freed
+        listed = json.loads(run("locks", "--json", "--store", held.url).stdout)
+        assert [entry["token"] for entry in listed] == [fresh.token]
+
+
+def test_break_with_no_live_lease(url: str) -> None:
+    with tenure.connect(url) as store:  # creates the store, holds nothing
+        assert store.leases() == []
+        store_url = store.url
+
+    result = run("locks", "break", "nobody", "--store", url)
+    listing = run("locks", "--store", url)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "no live lease on 'nobody'"
+    assert listing.returncode == 0, listing.stderr
+    assert listing.stdout.strip() == f"no live leases in {store_url}"
+
+
+def test_store_from_environment(held: Held) -> None:
+    from_env = run("locks", env_store=held.url)
+    flag_wins = run("locks", "--store", held.url, env_store="redis://elsewhere/0")
+
+    for result in (from_env, flag_wins):
+        assert result.returncode == 0, result.stderr
+        assert NAME in result.stdout
+
+
+@pytest.mark.parametrize("args", [["locks"], ["locks", "break", "jobs"]])
+def test_missing_store_is_a_usage_error(args: list[str]) -> None:
+    result = run(*args)
+
+    line = assert_one_error_line(result)
+    assert result.returncode == 2
+    assert "TENURE_STORE" in line and "--store" in line
+
+
+@pytest.mark.parametrize("bad_url", [
+    f"redis://user:{SECRET}@cache:6379/0",
+    f"sqlite://user:{SECRET}@host/locks.db",  # a host in a local store's URL
+    f"sqlite://user:pw/{SECRET}@host/locks.db",  # '/' and '@' in a password fool redact()
+    f"sqlite://user:pw@{SECRET}@host/locks.db",
+    f"sqlite:///nonexistent/locks.db?password={SECRET}",
+])
+@pytest.mark.parametrize("via", ["flag", "env"])
+@pytest.mark.parametrize("command", [["locks"], ["locks", "break", "jobs"]])
+def test_bad_url_is_one_line_without_secrets(bad_url: str, via: str, command: list[str]) -> None:
+    if via == "flag":
+        result = run(*command, "--store", bad_url)
+    else:
+        result = run(*command, env_store=bad_url)
+
+    assert_one_error_line(result)
+    assert SECRET not in result.stdout + result.stderr
+
+
+def test_missing_store_path_is_reported_and_not_created(tmp_path: Path) -> None:
+    for url, path in [(f"sqlite://{tmp_path / 'typo' / 'locks.db'}", tmp_path / "typo"),
+                      (f"file://{tmp_path / 'typo-dir'}", tmp_path / "typo-dir")]:
+        result = run("locks", "--store", url)
+
+        line = assert_one_error_line(result)
+        assert result.returncode == 1
+        assert "does not exist" in line
+        assert not path.exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["locks", "--bogus", "--store", "memory://"],
+    ["locks", "break", "--store", "memory://"],  # NAME missing
+    ["locks", "break", "", "--store", "memory://"],  # empty name
+    ["frobnicate"],
+    [],
+])
+def test_usage_errors_are_one_line(args: list[str]) -> None:
+    result = run(*args)
+
+    assert_one_error_line(result)
+    assert result.returncode == 2
+
+
+def test_version() -> None:
+    result = run("--version")
+
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"tenure {tenure.__version__}"
+
+
+def test_console_script(held: Held) -> None:
+    script = Path(sys.executable).parent / "tenure"
+    if not script.exists():
+        pytest.skip("the tenure script is not installed in this environment")
+    result = subprocess.run([str(script), "locks", "--json", "--store", held.url],
+                            capture_output=True, text=True, timeout=60, check=False)
+
+    assert result.returncode == 0, result.stderr
+    assert [entry["token"] for entry in json.loads(result.stdout)] == [held.lease.token]
