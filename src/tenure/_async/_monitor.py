@@ -70,25 +70,33 @@ class AsyncLeaseMonitor:
 
     async def _run(self) -> None:
         while not self._closed:
-            self._wakeup.clear()
-            self._next_wake = -math.inf  # while we look, every watch() wakes us again
-            now = _shim.monotonic()
-            leases = self.held()
-            for lease in leases:
-                if now >= lease.deadline:
-                    lease.mark_lost(LostReason.DEADLINE)
-            leases = [lease for lease in leases if not lease.lost and not lease.released]
-            if any(lease.renew_at <= now for lease in leases):
-                # Renew everything due within half its interval too: one batch, not many.
-                await self._renew([
-                    lease for lease in leases
-                    if lease.renew_at <= now + lease._lock.renew_every / 2
-                ])
-                continue
-            wake = min((min(lease.renew_at, lease.deadline) for lease in leases),
-                       default=now + _IDLE_WAKE)
-            self._next_wake = wake
-            await _shim.wait_event(self._wakeup, max(0.0, wake - now))
+            try:
+                await self._tick()
+            except Exception:  # a bug here must not stop every renewal of the process
+                log.exception("tenure: renewal loop error; continuing")
+                await _shim.sleep(0.1)
+
+    async def _tick(self) -> None:
+        """Mark overdue leases lost, renew those due, or sleep until the next one is due."""
+        self._wakeup.clear()
+        self._next_wake = -math.inf  # while we look, every watch() wakes us again
+        now = _shim.monotonic()
+        leases = self.held()
+        for lease in leases:
+            if now >= lease.deadline:
+                lease.mark_lost(LostReason.DEADLINE)
+        leases = [lease for lease in leases if not lease.lost and not lease.released]
+        if any(lease.renew_at <= now for lease in leases):
+            # Renew everything due within half its interval too: one batch, not many.
+            await self._renew([
+                lease for lease in leases
+                if lease.renew_at <= now + lease._lock.renew_every / 2
+            ])
+            return
+        wake = min((min(lease.renew_at, lease.deadline) for lease in leases),
+                   default=now + _IDLE_WAKE)
+        self._next_wake = wake
+        await _shim.wait_event(self._wakeup, max(0.0, wake - now))
 
     async def _renew(self, batch: list[AsyncLease]) -> None:
         by_ttl: dict[float, list[AsyncLease]] = defaultdict(list)

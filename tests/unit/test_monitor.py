@@ -1,0 +1,66 @@
+"""The lease monitor renews in batches and keeps going through store failures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from waiting import wait_until
+
+import tenure
+from tenure import StoreUnavailable
+from tenure.stores import Grant, LostReason, MemoryStore
+
+
+class CountingStore(MemoryStore):
+    """A real memory store that records each renewal batch, and can fail on demand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[int] = []
+        self.failing = False
+
+    def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        self.batches.append(len(grants))
+        if self.failing:
+            raise StoreUnavailable("memory://: injected failure")
+        return super().renew(grants, ttl)
+
+
+def test_many_leases_are_renewed_in_few_batches() -> None:
+    backend = CountingStore()
+    with tenure.connect(backend) as store:
+        leases = [store.lock(f"job-{i}", ttl=0.9).try_acquire() for i in range(200)]
+        wait_until(lambda: sum(backend.batches) >= 400, 5, "two renewals of every lease")
+        assert all(lease is not None and not lease.lost for lease in leases)
+        # 200 leases taken within a few ms share their renewal ticks.
+        assert len(backend.batches) <= 10, backend.batches
+        assert max(backend.batches) >= 150
+
+
+def test_transient_failures_are_retried_then_the_deadline_decides() -> None:
+    backend = CountingStore()
+    lost: list[tenure.Lease] = []
+    with tenure.connect(backend) as store:
+        lease = store.lock("jobs", ttl=1.0, on_lost=lost.append).try_acquire()
+        assert lease is not None
+        backend.failing = True
+        failing_since = time.monotonic()
+        wait_until(lambda: lease.lost, 3, "the deadline to pass without a renewal")
+        assert lease.lost_reason is LostReason.DEADLINE
+        assert time.monotonic() - failing_since < 1.0  # deadline = 0.99 ttl - 0.1 s margin
+        assert len(backend.batches) >= 2, "a failed renewal is retried before the deadline"
+        wait_until(lambda: lost == [lease], 1, "on_lost to run")
+
+
+def test_renewals_resume_when_the_store_recovers() -> None:
+    backend = CountingStore()
+    with tenure.connect(backend) as store:
+        lease = store.lock("jobs", ttl=1.5).try_acquire()
+        assert lease is not None
+        backend.failing = True
+        wait_until(lambda: len(backend.batches) >= 2, 2, "a failed renewal and a retry")
+        backend.failing = False
+        count = len(backend.batches)
+        wait_until(lambda: len(backend.batches) >= count + 3, 3, "renewals to succeed again")
+        assert not lease.lost
