@@ -68,6 +68,23 @@ async def test_sigkill_of_the_holder_frees_the_lock_within_ttl(
         assert took < 0.5, "the kernel frees a dead holder's lock at once"
 
 
+async def test_clean_exit_releases_at_once(
+        target: Target, processes: list[subprocess.Popen[str]]) -> None:
+    needs_processes(target)
+    app = target.spawn("exit", "jobs", ttl=30.0)
+    processes.append(app)
+    assert app.stdout is not None and app.stdin is not None
+    line = app.stdout.readline()
+    assert line.startswith("HELD"), line
+    lock = target.connect().lock("jobs", ttl=5)
+    assert await call(lock.try_acquire()) is None
+    app.stdin.close()
+    assert app.wait(timeout=10) == 0
+    lease = await call(lock.try_acquire())
+    assert lease is not None, "a clean exit must free the lease at once, not after its ttl (30 s)"
+    assert lease.token > int(line.split()[1])
+
+
 async def test_sigterm_handled_by_the_app_releases_at_once(
         target: Target, processes: list[subprocess.Popen[str]]) -> None:
     needs_processes(target)

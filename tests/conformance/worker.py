@@ -3,6 +3,7 @@
     python worker.py URL API MODE NAME [options as JSON]
 
 API is "sync" or "async". Modes:
+- exit:     take NAME with try_acquire, print "HELD <token>", exit normally when stdin closes.
 - serve:    hold NAME inside a with-block until SIGTERM, which the "app" handles by exiting.
 - hold:     acquire NAME, print "HELD <token>", then block until killed or stdin closes.
 - cycles:   acquire/release NAME `count` times; inside the critical section append
@@ -123,6 +124,23 @@ async def serve_async(url: str, name: str, options: dict[str, Any]) -> None:
             await asyncio.Event().wait()
 
 
+def exit_sync(url: str, name: str, options: dict[str, Any]) -> None:
+    """Take a lease with try_acquire and simply return: a clean interpreter exit."""
+    lease = tenure.connect(url).lock(name, ttl=options["ttl"]).try_acquire()
+    assert lease is not None
+    print("HELD", lease.token, flush=True)
+    sys.stdin.read()
+
+
+async def exit_async(url: str, name: str, options: dict[str, Any]) -> None:
+    """The async app's clean exit: leaving `async with store` releases what it holds."""
+    async with tenure.aio.connect(url) as store:
+        lease = await store.lock(name, ttl=options["ttl"]).try_acquire()
+        assert lease is not None
+        print("HELD", lease.token, flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+
+
 async def _cycles_async_by_url(url: str, mode: str, name: str, options: dict[str, Any]) -> None:
     async with tenure.aio.connect(url) as store:
         await cycles_async(store, mode, name, options)
@@ -131,7 +149,12 @@ async def _cycles_async_by_url(url: str, mode: str, name: str, options: dict[str
 def main() -> None:
     url, api, mode, name = sys.argv[1:5]
     options = json.loads(sys.argv[5]) if len(sys.argv) > 5 else {}
-    if mode == "serve":
+    if mode == "exit":
+        if api == "sync":
+            exit_sync(url, name, options)
+        else:
+            asyncio.run(exit_async(url, name, options))
+    elif mode == "serve":
         if api == "sync":
             serve_sync(url, name, options)
         else:

@@ -14,10 +14,12 @@ import logging
 import math
 import threading
 from collections import defaultdict
+from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend
+from tenure._errors import TenureError
 from tenure._types import LostReason
 
 if TYPE_CHECKING:
@@ -41,6 +43,7 @@ class AsyncLeaseMonitor:
         self._background: _shim.Background | None = None
         self._next_wake = -math.inf
         self._closed = False
+        _shim.release_at_exit(self)  # sync: a clean interpreter exit frees the leases at once
 
     def held(self) -> list[AsyncLease]:
         """Every lease being renewed now."""
@@ -60,6 +63,12 @@ class AsyncLeaseMonitor:
         """Stop renewing `lease` (released or lost)."""
         with self._mutex:
             self._leases.pop(lease.grant.lease_id, None)
+
+    async def release_all(self) -> None:
+        """Release every lease still held; one that cannot be released expires by itself."""
+        for lease in self.held():
+            with suppress(TenureError):
+                await lease.release()
 
     def close(self) -> None:
         """Stop the loop. Held leases are the caller's to release first."""

@@ -48,6 +48,15 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     return event.is_set()
 
 
+def release_at_exit(holder: Any) -> None:
+    """Nothing to do in async code: no event loop runs at interpreter exit, so use
+    `async with tenure.aio.connect(...)` (or `await store.close()`) to release on the way out.
+
+    Example:
+        >>> release_at_exit(None)
+    """
+
+
 async def offload(function: Callable[..., T], *args: Any) -> T:
     """Run blocking I/O (sqlite3) in a worker thread so the event loop stays responsive.
 
@@ -205,6 +214,7 @@ __all__ = [
     "monotonic",
     "offload",
     "open_cancel_scope",
+    "release_at_exit",
     "shielded",
     "sleep",
     "spawn",

@@ -14,7 +14,6 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
-from contextlib import suppress
 from datetime import timedelta
 from types import TracebackType
 
@@ -26,7 +25,7 @@ from tenure._async.stores._protocol import AsyncBackend
 from tenure._async.stores.file import AsyncFileStore
 from tenure._async.stores.memory import AsyncMemoryStore
 from tenure._async.stores.sqlite import AsyncSQLiteStore
-from tenure._errors import InvalidArgument, InvalidArgumentType, TenureError
+from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._names import validate_name
 from tenure._timing import check_range, to_seconds
 from tenure._types import LeaseInfo
@@ -188,9 +187,7 @@ class AsyncStore:
 
             await store.close()
         """
-        for lease in self._monitor.held():
-            with suppress(TenureError):  # a lease we cannot release expires by itself
-                await lease.release()
+        await self._monitor.release_all()
         self._monitor.close()
         await self.backend.close()
 

@@ -15,7 +15,6 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
-from contextlib import suppress
 from datetime import timedelta
 from types import TracebackType
 
@@ -27,7 +26,7 @@ from tenure._sync.stores._protocol import Backend
 from tenure._sync.stores.file import FileStore
 from tenure._sync.stores.memory import MemoryStore
 from tenure._sync.stores.sqlite import SQLiteStore
-from tenure._errors import InvalidArgument, InvalidArgumentType, TenureError
+from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._names import validate_name
 from tenure._timing import check_range, to_seconds
 from tenure._types import LeaseInfo
@@ -189,9 +188,7 @@ class Store:
 
             store.close()
         """
-        for lease in self._monitor.held():
-            with suppress(TenureError):  # a lease we cannot release expires by itself
-                lease.release()
+        self._monitor.release_all()
         self._monitor.close()
         self.backend.close()
 
