@@ -99,7 +99,7 @@ class AsyncLock:
 
     async def _acquire_within(self, timeout: float) -> AsyncLease:
         deadline = _shim.monotonic() + timeout
-        backoff = Backoff(self.min_wait, self.max_wait)
+        backoff: Backoff | None = None  # made on the first miss: most acquisitions need none
         last_error: StoreUnavailable | None = None
         while True:
             try:
@@ -108,6 +108,8 @@ class AsyncLock:
                 lease, last_error = None, exc
             if lease is not None:
                 return lease
+            if backoff is None:
+                backoff = Backoff(self.min_wait, self.max_wait)
             remaining = deadline - _shim.monotonic()
             if remaining <= 0:
                 if last_error is not None:

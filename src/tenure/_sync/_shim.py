@@ -144,6 +144,9 @@ def cancel(scope: Any) -> None:
     """
 
 
+_NO_SHIELD: AbstractContextManager[None] = nullcontext()
+
+
 def shielded() -> AbstractContextManager[None]:
     """Threads are not cancelled, so cleanup needs no shield.
 
@@ -151,7 +154,7 @@ def shielded() -> AbstractContextManager[None]:
         >>> with shielded():
         ...     pass
     """
-    return nullcontext()
+    return _NO_SHIELD
 
 
 def is_our_kind(function: Callable[..., Any]) -> bool:

@@ -48,35 +48,32 @@ CREATE TABLE IF NOT EXISTS tenure_leases (
 """
 
 # A lock (limit 1) in one statement: take slot 0 when it is free, bumping the name's counter.
+# Parameters: name, holder, lease_id, seed (wall clock µs), boot, expires_at, now.
 _ACQUIRE_LOCK = """
 INSERT INTO tenure_leases (name, slot, holder, lease_id, token, boot, expires_at)
-VALUES (:name, 0, :holder, :lease_id, :seed, :boot, :expires_at)
+VALUES (?1, 0, ?2, ?3, ?4, ?5, ?6)
 ON CONFLICT (name, slot) DO UPDATE SET
     holder = excluded.holder,
     lease_id = excluded.lease_id,
     token = CASE
         WHEN tenure_leases.boot = excluded.boot
-            THEN (SELECT max(token) FROM tenure_leases WHERE name = :name) + 1
-        ELSE max((SELECT max(token) FROM tenure_leases WHERE name = :name) + 1,
-                 excluded.token)
+            THEN (SELECT max(token) FROM tenure_leases WHERE name = ?1) + 1
+        ELSE max((SELECT max(token) FROM tenure_leases WHERE name = ?1) + 1, excluded.token)
     END,
     boot = excluded.boot,
     expires_at = excluded.expires_at
-WHERE tenure_leases.expires_at <= :now OR tenure_leases.boot != excluded.boot
+WHERE tenure_leases.expires_at <= ?7 OR tenure_leases.boot != excluded.boot
 RETURNING token
 """
 
-_RENEW = """
-UPDATE tenure_leases SET expires_at = :expires_at
-WHERE name = :name AND slot = :slot AND lease_id = :lease_id AND boot = :boot AND expires_at > :now
-"""
-
-_RELEASE = """
-UPDATE tenure_leases SET lease_id = '', expires_at = 0
-WHERE name = :name AND slot = :slot AND lease_id = :lease_id AND boot = :boot AND expires_at > :now
-"""
-
-_LIVE = "boot = :boot AND expires_at > :now"
+# Parameters: name, slot, lease_id, boot, now (+ expires_at first for renewal).
+_OURS = "name = ? AND slot = ? AND lease_id = ? AND boot = ? AND expires_at > ?"
+_RENEW = f"UPDATE tenure_leases SET expires_at = ? WHERE {_OURS}"
+_RELEASE = f"UPDATE tenure_leases SET lease_id = '', expires_at = 0 WHERE {_OURS}"
+_BREAK = ("UPDATE tenure_leases SET lease_id = '', expires_at = 0 "
+          "WHERE name = ? AND boot = ? AND expires_at > ?")
+_LIST = ("SELECT name, slot, holder, token, expires_at FROM tenure_leases "
+         "WHERE boot = ? AND expires_at > ? AND substr(name, 1, ?) = ? ORDER BY name, slot")
 
 
 @contextmanager
@@ -112,22 +109,16 @@ class AsyncSQLiteStore(AsyncBackend):
         self.url = local_url("sqlite", str(self.path))
         self._synchronous = synchronous.upper()
         self._busy_ms = int(float(busy_timeout) * 1000)
-        self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        # Connections are pooled, not tied to threads: any thread may use an idle one, so the
+        # pool only grows to the number of concurrent calls (worker threads come and go).
+        self._idle: list[sqlite3.Connection] = []
+        self._all: list[sqlite3.Connection] = []
         self._mutex = threading.Lock()
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(6)
         self._closed = False
 
     # -- connections -------------------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        """This thread's connection (sqlite3 connections must not be shared between threads)."""
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is None:
-            connection = self._open()
-            self._local.connection = connection
-        return connection
 
     def _open(self) -> sqlite3.Connection:
         if self._closed:
@@ -141,41 +132,49 @@ class AsyncSQLiteStore(AsyncBackend):
         connection.execute(f"PRAGMA synchronous = {self._synchronous}")
         connection.execute(_SCHEMA)
         with self._mutex:
-            self._connections.append(connection)
+            self._all.append(connection)
         return connection
 
-    @contextmanager
-    def _database(self, operation: str, name: str) -> Iterator[sqlite3.Connection]:
-        """This thread's connection, with sqlite3 errors turned into StoreUnavailable."""
+    def _take(self) -> sqlite3.Connection:
         try:
-            yield self._connection()
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(
-                f"{self.url}: {operation} of {name!r} failed: {exc}; check that the database "
-                "file and its directory are writable and not on a network file system"
-            ) from exc
+            return self._idle.pop()
+        except IndexError:  # none idle (also when another thread took the last one)
+            return self._open()
 
-    # -- the Backend protocol ----------------------------------------------------------------
+    def _failure(self, operation: str, name: str, exc: Exception) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"{self.url}: {operation} of {name!r} failed: {exc}; check that the database "
+            "file and its directory are writable and not on a network file system"
+        )
+
+    # Each operation: take an idle connection (or open one), run, give it back. Written out
+    # rather than through a context manager: this is the whole cost of a cycle besides SQLite.
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        return await _shim.offload(self._acquire_now, name, holder, ttl, limit)
+        grant: Grant | None = await _shim.offload(self._acquire_now, name, holder, ttl, limit)
+        return grant
 
     def _acquire_now(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        with self._database("acquire", name) as db:
-            return self._acquire_in(db, name, holder, ttl, limit)
+        try:
+            db = self._take()
+            try:
+                return self._acquire_in(db, name, holder, ttl, limit)
+            finally:
+                self._idle.append(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("acquire", name, exc) from exc
 
     def _acquire_in(self, db: sqlite3.Connection, name: str, holder: str, ttl: float,
                     limit: int) -> Grant | None:
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         now = _shim.monotonic()
         if limit == 1:
-            row = db.execute(_ACQUIRE_LOCK, {
-                "name": name, "holder": holder, "lease_id": lease_id, "seed": wall_us(),
-                "boot": BOOT_ID, "expires_at": now + ttl, "now": now,
-            }).fetchone()
-            if row is None:
+            # fetchall, not fetchone: step the statement to its end so the write commits now
+            returned = db.execute(_ACQUIRE_LOCK, (name, holder, lease_id, wall_us(), BOOT_ID,
+                                                  now + ttl, now)).fetchall()
+            if not returned:
                 return None
-            token: int = row[0]
+            token: int = returned[0][0]
             return Grant(name, 0, holder, lease_id, token, name)
         with _immediate(db):
             rows = db.execute(
@@ -195,69 +194,80 @@ class AsyncSQLiteStore(AsyncBackend):
             return Grant(name, free, holder, lease_id, token, name)
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
-        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
-        return await _shim.offload(self._renew_now, label, grants, ttl)
-
-    def _renew_now(self, label: str, grants: Sequence[Grant],
-                   ttl: float) -> list[Grant | LostReason]:
-        results: list[Grant | LostReason] = []
-        with self._database("renewal", label) as db, _immediate(db):
-            now = _shim.monotonic()
-            for grant in grants:
-                renewed = db.execute(_RENEW, {
-                    "expires_at": now + ttl, "name": grant.name, "slot": grant.slot,
-                    "lease_id": grant.lease_id, "boot": BOOT_ID, "now": now,
-                }).rowcount
-                results.append(grant if renewed else self._why_lost(db, grant, now))
+        results: list[Grant | LostReason] = await _shim.offload(self._renew_now, grants, ttl)
         return results
 
+    def _renew_now(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
+        try:
+            db = self._take()
+            try:
+                results: list[Grant | LostReason] = []
+                with _immediate(db):
+                    now = _shim.monotonic()
+                    for grant in grants:
+                        renewed = db.execute(_RENEW, (now + ttl, grant.name, grant.slot,
+                                                      grant.lease_id, BOOT_ID, now)).rowcount
+                        results.append(grant if renewed else self._why_lost(db, grant))
+                return results
+            finally:
+                self._idle.append(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("renewal", label, exc) from exc
+
     @staticmethod
-    def _why_lost(db: sqlite3.Connection, grant: Grant, now: float) -> LostReason:
-        row = db.execute(
-            "SELECT lease_id, boot, expires_at FROM tenure_leases WHERE name = ? AND slot = ?",
-            (grant.name, grant.slot),
-        ).fetchone()
+    def _why_lost(db: sqlite3.Connection, grant: Grant) -> LostReason:
+        row = db.execute("SELECT lease_id FROM tenure_leases WHERE name = ? AND slot = ?",
+                         (grant.name, grant.slot)).fetchone()
         if row is None or row[0] == "":
             return LostReason.BROKEN
-        if row[0] != grant.lease_id:
-            return LostReason.TAKEN
-        return LostReason.EXPIRED
+        return LostReason.TAKEN if row[0] != grant.lease_id else LostReason.EXPIRED
 
     async def release(self, grant: Grant) -> bool:
-        return await _shim.offload(self._release_now, grant)
+        released: bool = await _shim.offload(self._release_now, grant)
+        return released
 
     def _release_now(self, grant: Grant) -> bool:
-        with self._database("release", grant.name) as db:
-            cursor = db.execute(_RELEASE, {
-                "name": grant.name, "slot": grant.slot, "lease_id": grant.lease_id,
-                "boot": BOOT_ID, "now": _shim.monotonic(),
-            })
-        return bool(cursor.rowcount == 1)
+        try:
+            db = self._take()
+            try:
+                cursor = db.execute(_RELEASE, (grant.name, grant.slot, grant.lease_id, BOOT_ID,
+                                               _shim.monotonic()))
+                return bool(cursor.rowcount == 1)
+            finally:
+                self._idle.append(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("release", grant.name, exc) from exc
 
     async def break_lease(self, name: str) -> int:
-        return await _shim.offload(self._break_now, name)
+        broken: int = await _shim.offload(self._break_now, name)
+        return broken
 
     def _break_now(self, name: str) -> int:
-        with self._database("break", name) as db:
-            cursor = db.execute(
-                "UPDATE tenure_leases SET lease_id = '', expires_at = 0 "
-                f"WHERE name = :name AND {_LIVE}",
-                {"name": name, "boot": BOOT_ID, "now": _shim.monotonic()},
-            )
-        return int(cursor.rowcount)
+        try:
+            db = self._take()
+            try:
+                return int(db.execute(_BREAK, (name, BOOT_ID, _shim.monotonic())).rowcount)
+            finally:
+                self._idle.append(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("break", name, exc) from exc
 
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
-        return await _shim.offload(self._leases_now, prefix)
+        found: list[LeaseInfo] = await _shim.offload(self._leases_now, prefix)
+        return found
 
     def _leases_now(self, prefix: str) -> list[LeaseInfo]:
-        now = _shim.monotonic()
-        wall_now = datetime.now(timezone.utc)
-        with self._database("listing", prefix) as db:
-            rows = db.execute(
-                "SELECT name, slot, holder, token, expires_at FROM tenure_leases "
-                f"WHERE {_LIVE} AND substr(name, 1, :length) = :prefix ORDER BY name, slot",
-                {"boot": BOOT_ID, "now": now, "length": len(prefix), "prefix": prefix},
-            ).fetchall()
+        try:
+            db = self._take()
+            try:
+                now = _shim.monotonic()
+                wall_now = datetime.now(timezone.utc)
+                rows = db.execute(_LIST, (BOOT_ID, now, len(prefix), prefix)).fetchall()
+            finally:
+                self._idle.append(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("listing", prefix, exc) from exc
         return [
             LeaseInfo(name, holder, token, wall_now + timedelta(seconds=expires - now), slot)
             for name, slot, holder, token, expires in rows
@@ -269,7 +279,6 @@ class AsyncSQLiteStore(AsyncBackend):
     async def close(self) -> None:
         with self._mutex:
             self._closed = True
-            connections, self._connections = self._connections, []
+            connections, self._all, self._idle = self._all, [], []
         for connection in connections:
             connection.close()
-        self._local = threading.local()
