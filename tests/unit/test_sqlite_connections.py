@@ -15,7 +15,8 @@ def test_connections_are_reused_across_short_lived_threads(tmp_path: Path) -> No
         for burst in range(5):
             barrier = threading.Barrier(4)
 
-            def work(worker: int, burst: int = burst) -> None:
+            def work(worker: int, burst: int = burst,
+                     barrier: threading.Barrier = barrier) -> None:
                 barrier.wait(timeout=10)
                 lease = store.lock(f"job-{burst}-{worker}", ttl=5).try_acquire()
                 assert lease is not None
