@@ -24,7 +24,7 @@ RULES: list[tuple[str, str]] = [
     (r"tenure\._async\b", "tenure._sync"),
     (r"tenure\.aio\.connect\b", "tenure.connect"),
     (r"\bAsyncAcquiring\[AsyncLease\]", "Lease"),
-    (r"\bAsyncAcquiring\(", "("),
+    (r"\bAsyncAcquiring\(((?:[^()]|\([^()]*\))*)\)", r"\1"),
     (r"from tenure\._sync\._shim import AsyncAcquiring\n", ""),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),
@@ -33,6 +33,7 @@ RULES: list[tuple[str, str]] = [
     (r"__aexit__", "__exit__"),
     (r"\bAsync([A-Z]\w*)", r"\1"),
     (r"renewed in the background", "renewed by a background thread"),
+    (r"# the body is cancelled if the lease is lost", "# lease.check() raises once it is lost"),
 ]
 
 

@@ -64,3 +64,33 @@ def test_renewals_resume_when_the_store_recovers() -> None:
         count = len(backend.batches)
         wait_until(lambda: len(backend.batches) >= count + 3, 3, "renewals to succeed again")
         assert not lease.lost
+
+
+class FlakyReleaseStore(MemoryStore):
+    """A real memory store whose next release fails once."""
+
+    fail_next_release = False
+
+    def release(self, grant: Grant) -> bool:
+        if self.fail_next_release:
+            self.fail_next_release = False
+            raise StoreUnavailable("memory://: injected failure")
+        return super().release(grant)
+
+
+def test_a_failed_release_can_be_retried() -> None:
+    backend = FlakyReleaseStore()
+    with tenure.connect(backend) as store:
+        lease = store.lock("jobs", ttl=5).try_acquire()
+        assert lease is not None
+        backend.fail_next_release = True
+        try:
+            lease.release()
+        except StoreUnavailable:
+            pass
+        else:
+            raise AssertionError("the injected failure did not surface")
+        assert not lease.released
+        assert store.lock("jobs").try_acquire() is None  # still held in the store
+        assert lease.release() is True
+        assert store.lock("jobs").try_acquire() is not None

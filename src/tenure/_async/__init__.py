@@ -1,1 +1,2 @@
-"""The async source of truth; _sync/ is generated from it by scripts/unasync.py."""
+"""The core: written once as async code here; tenure/_sync/ is generated from it by
+scripts/unasync.py, with only _shim.py written by hand on each side."""

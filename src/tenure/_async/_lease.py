@@ -131,10 +131,14 @@ class AsyncLease:
         if self._released:
             return False
         self._released = True
-        self._lock._monitor.forget(self)
-        # Even a lease given up as lost goes back to the store: it may still hold it (a lease
-        # past its local deadline, a flock the kernel keeps), and the store frees only its own.
-        return await self._lock._backend.release(self.grant)
+        self._lock._monitor.forget(self)  # no renewal may race the release
+        try:
+            # Even a lease given up as lost goes back to the store: it may still hold it (past
+            # its local deadline, a flock the kernel keeps), and the store frees only its own.
+            return await self._lock._backend.release(self.grant)
+        except BaseException:
+            self._released = False  # not freed: a later release() may try again; else it expires
+            raise
 
     # -- called by the monitor ----------------------------------------------------------------
 

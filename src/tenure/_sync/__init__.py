@@ -1,2 +1,3 @@
 # GENERATED from src/tenure/_async/__init__.py by scripts/unasync.py: do not edit.
-"""The async source of truth; _sync/ is generated from it by scripts/unasync.py."""
+"""The core: written once as async code here; tenure/_sync/ is generated from it by
+scripts/unasync.py, with only _shim.py written by hand on each side."""

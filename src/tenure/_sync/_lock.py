@@ -95,7 +95,7 @@ class Lock:
             raise InvalidArgument(
                 f"timeout={seconds:g} is negative; use 0 to try once, or None to wait forever"
             )
-        return (self._acquire_within(seconds))
+        return self._acquire_within(seconds)
 
     def _acquire_within(self, timeout: float) -> Lease:
         deadline = _shim.monotonic() + timeout
