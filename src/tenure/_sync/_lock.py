@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -90,7 +91,7 @@ class Lock:
             with lock.acquire(timeout=10) as lease:
                 ...
         """
-        seconds = to_seconds(timeout, "timeout", allow_none=True)
+        seconds = math.inf if timeout is None else to_seconds(timeout, "timeout")
         if seconds < 0:
             raise InvalidArgument(
                 f"timeout={seconds:g} is negative; use 0 to try once, or None to wait forever"

@@ -123,8 +123,8 @@ class FileStore(Backend):
                 f"{self.url}: cannot create the lock directory: {exc.strerror}; "
                 "check the path and its permissions"
             ) from exc
-        self._paths: dict[tuple[str, int, int], tuple[str, bytes]] = {}
-        self._holders: dict[str, bytes] = {}
+        self._paths: dict[tuple[str, int, int], str] = {}
+        self._tails: dict[tuple[str, str], tuple[int, int, bytes]] = {}
         self._idle: dict[str, list[_LockFile]] = {}
         self._idle_count = 0
         self._held: dict[str, _LockFile] = {}
@@ -134,19 +134,24 @@ class FileStore(Backend):
 
     # -- paths and open files -----------------------------------------------------------------
 
-    def _path(self, name: str, slot: int, limit: int) -> tuple[str, bytes]:
-        cached = self._paths.get((name, slot, limit))
-        if cached is None:
+    def _path(self, name: str, slot: int, limit: int) -> str:
+        path = self._paths.get((name, slot, limit))
+        if path is None:
             stem = str(self.directory / safe_key(name))
             path = f"{stem}.lock" if limit == 1 else f"{stem}.{slot}.slot"
-            cached = self._paths[(name, slot, limit)] = (path, name.encode("utf-8"))
-        return cached
+            if len(self._paths) < 4096:
+                self._paths[(name, slot, limit)] = path
+        return path
 
-    def _holder_bytes(self, holder: str) -> bytes:
-        encoded = self._holders.get(holder)
-        if encoded is None:
-            encoded = self._holders[holder] = holder.encode("utf-8")
-        return encoded
+    def _tail(self, name: str, holder: str) -> tuple[int, int, bytes]:
+        """(holder length, name length, holder + name bytes) of a record, cached."""
+        tail = self._tails.get((name, holder))
+        if tail is None:
+            holder_bytes, name_bytes = holder.encode("utf-8"), name.encode("utf-8")
+            tail = (len(holder_bytes), len(name_bytes), holder_bytes + name_bytes)
+            if len(self._tails) < 4096:
+                self._tails[(name, holder)] = tail
+        return tail
 
     def _take(self, path: str) -> _LockFile:
         idle = self._idle.get(path)
@@ -179,7 +184,7 @@ class FileStore(Backend):
             except BlockingIOError:
                 self._park(lock_file)
                 return None
-            if not lock_file.replaced:
+            if not lock_file.map[_REPLACED_AT]:
                 return lock_file
             # break_lease is replacing this file: let go and lock the file that replaces it
             fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
@@ -201,7 +206,7 @@ class FileStore(Backend):
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         try:
             for slot in range(limit):
-                path, name_bytes = self._path(name, slot, limit)
+                path = self._path(name, slot, limit)
                 lock_file = self._lock(path)
                 if lock_file is None:
                     continue
@@ -211,7 +216,8 @@ class FileStore(Backend):
                              else wall_us())
                 else:
                     token = self._bump_semaphore_counter(name)
-                record = _record(token, self._holder_bytes(holder), name_bytes)
+                holder_length, name_length, tail = self._tail(name, holder)
+                record = _HEADER.pack(_MAGIC, token, _BOOT, 0, holder_length, name_length) + tail
                 lock_file.map[:len(record)] = record
                 lease_id = f"{self._id_prefix}{next(self._ids)}"
                 self._held[lease_id] = lock_file
@@ -247,7 +253,7 @@ class FileStore(Backend):
         lock_file = self._held.pop(grant.lease_id, None)
         if lock_file is None:
             return False
-        still_ours = not lock_file.replaced
+        still_ours = not lock_file.map[_REPLACED_AT]
         try:
             fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
         except OSError as exc:

@@ -22,6 +22,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -129,12 +130,27 @@ class SQLiteStore(Backend):
             self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_ms / 1000
         )
         connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-        connection.execute("PRAGMA journal_mode = WAL")
         connection.execute(f"PRAGMA synchronous = {self._synchronous}")
-        connection.execute(_SCHEMA)
+        self._initialize(connection)
         with self._mutex:
             self._all.append(connection)
         return connection
+
+    def _initialize(self, connection: sqlite3.Connection) -> None:
+        """Switch a new database to WAL and create the table. Switching the journal mode does
+        not wait on SQLite's busy handler, so processes opening a new file at once retry here."""
+        deadline = time.monotonic() + self._busy_ms / 1000
+        for attempt in itertools.count():
+            try:
+                if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    connection.execute("PRAGMA journal_mode = WAL")
+                connection.execute(_SCHEMA)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    connection.close()
+                    raise
+                time.sleep(min(0.001 * 2**attempt, 0.05))  # runs in a worker thread when async
 
     def _take(self) -> sqlite3.Connection:
         try:
