@@ -42,7 +42,7 @@ class AsyncLease:
     def __init__(self, lock: AsyncLock, grant: Grant, sent_at: float) -> None:
         self._lock = lock
         self.grant = grant
-        self.deadline = local_deadline(sent_at, lock.ttl)
+        self.deadline = sent_at + lock.deadline_after  # = local_deadline(sent_at, lock.ttl)
         self.renew_at = sent_at + jittered(lock.renew_every)
         self._lost_reason: LostReason | None = None
         self._released = False

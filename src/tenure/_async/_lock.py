@@ -19,7 +19,7 @@ from tenure._async import _shim
 from tenure._async._lease import AsyncLease
 from tenure._async._shim import AsyncAcquiring
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
-from tenure._timing import Backoff, to_seconds
+from tenure._timing import Backoff, local_deadline, to_seconds
 
 if TYPE_CHECKING:
     from tenure._async._store import AsyncStore
@@ -57,6 +57,7 @@ class AsyncLock:
         self.min_wait = settings.min_wait
         self.max_wait = settings.max_wait
         self.on_lost = settings.on_lost
+        self.deadline_after = local_deadline(0.0, self.ttl)
         self._backend = store.backend
         self._monitor = store._monitor
 

@@ -43,7 +43,7 @@ class Lease:
     def __init__(self, lock: Lock, grant: Grant, sent_at: float) -> None:
         self._lock = lock
         self.grant = grant
-        self.deadline = local_deadline(sent_at, lock.ttl)
+        self.deadline = sent_at + lock.deadline_after  # = local_deadline(sent_at, lock.ttl)
         self.renew_at = sent_at + jittered(lock.renew_every)
         self._lost_reason: LostReason | None = None
         self._released = False

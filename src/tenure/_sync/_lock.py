@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from tenure._sync import _shim
 from tenure._sync._lease import Lease
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
-from tenure._timing import Backoff, to_seconds
+from tenure._timing import Backoff, local_deadline, to_seconds
 
 if TYPE_CHECKING:
     from tenure._sync._store import Store
@@ -57,6 +57,7 @@ class Lock:
         self.min_wait = settings.min_wait
         self.max_wait = settings.max_wait
         self.on_lost = settings.on_lost
+        self.deadline_after = local_deadline(0.0, self.ttl)
         self._backend = store.backend
         self._monitor = store._monitor
 

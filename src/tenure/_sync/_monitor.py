@@ -46,24 +46,29 @@ class LeaseMonitor:
         self._closed = False
         _shim.release_at_exit(self)  # sync: a clean interpreter exit frees the leases at once
 
+    # watch/forget/held run on every acquire and release: plain dict operations, which are
+    # atomic (GIL, or the dict's own lock in free-threaded builds); the mutex only guards
+    # starting the background loop.
+
     def held(self) -> list[Lease]:
         """Every lease being renewed now."""
-        with self._mutex:
-            return list(self._leases.values())
+        return list(self._leases.values())
 
     def watch(self, lease: Lease) -> None:
         """Start renewing `lease`."""
-        with self._mutex:
-            self._leases[lease.grant.lease_id] = lease
-            if not self._closed and (self._background is None or not self._background.alive()):
-                self._background = _shim.spawn(self._run, "tenure-renewal")
+        self._leases[lease.grant.lease_id] = lease
+        background = self._background
+        if background is None or not background.alive():
+            with self._mutex:
+                if not self._closed and (self._background is None
+                                         or not self._background.alive()):
+                    self._background = _shim.spawn(self._run, "tenure-renewal")
         if lease.renew_at < self._next_wake:  # renew_at always comes before the deadline
             self._wakeup.set()
 
     def forget(self, lease: Lease) -> None:
         """Stop renewing `lease` (released or lost)."""
-        with self._mutex:
-            self._leases.pop(lease.grant.lease_id, None)
+        self._leases.pop(lease.grant.lease_id, None)
 
     def release_all(self) -> None:
         """Release every lease still held; one that cannot be released expires by itself."""
