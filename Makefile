@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+NODE_STAMP := node_modules/.installed-stamp
 PYTEST_WORKERS ?= 4
 
 .PHONY: demo test lint typecheck unit bench soak clean
@@ -19,6 +20,23 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[test,bench]'
 	@touch $(STAMP)
 
+# Azurite (the Azure Storage emulator the azblob tests start), pinned in package.json and
+# package-lock.json. Without node/npm: installed from Debian's packages when root, else a message
+# (the azblob tests then skip, or fail under TENURE_REQUIRE_SERVICES=1).
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "npm not found: installing nodejs and npm with apt-get"; \
+			(apt-get install -y -q nodejs npm || \
+			 (apt-get update -q && apt-get install -y -q nodejs npm)) >/dev/null; \
+		fi; }
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --no-audit --no-fund --loglevel=error && touch $(NODE_STAMP); \
+	else \
+		echo "node and npm are missing: the azblob tests need Azurite (npm). Install Node.js"; \
+		echo "and npm (e.g. apt-get install nodejs npm), then run make test again."; \
+	fi
+
 demo: $(STAMP)
 	$(BIN)/python demo/take_turns.py
 
@@ -29,7 +47,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src/tenure
 
-unit: $(STAMP)
+unit: $(STAMP) $(NODE_STAMP)
 	$(BIN)/pytest -n $(PYTEST_WORKERS) tests
 
 test: lint typecheck unit
@@ -38,8 +56,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py --output BENCHMARKS.md
 
 # Repeats the conformance suite; RUNS=5 by default.
-soak: $(STAMP)
+soak: $(STAMP) $(NODE_STAMP)
 	for i in $$(seq $${RUNS:-5}); do $(BIN)/pytest -n $(PYTEST_WORKERS) -q tests/conformance || exit 1; done
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) node_modules .mypy_cache .ruff_cache .pytest_cache .hypothesis

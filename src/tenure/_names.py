@@ -72,3 +72,20 @@ def safe_key(name: str) -> str:
     """
     readable = _UNSAFE.sub("_", name).lstrip(".-")[:_READABLE_PREFIX] or "_"
     return f"{readable}-{name_digest(name)}"
+
+
+def safe_key_prefix(prefix: str) -> str:
+    """A prefix of `safe_key(name)` for every name that starts with `prefix`, so a store can
+    list the keys of a name prefix without reading all of them ("" when no such prefix exists).
+
+    Unsafe characters map by runs to one "_", so a run cut by the end of `prefix` still maps to
+    the same "_"; a leading run of "." and "-" is stripped from every key, so a prefix made only
+    of those gives "".
+
+    Example:
+        >>> safe_key_prefix("jobs/")
+        'jobs_'
+        >>> safe_key("jobs/nightly").startswith(safe_key_prefix("jobs/"))
+        True
+    """
+    return _UNSAFE.sub("_", prefix).lstrip(".-")[:_READABLE_PREFIX]

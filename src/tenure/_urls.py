@@ -6,6 +6,8 @@ Example:
     '/var/lib/app/locks.db'
     >>> redact("redis://user:hunter2@cache:6379/0")
     'redis://user:***@cache:6379/0'
+    >>> parse_store_url("azblob://myaccount/locks").location
+    'myaccount/locks'
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tenure._errors import InvalidArgument, InvalidArgumentType
 
-SUPPORTED = "memory://, sqlite:///path/to/locks.db, file:///path/to/dir"
+SUPPORTED = ("memory://, sqlite:///path/to/locks.db, file:///path/to/dir, "
+             "azblob://ACCOUNT/CONTAINER, azblob:///CONTAINER (with a connection string)")
+# Azure's rules: 3 to 63 of [a-z0-9-], starting and ending with a letter or digit, no "--".
+_CONTAINER = re.compile(r"(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
+_ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
 # Greedy up to the last '@': a password may hold '/' or '@' unencoded. Over-redacting is fine.
 _SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:]*):(.*)@")
 _SECRET_IN_QUERY = re.compile(
-    r"(?i)((?:password|secret|token|key|sig|accountkey|sharedaccesssignature)=)[^&;]*")
+    r"(?i)((?:password|secret|token|key|sig|accountkey)=)[^&;]*")
+# A connection string's SAS is a whole query string ('sv=...&sig=...'): hidden up to the ';'.
+_SAS_IN_CONNECTION_STRING = re.compile(r"(?i)(sharedaccesssignature=)[^;]*")
 
 
 @dataclass(frozen=True)
@@ -43,8 +51,11 @@ def redact(url: str) -> str:
     Example:
         >>> redact("postgresql://app:s3cret@db/locks?sslpassword=x")
         'postgresql://app:***@db/locks?sslpassword=***'
+        >>> redact("AccountName=dev;AccountKey=c2VjcmV0Cg==;BlobEndpoint=http://h/dev")
+        'AccountName=dev;AccountKey=***;BlobEndpoint=http://h/dev'
     """
     url = _SECRET_IN_NETLOC.sub(r"\1:***@", url)
+    url = _SAS_IN_CONNECTION_STRING.sub(r"\1***", url)
     return _SECRET_IN_QUERY.sub(r"\1***", url)
 
 
@@ -83,10 +94,29 @@ def parse_store_url(url: object) -> StoreURL:
         if not location:
             raise InvalidArgument(f"url {redact(url)!r} has no path; e.g. {scheme}:///var/lib/app/locks")
         return StoreURL(scheme, location, options)
+    if scheme == "azblob":
+        return _parse_azblob(url, parts.netloc, parts.path, options)
     raise InvalidArgument(
         f"url scheme {scheme!r} is not supported by this version of tenure; use one of: "
         f"{SUPPORTED}"
     )
+
+
+def _parse_azblob(url: str, account: str, path: str, options: dict[str, str]) -> StoreURL:
+    """`azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER`: location 'ACCOUNT/CONTAINER'."""
+    container = path.strip("/")
+    if not _CONTAINER.fullmatch(container):
+        raise InvalidArgument(
+            f"url {redact(url)!r} needs a container name after the account, such as "
+            "azblob://myaccount/locks: 3 to 63 lowercase letters, digits and single hyphens"
+        )
+    if account and not _ACCOUNT.fullmatch(account):
+        raise InvalidArgument(
+            f"url {redact(url)!r} names account {account!r}; a storage account name is 3 to 24 "
+            "lowercase letters and digits (use azblob:///CONTAINER with a connection string "
+            "for anything else, e.g. Azurite)"
+        )
+    return StoreURL("azblob", f"{account}/{container}", options)
 
 
 def local_url(scheme: str, path: str) -> str:

@@ -117,7 +117,8 @@ def _parser() -> argparse.ArgumentParser:
 def _connect(url: str) -> tenure.Store:
     parsed = parse_store_url(url)
     # Connecting creates a missing file or directory: an admin typo should not.
-    if parsed.location and not os.path.exists(parsed.location):
+    local = parsed.scheme in ("sqlite", "file")
+    if local and parsed.location and not os.path.exists(parsed.location):
         raise _StoreError(
             f"{_safe_url(url)}: {parsed.location} does not exist; check the path "
             "(a store is created by the applications that use it)"

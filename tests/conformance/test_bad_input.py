@@ -29,7 +29,7 @@ BAD_LOCK_CALLS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("huge ttl", {"ttl": timedelta(days=30)}, tenure.InvalidArgument, "out of range"),
     ("empty holder", {"holder": ""}, tenure.InvalidArgument, "holder must be 1 to 256"),
     ("int holder", {"holder": 7}, tenure.InvalidArgumentType, "holder must be a str"),
-    ("renew too late", {"ttl": 10, "renew_every": 6}, tenure.InvalidArgument, "renew_every=6"),
+    ("renew too late", {"ttl": 20, "renew_every": 11}, tenure.InvalidArgument, "renew_every=11"),
     ("zero min_wait", {"min_wait": 0}, tenure.InvalidArgument, "min_wait=0"),
     ("max below min", {"min_wait": 1, "max_wait": 0.5}, tenure.InvalidArgument, "max_wait=0.5"),
     ("on_lost", {"on_lost": "print"}, tenure.InvalidArgumentType, "on_lost must be a function"),

@@ -51,7 +51,7 @@ async def test_semaphore_never_exceeds_its_limit(target: Target, tmp_path: Path)
 async def test_sigkill_of_the_holder_frees_the_lock_within_ttl(
         target: Target, processes: list[subprocess.Popen[str]]) -> None:
     needs_processes(target)
-    ttl = 1.0
+    ttl = target.ttl(1.0)
     holder, held_token = target.hold_in_process("jobs", ttl)
     processes.append(holder)
     lock = target.connect().lock("jobs", ttl=ttl, min_wait=0.01, max_wait=0.05)
@@ -76,7 +76,7 @@ async def test_clean_exit_releases_at_once(
     assert app.stdout is not None and app.stdin is not None
     line = app.stdout.readline()
     assert line.startswith("HELD"), line
-    lock = target.connect().lock("jobs", ttl=5)
+    lock = target.connect().lock("jobs", ttl=target.ttl(5))
     assert await call(lock.try_acquire()) is None
     app.stdin.close()
     assert app.wait(timeout=10) == 0
@@ -93,7 +93,7 @@ async def test_sigterm_handled_by_the_app_releases_at_once(
     assert app.stdout is not None
     line = app.stdout.readline()
     assert line.startswith("HELD"), line
-    lock = target.connect().lock("jobs", ttl=5, min_wait=0.01, max_wait=0.05)
+    lock = target.connect().lock("jobs", ttl=target.ttl(5), min_wait=0.01, max_wait=0.05)
     assert await call(lock.try_acquire()) is None
 
     app.send_signal(signal.SIGTERM)
@@ -108,13 +108,13 @@ async def test_paused_holder_loses_its_lease_and_cannot_free_the_next(
         target: Target, processes: list[subprocess.Popen[str]]) -> None:
     """The GC-pause case: SIGSTOP the holder past its ttl, let someone take over, SIGCONT."""
     needs_processes(target)
-    ttl = 1.0
+    ttl = target.ttl(1.0)
     holder, held_token = target.hold_in_process("jobs", ttl)
     processes.append(holder)
     assert holder.stdin is not None and holder.stdout is not None
     os.kill(holder.pid, signal.SIGSTOP)
     store = target.connect()
-    lock = store.lock("jobs", ttl=5, min_wait=0.01, max_wait=0.05)
+    lock = store.lock("jobs", ttl=target.ttl(5), min_wait=0.01, max_wait=0.05)
 
     if target.kind.kernel_expiry:
         # A stopped process is alive: the kernel keeps its lock, nobody else gets it.

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tenure import InvalidArgument
-from tenure._names import MAX_NAME_LENGTH, safe_key, validate_name
+from tenure._names import MAX_NAME_LENGTH, safe_key, safe_key_prefix, validate_name
 from tenure._urls import parse_store_url, redact
 
 SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*-[0-9a-f]{32}$")
@@ -36,6 +36,13 @@ def test_safe_keys_of_distinct_names_differ(first: str, second: str) -> None:
     assert (safe_key(first) == safe_key(second)) == (first == second)
 
 
+@given(st.text(max_size=60), st.text(max_size=60))
+def test_safe_key_prefix_prefixes_the_keys_of_every_name_with_that_prefix(prefix: str,
+                                                                         rest: str) -> None:
+    if prefix + rest:
+        assert safe_key(prefix + rest).startswith(safe_key_prefix(prefix))
+
+
 def test_validate_name_limits() -> None:
     assert validate_name("x" * MAX_NAME_LENGTH) == "x" * MAX_NAME_LENGTH
     with pytest.raises(InvalidArgument, match="1025 characters long; the limit is 1024"):
@@ -52,6 +59,8 @@ def test_validate_name_limits() -> None:
      "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=***;"),
     ("https://acct.blob.core.windows.net/c?sv=2024&sig=hunter2", "https://acct.blob.core.windows.net/c?sv=2024&sig=***"),
     ("sqlite:///var/lib/app/locks.db", "sqlite:///var/lib/app/locks.db"),
+    ("BlobEndpoint=http://h/a;SharedAccessSignature=sv=1&sig=hunter2;",
+     "BlobEndpoint=http://h/a;SharedAccessSignature=***;"),
 ])
 def test_redact_hides_secrets(url: str, shown: str) -> None:
     assert redact(url) == shown
@@ -67,6 +76,9 @@ def test_redact_hides_secrets(url: str, shown: str) -> None:
     ("file:///tmp/with%20space", "file", "/tmp/with space"),
     ("memory://", "memory", ""),
     ("SQLITE:///x.db", "sqlite", "/x.db"),
+    ("azblob://myaccount/locks", "azblob", "myaccount/locks"),
+    ("azblob:///locks", "azblob", "/locks"),
+    ("azblob:///my-locks-2/", "azblob", "/my-locks-2"),
 ])
 def test_parse_store_url(url: str, scheme: str, location: str) -> None:
     parsed = parse_store_url(url)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -22,6 +22,7 @@ import anyio
 import anyio.to_thread
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 monotonic = time.monotonic
 Event = asyncio.Event
@@ -65,6 +66,64 @@ async def offload(function: Callable[..., T], *args: Any) -> T:
         3
     """
     return await anyio.to_thread.run_sync(function, *args)
+
+
+async def run_all(function: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:
+    """`function(item)` for every item concurrently; results in order. After all finished,
+    the first error (if any) is raised.
+
+    Example:
+        >>> async def double(x):
+        ...     return 2 * x
+        >>> asyncio.run(run_all(double, [1, 2]))
+        [2, 4]
+    """
+    if len(items) == 1:
+        return [await function(items[0])]
+    results = await asyncio.gather(*(function(item) for item in items), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return results  # type: ignore[return-value]  # no exception left in the list
+
+
+class Pending:
+    """A call started with `start_soon`; `await pending.wait()` waits for it to end.
+
+    Example:
+        >>> async def main():
+        ...     await start_soon(sleep, 0).wait()
+        >>> asyncio.run(main())
+    """
+
+    __slots__ = ("_task",)
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self._task = task
+
+    async def wait(self) -> None:
+        """Wait for the call (its errors are its own business); skip a task of another loop."""
+        if self._task.done() or self._task.get_loop() is not asyncio.get_running_loop():
+            return
+        try:
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if not self._task.cancelled():
+                raise  # the waiter is being cancelled, not the call
+        except Exception:
+            return
+
+
+def start_soon(function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Pending:
+    """Run `function(*args)` in the background (a task of the running event loop).
+
+    Example:
+        >>> async def main():
+        ...     return type(start_soon(sleep, 0)).__name__
+        >>> asyncio.run(main())
+        'Pending'
+    """
+    return Pending(asyncio.get_running_loop().create_task(function(*args)))
 
 
 class Background(Protocol):
@@ -208,6 +267,7 @@ __all__ = [
     "Awaitable",
     "Background",
     "Event",
+    "Pending",
     "cancel",
     "is_our_kind",
     "close_cancel_scope",
@@ -215,8 +275,10 @@ __all__ = [
     "offload",
     "open_cancel_scope",
     "release_at_exit",
+    "run_all",
     "shielded",
     "sleep",
     "spawn",
+    "start_soon",
     "wait_event",
 ]

@@ -16,6 +16,7 @@ import socket
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
+from typing import Any, TypeVar
 
 from tenure._async import _shim
 from tenure._async._lease import AsyncLease
@@ -30,6 +31,8 @@ from tenure._names import validate_name
 from tenure._timing import check_range, to_seconds
 from tenure._types import LeaseInfo
 from tenure._urls import parse_store_url
+
+T = TypeVar("T")
 
 DEFAULT_TTL = 30.0
 MAX_LIMIT = 10_000
@@ -214,20 +217,26 @@ def _check_holder(holder: object) -> str:
     return holder
 
 
-def connect(url: str | AsyncBackend, *, holder: str | None = None) -> AsyncStore:
+def connect(url: str | AsyncBackend, *, holder: str | None = None,
+            **options: Any) -> AsyncStore:
     """Open a store by URL (or wrap a store object you built).
 
     Bad URLs fail here. Connections open on first use; the file store creates its directory now.
 
     URLs: `memory://`, `sqlite:///abs/path.db` (option `?synchronous=full`),
-    `file:///abs/dir`.
+    `file:///abs/dir`, `azblob://ACCOUNT/CONTAINER` (DefaultAzureCredential) and
+    `azblob:///CONTAINER` (a connection string). Keyword options of azblob stores:
+    `connection_string` (else env AZURE_STORAGE_CONNECTION_STRING), `blob_url_format` (else env
+    TENURE_AZURE_BLOB_URL_FORMAT) and `create_container` (default True).
 
     Example::
 
         store = tenure.aio.connect("sqlite:////var/lib/app/locks.db")
+        store = tenure.aio.connect("azblob://myaccount/locks")  # DefaultAzureCredential
     """
     if not isinstance(url, str):
         if isinstance(url, AsyncBackend):
+            _only(options, kind="a store object")
             return AsyncStore(url, holder=holder)
         raise InvalidArgumentType(
             f"url must be a str such as 'sqlite:///var/lib/app/locks.db' or a store object, "
@@ -236,18 +245,30 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None) -> AsyncStore
     parsed = parse_store_url(url)
     backend: AsyncBackend
     if parsed.scheme == "memory":
+        _only(options, kind="memory://")
         backend = AsyncMemoryStore()
     elif parsed.scheme == "sqlite":
+        _only(options, kind="sqlite://")
         backend = AsyncSQLiteStore(parsed.location, **_only(parsed.options, "synchronous"))
+    elif parsed.scheme == "azblob":
+        from tenure._async.stores.azblob import open_store  # needs tenure[azure]
+
+        _only(parsed.options)
+        account, container = parsed.location.split("/")
+        backend = open_store(account, container, **_only(
+            options, "connection_string", "blob_url_format", "create_container", kind="azblob://"))
     else:
+        _only(options, kind="file://")
         _only(parsed.options)
         backend = AsyncFileStore(parsed.location)
     return AsyncStore(backend, holder=holder)
 
 
-def _only(options: dict[str, str], *allowed: str) -> dict[str, str]:
+def _only(options: dict[str, T], *allowed: str, kind: str = "") -> dict[str, T]:
+    """`options` when all are allowed: URL options, or keyword options of `kind` of store."""
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         accepted = ", ".join(allowed) or "none"
-        raise InvalidArgument(f"unknown URL option(s) {', '.join(unknown)}; accepted: {accepted}")
+        where = f"keyword option(s) for {kind} stores" if kind else "URL option(s)"
+        raise InvalidArgument(f"unknown {where} {', '.join(unknown)}; accepted: {accepted}")
     return options

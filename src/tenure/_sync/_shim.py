@@ -12,17 +12,20 @@ Example:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import inspect
 import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 monotonic = time.monotonic
 Event = threading.Event
@@ -72,6 +75,53 @@ def offload(function: Callable[..., T], *args: Any) -> T:
         3
     """
     return function(*args)
+
+
+def run_all(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """`function(item)` for every item, one after the other; results in order.
+
+    Example:
+        >>> run_all(len, ["a", "bc"])
+        [1, 2]
+    """
+    return [function(item) for item in items]
+
+
+_executor: ThreadPoolExecutor | None = None
+_executor_mutex = threading.Lock()
+
+
+class Pending:
+    """A call started with `start_soon`; `pending.wait()` waits for it to end.
+
+    Example:
+        >>> start_soon(len, "abc").wait()
+    """
+
+    __slots__ = ("_future",)
+
+    def __init__(self, future: Future[Any]) -> None:
+        self._future = future
+
+    def wait(self) -> None:
+        """Wait for the call (its errors are its own business)."""
+        with contextlib.suppress(Exception):
+            self._future.result()
+
+
+def start_soon(function: Callable[..., Any], *args: Any) -> Pending:
+    """Run `function(*args)` in a small shared pool of background threads.
+
+    Example:
+        >>> type(start_soon(len, "abc")).__name__
+        'Pending'
+    """
+    global _executor
+    if _executor is None:
+        with _executor_mutex:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tenure-bg")
+    return Pending(_executor.submit(function, *args))
 
 
 class Background(Protocol):
@@ -170,6 +220,7 @@ def is_our_kind(function: Callable[..., Any]) -> bool:
 __all__ = [
     "Background",
     "Event",
+    "Pending",
     "cancel",
     "is_our_kind",
     "close_cancel_scope",
@@ -177,8 +228,10 @@ __all__ = [
     "offload",
     "open_cancel_scope",
     "release_at_exit",
+    "run_all",
     "shielded",
     "sleep",
     "spawn",
+    "start_soon",
     "wait_event",
 ]

@@ -1,0 +1,470 @@
+"""`azblob://ACCOUNT/CONTAINER`: leases on blobs of an Azure Storage container (blob leases).
+
+Every name has its own virtual directory `tenure/<readable prefix>-<digest>/` (see
+tenure._names.safe_key), so any name maps to a legal blob name and distinct names never share
+one. A lock is the page blob `lock` there; a semaphore of `limit` has the blobs `slot-0` ..
+`slot-<limit-1>`, tried in a random order, and a `counter` blob. Lock blobs are page blobs of
+size 0 created when missing and never deleted by tenure; the original name is kept in their
+metadata (base64, since metadata is ASCII).
+
+A lease is an Azure blob lease of 15 to 60 s (the service's range) with a lease id proposed by
+the client (uuid4), so an acquire retried after a lost response is idempotent. The fencing
+token is the blob's sequence number, incremented under the lease right after acquiring: atomic
+on the server, and nobody can move it without the lease. A lock blob created afresh starts its
+sequence number at the wall clock in microseconds, so tokens never go backwards even when the
+blob was deleted. A semaphore's token comes from incrementing its shared counter blob (tokens
+grow across slots), then is copied into the slot blob's sequence number under the lease.
+
+The holder's identity is written into the blob's metadata in the background right after the
+grant (no latency added to acquire) and awaited before release; `leases()` shows it once
+written: at once for leases taken in this process, within a request's time for others.
+
+Example::
+
+    store = tenure.connect("azblob://myaccount/locks")  # DefaultAzureCredential
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import os
+import random
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from tenure._async import _shim
+from tenure._async.stores._protocol import AsyncBackend
+from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._hostclock import wall_us
+from tenure._names import safe_key, safe_key_prefix
+from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+from tenure._urls import redact
+
+try:
+    from azure.core import MatchConditions
+    from azure.core.exceptions import (
+        AzureError,
+        ClientAuthenticationError,
+        HttpResponseError,
+        ResourceExistsError,
+        ServiceRequestError,
+        ServiceResponseError,
+    )
+    from azure.storage.blob.aio import BlobClient, BlobLeaseClient, ContainerClient, LinearRetry
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise MissingExtra(
+        "the azblob:// store needs the Azure SDK: install tenure[azure]"
+    ) from exc
+
+DEFAULT_BLOB_URL_FORMAT = "https://{account}.blob.core.windows.net/{container}"
+ROOT = "tenure/"
+ROLE = "Storage Blob Data Contributor"
+_NAME, _HOLDER, _TOKEN, _ACQUIRED = "tenure_name", "tenure_holder", "tenure_token", "tenure_at"
+_UNKNOWN_HOLDER = "?"
+# Lease answers that say the lease is definitely not ours (any other error is transient).
+_TAKEN = {"LeaseIdMismatchWithLeaseOperation", "LeaseAlreadyPresent", "LeaseIdMismatch"}
+_BROKEN = {"LeaseIsBrokenAndCannotBeRenewed", "LeaseIsBreakingAndCannotBeAcquired",
+           "BlobNotFound", "ContainerNotFound"}
+# Holder writes still in flight in this process, by lease id: release and leases() wait on them.
+_DESCRIBING: dict[str, _shim.Pending] = {}
+
+
+def encode(text: str) -> str:
+    """A metadata-safe (ASCII) spelling of any text: URL-safe base64 of its UTF-8.
+
+    Example:
+        >>> decode(encode("名前/ロック"))
+        '名前/ロック'
+    """
+    return base64.urlsafe_b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def decode(value: str | None) -> str | None:
+    """The text that `encode` spelled, or None when `value` is missing or not ours.
+
+    Example:
+        >>> decode("not base64!") is None
+        True
+    """
+    if value is None:
+        return None
+    try:
+        return base64.urlsafe_b64decode(value.encode("ascii")).decode("utf-8")
+    except (binascii.Error, UnicodeError, ValueError):
+        return None
+
+
+def directory(name: str) -> str:
+    """The virtual directory of `name`'s blobs; no other name's blobs are under it.
+
+    Example:
+        >>> directory("invoices/2026")[:28]
+        'tenure/invoices_2026-50c0ace'
+    """
+    return f"{ROOT}{safe_key(name)}/"
+
+
+def blob_name(name: str, slot: int, limit: int) -> str:
+    """The blob that holds slot `slot` of `name` (a lock when limit is 1).
+
+    Example:
+        >>> blob_name("jobs", 2, 3).endswith("/slot-2"), blob_name("jobs", 0, 1).endswith("/lock")
+        (True, True)
+    """
+    return directory(name) + ("lock" if limit == 1 else f"slot-{slot}")
+
+
+def _sequence_number(answer: dict[str, Any]) -> int:
+    value = answer.get("blob_sequence_number")
+    if not isinstance(value, int):
+        raise StoreUnavailable(f"the blob service answered without a sequence number: {value!r}")
+    return value
+
+
+def _code(exc: AzureError) -> str:
+    code = getattr(exc, "error_code", None)
+    return str(getattr(code, "value", code) or "")
+
+
+def _status(exc: AzureError) -> int | None:
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+class AsyncAzureBlobStore(AsyncBackend):
+    """Leases on blobs of one Azure Storage container, through a ContainerClient you configured
+    (credentials, retries, proxies are then yours). Needs tenure[azure].
+
+    Example::
+
+        from azure.identity.aio import DefaultAzureCredential
+        from azure.storage.blob.aio import ContainerClient
+
+        client = ContainerClient("https://myaccount.blob.core.windows.net", "locks",
+                                 credential=DefaultAzureCredential())
+        store = tenure.aio.connect(AsyncAzureBlobStore(client))
+    """
+
+    capabilities = Capabilities(min_ttl=15.0, max_ttl=60.0, batched_renewal=True,
+                                ttl_hint=" (Azure blob leases last 15 to 60 s)")
+
+    def __init__(self, container: ContainerClient, *, create_container: bool = True,
+                 close_client: bool = False, credential: Any = None) -> None:
+        if not isinstance(container, ContainerClient):
+            raise InvalidArgumentType(
+                f"container must be an azure.storage.blob.aio.ContainerClient, got "
+                f"{type(container).__name__}"
+            )
+        self.container = container
+        self.url = f"azblob://{container.account_name}/{container.container_name}"
+        self._create_container = create_container
+        self._close_client = close_client
+        self._credential = credential
+        self._blobs: dict[str, BlobClient] = {}
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _blob(self, name: str) -> BlobClient:
+        blob = self._blobs.get(name)
+        if blob is None:
+            blob = self.container.get_blob_client(name)
+            if len(self._blobs) < 4096:
+                self._blobs[name] = blob
+        return blob
+
+    def _failure(self, operation: str, name: str, exc: AzureError) -> StoreUnavailable:
+        """One clear error for an SDK failure: what was tried, what went wrong, what to check."""
+        status, code = _status(exc), _code(exc)
+        if status in (401, 403):
+            hint = (f"the service refused access (HTTP {status} {code}): give this identity the "
+                    f"'{ROLE}' role on the account or container, or check the key or SAS")
+        elif isinstance(exc, ClientAuthenticationError):
+            hint = ("no credential could get a token (DefaultAzureCredential tries managed "
+                    "identity, workload identity, environment, az login); set one up or pass "
+                    "a connection string")
+        elif code == "ContainerNotFound":
+            hint = (f"container {self.container.container_name!r} does not exist; create it or "
+                    "leave create_container=True (the default)")
+        elif status == 404:
+            hint = f"not found (HTTP 404 {code}): check the account, container and endpoint"
+        elif isinstance(exc, ServiceRequestError):
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            hint = (f"cannot reach the blob service ({reason}): check the account name, the "
+                    "endpoint (blob_url_format) and the network")
+        elif isinstance(exc, ServiceResponseError):
+            hint = "the blob service did not answer in time"
+        else:
+            hint = f"the blob service answered HTTP {status} {code}".rstrip()
+        return StoreUnavailable(redact(f"{self.url}: {operation} of {name!r} failed: {hint}"))
+
+    async def _ensure_container(self, name: str, exc: AzureError) -> None:
+        if not self._create_container:
+            raise self._failure("acquire", name, exc) from None
+        try:
+            await self.container.create_container()
+        except ResourceExistsError:
+            pass  # created meanwhile by another holder
+        except AzureError as error:
+            raise self._failure("creating the container for", name, error) from None
+
+    async def _create_blob(self, blob: BlobClient, name: str) -> None:
+        """An empty page blob whose sequence number starts at the wall clock (never from 0)."""
+        try:
+            await blob.create_page_blob(0, metadata={_NAME: encode(name)},
+                                        sequence_number=wall_us(),
+                                        match_condition=MatchConditions.IfMissing)
+        except HttpResponseError as exc:
+            if _status(exc) not in (409, 412):  # 409/412: it exists (and may be leased)
+                raise
+
+    async def _take(self, blob: BlobClient, lease_id: str, duration: int, name: str) -> bool:
+        """Acquire the blob's lease with our proposed id; False when someone else holds it."""
+        for _ in range(3):
+            try:
+                await BlobLeaseClient(blob, lease_id).acquire(duration)
+                return True
+            except HttpResponseError as exc:
+                if _status(exc) == 409:
+                    return False  # LeaseAlreadyPresent: held by someone else
+                if _status(exc) != 404:
+                    raise
+                if _code(exc) == "ContainerNotFound":
+                    await self._ensure_container(name, exc)
+                else:
+                    await self._create_blob(blob, name)
+        return False
+
+    async def _token(self, blob: BlobClient, lease_id: str, name: str, limit: int) -> int:
+        if limit == 1:
+            return _sequence_number(await blob.set_sequence_number("increment", lease=lease_id))
+        counter = self._blob(directory(name) + "counter")
+        for attempt in range(2):
+            try:
+                answer = await counter.set_sequence_number("increment")
+                break
+            except HttpResponseError as exc:
+                if _status(exc) != 404 or attempt:
+                    raise
+                await self._create_blob(counter, name)
+        token = _sequence_number(answer)
+        await blob.set_sequence_number("update", str(token), lease=lease_id)
+        return token
+
+    async def _describe(self, blob: BlobClient, lease_id: str, name: str, holder: str,
+                        token: int) -> None:
+        """Write who holds the blob (for leases() and the CLI); a failure only hides that."""
+        metadata = {_NAME: encode(name), _HOLDER: encode(holder), _TOKEN: str(token),
+                    _ACQUIRED: datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        # A failure (lost meanwhile, service away) only leaves leases() showing the holder as "?"
+        with contextlib.suppress(AzureError):
+            await blob.set_blob_metadata(metadata, lease=lease_id)
+
+    async def _give_back(self, blob: BlobClient, lease_id: str) -> None:
+        try:
+            with _shim.shielded():
+                await BlobLeaseClient(blob, lease_id).release()
+        except AzureError:
+            pass  # it expires within its ttl
+
+    # -- the Backend protocol ----------------------------------------------------------------
+
+    async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        # Whole seconds: rounding down keeps the service's lease at least as long as the holder's
+        # local deadline (ttl x 0.99 - 1 s), which is below int(ttl) for every ttl >= 15.
+        duration = int(ttl)
+        slots = [0] if limit == 1 else random.sample(range(limit), limit)
+        for slot in slots:
+            key = blob_name(name, slot, limit)
+            blob = self._blob(key)
+            lease_id = str(uuid.uuid4())
+            try:
+                if not await self._take(blob, lease_id, duration, name):
+                    continue
+            except AzureError as exc:
+                raise self._failure("acquire", name, exc) from None
+            try:
+                token = await self._token(blob, lease_id, name, limit)
+            except BaseException as exc:
+                await self._give_back(blob, lease_id)
+                if isinstance(exc, AzureError):
+                    raise self._failure("acquire", name, exc) from None
+                raise
+            _DESCRIBING[lease_id] = _shim.start_soon(self._describe, blob, lease_id, name,
+                                                     holder, token)
+            return Grant(name, slot, holder, lease_id, token, key)
+        return None
+
+    async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        results: list[Grant | LostReason] = await _shim.run_all(self._renew_one, grants)
+        return results
+
+    async def _renew_one(self, grant: Grant) -> Grant | LostReason:
+        try:
+            await BlobLeaseClient(self._blob(grant.key), grant.lease_id).renew()
+            return grant
+        except HttpResponseError as exc:
+            code = _code(exc)
+            if code in _BROKEN:
+                return LostReason.BROKEN
+            if code in _TAKEN:
+                return LostReason.TAKEN
+            if _status(exc) in (409, 412):
+                return LostReason.EXPIRED  # e.g. LeaseNotPresentWithLeaseOperation
+            raise self._failure("renewal", grant.name, exc) from None
+        except AzureError as exc:
+            raise self._failure("renewal", grant.name, exc) from None
+
+    async def release(self, grant: Grant) -> bool:
+        pending = _DESCRIBING.pop(grant.lease_id, None)
+        if pending is not None:
+            await pending.wait()
+        try:
+            await BlobLeaseClient(self._blob(grant.key), grant.lease_id).release()
+            return True
+        except HttpResponseError as exc:
+            if _status(exc) in (404, 409, 412):
+                return False  # gone already (expired, broken, taken): nothing of ours to free
+            raise self._failure("release", grant.name, exc) from None
+        except AzureError as exc:
+            raise self._failure("release", grant.name, exc) from None
+
+    async def break_lease(self, name: str) -> int:
+        broken = 0
+        try:
+            async for blob in self.container.list_blobs(name_starts_with=directory(name)):
+                if blob.lease.state != "leased":
+                    continue
+                try:
+                    await BlobLeaseClient(self._blob(blob.name)).break_lease(0)
+                    broken += 1
+                except HttpResponseError as exc:
+                    if _status(exc) != 409:  # 409: its lease ended meanwhile
+                        raise
+        except HttpResponseError as exc:
+            if _code(exc) == "ContainerNotFound":
+                return 0
+            raise self._failure("break", name, exc) from None
+        except AzureError as exc:
+            raise self._failure("break", name, exc) from None
+        return broken
+
+    async def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        for pending in list(_DESCRIBING.values()):
+            await pending.wait()  # this process's own grants show their holders at once
+        found: list[LeaseInfo] = []
+        try:
+            async for blob in self.container.list_blobs(
+                    name_starts_with=ROOT + safe_key_prefix(prefix), include=["metadata"]):
+                info = _lease_info(blob.name, blob.lease.state, blob.metadata,
+                                   blob.page_blob_sequence_number)
+                if info is not None and info.name.startswith(prefix):
+                    found.append(info)
+        except HttpResponseError as exc:
+            if _code(exc) == "ContainerNotFound":
+                return []
+            raise self._failure("listing", prefix, exc) from None
+        except AzureError as exc:
+            raise self._failure("listing", prefix, exc) from None
+        return sorted(found, key=lambda info: (info.name, info.slot))
+
+    async def wait_released(self, name: str, timeout: float) -> None:
+        await _shim.sleep(timeout)  # blob leases have no notifications; the core polls
+
+    async def close(self) -> None:
+        for pending in list(_DESCRIBING.values()):
+            await pending.wait()
+        if self._close_client:
+            self._close_client = False
+            await self.container.close()
+            if self._credential is not None:
+                await self._credential.close()
+
+
+def _lease_info(blob: str, state: str | None, metadata: dict[str, str] | None,
+                sequence_number: int | None) -> LeaseInfo | None:
+    """A listed blob as a live lease; None for free blobs, counters and foreign blobs."""
+    kind = blob.rsplit("/", 1)[-1]
+    if state != "leased" or sequence_number is None or not (
+            kind == "lock" or kind.startswith("slot-")):
+        return None
+    metadata = metadata or {}
+    name = decode(metadata.get(_NAME))
+    if name is None:
+        return None
+    holder = decode(metadata.get(_HOLDER)) if metadata.get(_TOKEN) == str(sequence_number) else None
+    slot = 0 if kind == "lock" else int(kind[len("slot-"):])
+    return LeaseInfo(name, holder or _UNKNOWN_HOLDER, sequence_number, None, slot)
+
+
+def open_store(account: str, container: str, *, connection_string: str | None = None,
+               blob_url_format: str | None = None,
+               create_container: bool = True) -> AsyncAzureBlobStore:
+    """The store of an `azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER` URL.
+
+    With an account: the container URL comes from `blob_url_format` (or the environment
+    variable TENURE_AZURE_BLOB_URL_FORMAT, default https://{account}.blob.core.windows.net/
+    {container}) and the credential from azure-identity's DefaultAzureCredential. Without one: a
+    connection string (`connection_string=` or AZURE_STORAGE_CONNECTION_STRING; Azurite's
+    `UseDevelopmentStorage=true` works). The SDK retries twice, quickly: the lease core does
+    its own retrying until each lease's deadline.
+
+    Example::
+
+        backend = open_store("", "locks", connection_string="UseDevelopmentStorage=true")
+    """
+    options: dict[str, Any] = {
+        # Seconds as floats work; the SDK's stub says int.
+        "retry_policy": LinearRetry(backoff=0.2, random_jitter_range=0.1, retry_total=2),  # type: ignore[arg-type]
+        "connection_timeout": 5, "read_timeout": 10,
+    }
+    if not isinstance(create_container, bool):
+        raise InvalidArgumentType(
+            f"create_container must be True or False, got {type(create_container).__name__}")
+    if not account:
+        secret = connection_string or os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+        if not secret:
+            raise InvalidArgument(
+                f"azblob:///{container} needs a connection string: pass connection_string=... "
+                "or set AZURE_STORAGE_CONNECTION_STRING; or name the account: "
+                f"azblob://ACCOUNT/{container} (signs in with DefaultAzureCredential)"
+            )
+        if not isinstance(secret, str):
+            raise InvalidArgumentType(
+                f"connection_string must be a str, got {type(secret).__name__}")
+        try:
+            client = ContainerClient.from_connection_string(secret, container, **options)
+        except (ValueError, TypeError):
+            raise InvalidArgument(
+                "connection_string is not an Azure Storage connection string (expected "
+                "'AccountName=...;AccountKey=...;BlobEndpoint=...' or "
+                "'UseDevelopmentStorage=true')"
+            ) from None
+        return AsyncAzureBlobStore(client, create_container=create_container,
+                                   close_client=True)
+    if connection_string is not None:
+        raise InvalidArgument(
+            f"azblob://{account}/{container} signs in with DefaultAzureCredential; to use a "
+            f"connection string instead, write azblob:///{container}"
+        )
+    url_format = blob_url_format or os.environ.get("TENURE_AZURE_BLOB_URL_FORMAT") or (
+        DEFAULT_BLOB_URL_FORMAT)
+    try:
+        container_url = url_format.format(account=account, container=container)
+    except (KeyError, IndexError, ValueError, AttributeError):
+        raise InvalidArgument(
+            f"blob_url_format {url_format!r} must be a format string with {{account}} and "
+            f"{{container}}, e.g. {DEFAULT_BLOB_URL_FORMAT!r}"
+        ) from None
+    try:
+        from azure.identity.aio import DefaultAzureCredential
+    except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+        raise MissingExtra("azblob://ACCOUNT/... signs in with azure-identity: install "
+                           "tenure[azure]") from exc
+    credential = DefaultAzureCredential()
+    client = ContainerClient.from_container_url(container_url, credential=credential, **options)
+    return AsyncAzureBlobStore(client, create_container=create_container, close_client=True,
+                               credential=credential)

@@ -1,0 +1,327 @@
+"""Azure-specific behaviour of the azblob store: the service behaviours it relies on (pinned
+here, so a change in Azurite or the SDK shows up first in this file), the name mapping, error
+translation, and loss on an admin break or a restart of the service. The conformance suite runs
+everything else on Azurite."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from servers import Azurite, ServiceMissing, service_missing
+
+import tenure
+import tenure.aio
+from tenure._async.stores.azblob import ROLE, blob_name, decode, directory, encode
+
+azure_aio = pytest.importorskip("azure.storage.blob.aio")
+from azure.core import MatchConditions  # noqa: E402
+from azure.core.exceptions import HttpResponseError  # noqa: E402
+from azure.storage.blob.aio import BlobLeaseClient, ContainerClient  # noqa: E402
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE = ["a/b", "a\\b", "a_b", "a//b", "a/", "/a", ".", "..", "../..", "trailing.", "x/.",
+           " ", "\n", "nul\x00byte", "名前/ロック", "🔒", "%2e%2e", "a" * 48 + "/x",
+           "a" * 48 + "/y", "x" * 1024, "é" * 1024, "-dash", ".dot", "A", "a"]
+
+
+def container_name() -> str:
+    return "t" + uuid.uuid4().hex[:20]
+
+
+@pytest.fixture
+async def container(azurite: Azurite) -> AsyncIterator[ContainerClient]:
+    """A fresh container on the session's Azurite, through the bare async SDK."""
+    client = ContainerClient.from_connection_string(azurite.connection_string, container_name())
+    async with client:
+        await client.create_container()
+        yield client
+
+
+# -- the service behaviours the store relies on -------------------------------------------------
+
+
+async def test_service_lease_behaviours(container: ContainerClient) -> None:
+    blob = container.get_blob_client("tenure/pinned/lock")
+    await blob.create_page_blob(0, sequence_number=1000)
+    mine, theirs = str(uuid.uuid4()), str(uuid.uuid4())
+    await BlobLeaseClient(blob, mine).acquire(15)
+
+    # A second acquire with another proposed id: 409 LeaseAlreadyPresent (held, not an error).
+    with pytest.raises(HttpResponseError) as raised:
+        await BlobLeaseClient(blob, theirs).acquire(15)
+    assert (raised.value.status_code, raised.value.error_code) == (409, "LeaseAlreadyPresent")
+
+    # Re-acquire with the same proposed id succeeds: a retried acquire is idempotent.
+    again = BlobLeaseClient(blob, mine)
+    await again.acquire(15)
+    assert again.id == mine
+
+    # A write without the lease id: 412 LeaseIdMissing. The counter only moves under the lease.
+    with pytest.raises(HttpResponseError) as raised:
+        await blob.set_sequence_number("increment")
+    assert (raised.value.status_code, raised.value.error_code) == (412, "LeaseIdMissing")
+    with pytest.raises(HttpResponseError) as raised:
+        await blob.set_blob_metadata({"k": "v"})
+    assert raised.value.status_code == 412
+    answer = await blob.set_sequence_number("increment", lease=mine)
+    assert answer["blob_sequence_number"] == 1001
+
+    # Creating a blob only when missing never resets an existing counter.
+    with pytest.raises(HttpResponseError) as raised:
+        await blob.create_page_blob(0, sequence_number=1, match_condition=MatchConditions.IfMissing)
+    assert raised.value.status_code == 409
+
+    # After a break with period 0: renewal answers 409 LeaseIsBrokenAndCannotBeRenewed and
+    # the blob is free for others at once.
+    assert await BlobLeaseClient(blob).break_lease(0) == 0
+    with pytest.raises(HttpResponseError) as raised:
+        await BlobLeaseClient(blob, mine).renew()
+    assert (raised.value.status_code, raised.value.error_code) == (
+        409, "LeaseIsBrokenAndCannotBeRenewed")
+    # ...but its old id can still release it (so a release right after a break, before anyone
+    # took the blob, reports True: nothing of anyone else's is freed).
+    await BlobLeaseClient(blob, mine).release()
+    await BlobLeaseClient(blob, theirs).acquire(15)
+
+    # The old holder can neither release nor renew the new holder's lease.
+    for operation in ("release", "renew"):
+        with pytest.raises(HttpResponseError) as raised:
+            await getattr(BlobLeaseClient(blob, mine), operation)()
+        assert raised.value.status_code == 409, operation
+    properties = await blob.get_blob_properties()
+    assert (properties.lease.state, properties.page_blob_sequence_number) == ("leased", 1001)
+
+
+# -- names ------------------------------------------------------------------------------------
+
+
+def legal_blob_name(name: str) -> bool:
+    segments = name.split("/")
+    return (0 < len(name) <= 1024 and name.isascii() and "\\" not in name
+            and not name.endswith((".", "/")) and all(segments)
+            and not any(segment in (".", "..") for segment in segments))
+
+
+def test_hostile_names_map_to_legal_distinct_blob_names() -> None:
+    blobs = {blob_name(name, 0, 1) for name in HOSTILE} | {
+        blob_name(name, slot, 3) for name in HOSTILE for slot in range(3)}
+    assert len(blobs) == len(HOSTILE) * 4, "two names or slots share a blob"
+    assert all(legal_blob_name(blob) and blob.startswith("tenure/") for blob in blobs)
+    # Azure treats '\\' as '/': the two must still map to different blobs.
+    assert blob_name("a/b", 0, 1).lower() != blob_name("a\\b", 0, 1).replace("\\", "/").lower()
+    # No name's directory is a prefix of another's (break_lease and leases() list by prefix).
+    directories = [directory(name) for name in HOSTILE]
+    assert not [(a, b) for a in directories for b in directories if a != b and b.startswith(a)]
+
+
+@given(st.text(min_size=1, max_size=200))
+def test_any_name_maps_to_a_legal_blob_and_round_trips_through_metadata(name: str) -> None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return  # refused at the call
+    assert legal_blob_name(blob_name(name, 0, 1))
+    assert encode(name).isascii() and decode(encode(name)) == name
+
+
+# -- connecting and errors ---------------------------------------------------------------------
+
+
+def test_urls_and_options_fail_at_connect(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    secret = "AccountName=dev;AccountKey=c2VjcmV0LWtleQ==;BlobEndpoint=http://127.0.0.1:1/dev"
+    cases: list[tuple[str, dict[str, Any], type[Exception], str]] = [
+        ("azblob:///locks", {}, tenure.InvalidArgument, "needs a connection string"),
+        ("azblob://acct/", {}, tenure.InvalidArgument, "needs a container name"),
+        ("azblob://acct/Bad_Name", {}, tenure.InvalidArgument, "3 to 63 lowercase"),
+        ("azblob://acct/ab", {}, tenure.InvalidArgument, "3 to 63 lowercase"),
+        ("azblob://Not-An-Account/locks", {}, tenure.InvalidArgument, "3 to 24 lowercase"),
+        ("azblob:///locks?bogus=1", {"connection_string": secret}, tenure.InvalidArgument,
+         "unknown URL option"),
+        ("azblob:///locks", {"connection_string": secret, "bogus": 1}, tenure.InvalidArgument,
+         "unknown keyword option"),
+        ("azblob:///locks", {"connection_string": "nonsense;AccountKey=hunter2"},
+         tenure.InvalidArgument, "not an Azure Storage connection string"),
+        ("azblob://acct/locks", {"connection_string": secret}, tenure.InvalidArgument,
+         "write azblob:///locks"),
+        ("azblob://acct/locks", {"blob_url_format": "https://{nope}/"}, tenure.InvalidArgument,
+         "blob_url_format"),
+        ("azblob:///locks", {"connection_string": secret, "create_container": "no"},
+         tenure.InvalidArgumentType, "create_container"),
+        ("sqlite:///tmp/x.db", {"connection_string": secret}, tenure.InvalidArgument,
+         "keyword option"),
+    ]
+    for module in (tenure, tenure.aio):
+        for url, options, error, message in cases:
+            with pytest.raises(error, match=message) as raised:
+                module.connect(url, **options)
+            assert "c2VjcmV0" not in str(raised.value) and "hunter2" not in str(raised.value)
+
+
+async def test_connect_by_account_and_by_development_storage(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async with tenure.aio.connect("azblob://myaccount/locks") as store:
+        assert store.url == "azblob://myaccount/locks"
+        assert store.backend.container.url == "https://myaccount.blob.core.windows.net/locks"
+    monkeypatch.setenv("TENURE_AZURE_BLOB_URL_FORMAT", "https://{account}.blob.core.chinacloudapi"
+                       ".cn/{container}")
+    async with tenure.aio.connect("azblob://myaccount/locks") as store:
+        assert store.backend.container.url.startswith("https://myaccount.blob.core.chinacloudapi")
+    async with tenure.aio.connect("azblob://myaccount/locks",
+                                  blob_url_format="https://{account}.example/{container}") as store:
+        assert store.backend.container.url == "https://myaccount.example/locks"
+    async with tenure.aio.connect("azblob:///locks",
+                                  connection_string="UseDevelopmentStorage=true") as store:
+        assert store.url == "azblob://devstoreaccount1/locks"
+        assert store.backend.container.url.startswith("http://127.0.0.1:10000/devstoreaccount1")
+    store = tenure.connect("azblob:///locks", connection_string="UseDevelopmentStorage=true")
+    assert "AccountKey" not in repr(store) and store.url == "azblob://devstoreaccount1/locks"
+    store.close()
+
+
+def test_ttl_outside_the_services_range_is_refused(azurite: Azurite) -> None:
+    with tenure.connect(f"azblob:///{container_name()}") as store:
+        for ttl in (5, 14.9, 61, 3600):
+            with pytest.raises(tenure.InvalidArgument, match="Azure blob leases last 15 to 60 s"):
+                store.lock("jobs", ttl=ttl)
+        assert store.lock("jobs", ttl=15) and store.semaphore("jobs", 2, ttl=60)
+
+
+def test_missing_container_without_create_container(azurite: Azurite) -> None:
+    name = container_name()
+    with tenure.connect(f"azblob:///{name}", create_container=False) as store:
+        with pytest.raises(tenure.StoreUnavailable, match=f"container '{name}' does not exist"):
+            store.lock("jobs", ttl=15).try_acquire()
+        assert store.leases() == [] and store.break_lease("jobs") == 0
+    with tenure.connect(f"azblob:///{name}") as store:  # created on first use by default
+        lease = store.lock("jobs", ttl=15).try_acquire()
+        assert lease is not None and lease.release()
+
+
+async def test_connection_refused_is_one_clear_error_without_a_retry_storm() -> None:
+    from servers import DEV_ACCOUNT, DEV_KEY, free_port
+
+    secret = (f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
+              f"BlobEndpoint=http://127.0.0.1:{free_port()}/{DEV_ACCOUNT};")
+    for module in (tenure, tenure.aio):
+        store = module.connect("azblob:///locks", connection_string=secret)
+        started = time.monotonic()
+        with pytest.raises(tenure.StoreUnavailable, match="cannot reach the blob") as raised:
+            if module is tenure.aio:
+                await store.lock("jobs", ttl=15).try_acquire()
+            else:
+                store.lock("jobs", ttl=15).try_acquire()
+        assert time.monotonic() - started < 5, "the SDK's default retries (15 s, 18 s...) leak"
+        assert raised.value.__cause__ is None and raised.value.__suppress_context__
+        assert DEV_KEY not in str(raised.value) and "'jobs'" in str(raised.value)
+        assert str(raised.value).startswith("azblob://devstoreaccount1/locks: acquire")
+        if module is tenure.aio:
+            await store.close()
+        else:
+            store.close()
+
+
+def test_wrong_key_names_the_role(azurite: Azurite) -> None:
+    wrong = azurite.connection_string.replace("Eby8", "AAAA")
+    with tenure.connect(f"azblob:///{container_name()}", connection_string=wrong) as store:
+        with pytest.raises(tenure.StoreUnavailable, match=f"'{ROLE}' role") as raised:
+            store.lock("jobs", ttl=15).try_acquire()
+        assert "AAAA" not in str(raised.value)
+
+
+def test_missing_extra_says_what_to_install() -> None:
+    code = """
+import sys
+for module in ("azure.storage.blob", "azure.storage.blob.aio"):
+    sys.modules[module] = None
+import tenure, tenure.stores, tenure.aio.stores
+assert tenure.connect("sqlite:locks.db").url
+try:
+    tenure.connect("azblob:///locks", connection_string="UseDevelopmentStorage=true")
+except tenure.MissingExtra as exc:
+    print(exc)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=Path(__file__).parent, timeout=60, check=False)
+    assert "install tenure[azure]" in result.stdout, result.stdout + result.stderr
+    Path(__file__).parent.joinpath("locks.db").unlink(missing_ok=True)
+
+
+# -- losing a lease ----------------------------------------------------------------------------
+
+
+async def test_admin_break_cancels_the_async_body_within_a_renewal_period(
+        azurite: Azurite) -> None:
+    url = f"azblob:///{container_name()}"
+    async with tenure.aio.connect(url) as store, tenure.aio.connect(url) as admin:
+        lock = store.lock("jobs", ttl=15, renew_every=2)
+        with pytest.raises(tenure.LeaseLost):
+            async with lock.acquire(timeout=5) as lease:
+                assert [info.holder for info in await admin.leases()] == [store.holder]
+                assert await admin.break_lease("jobs") == 1
+                broken_at = time.monotonic()
+                await anyio.sleep(60)  # cancelled by the loss
+        # one renewal period (2 s + 10 % jitter), plus slack for a loaded machine
+        assert time.monotonic() - broken_at < 2 * 1.1 + 2.0, "not within one renewal period"
+        assert lease.lost_reason is tenure.LostReason.BROKEN
+        successor = await store.lock("jobs", ttl=15).try_acquire()
+        assert successor is not None and successor.token > lease.token
+        await successor.release()
+
+
+@pytest.fixture
+def own_azurite(tmp_path: Path) -> Iterator[Azurite]:
+    """An Azurite of this test's own, to kill and restart."""
+    server = Azurite(tmp_path)
+    try:
+        server.start()
+    except ServiceMissing as exc:
+        service_missing(str(exc))
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_restart_of_the_service_while_a_lease_is_held(
+        own_azurite: Azurite, api: str) -> None:
+    """In-memory Azurite restarted: every blob is gone. The holder must learn it lost the
+    lease (never keep running past its deadline), and a new grant's token still grows."""
+    url = f"azblob:///{container_name()}"
+    options = {"connection_string": own_azurite.connection_string}
+    module: Any = tenure.aio if api == "async" else tenure
+    store = module.connect(url, **options)
+    lock = store.lock("jobs", ttl=15, renew_every=0.5)
+    lease = await _call(lock.try_acquire())
+    assert lease is not None
+    own_azurite.restart()
+    restarted_at = time.monotonic()
+    while not lease.lost:
+        assert time.monotonic() - restarted_at < 15, "held past the lease's ttl"
+        await anyio.sleep(0.05)
+    assert lease.lost_reason in (tenure.LostReason.BROKEN, tenure.LostReason.DEADLINE)
+    again = await _call(lock.try_acquire())
+    assert again is not None and again.token > lease.token, "the token went backwards"
+    assert await _call(again.release()) is True
+    await _call(store.close())
+
+
+async def _call(value: Any) -> Any:
+    return await value if hasattr(value, "__await__") else value
+
+
+def test_connection_string_from_the_environment(azurite: Azurite) -> None:
+    assert os.environ["AZURE_STORAGE_CONNECTION_STRING"] == azurite.connection_string
+    with tenure.connect(f"azblob:///{container_name()}") as store:
+        assert store.url.startswith("azblob://devstoreaccount1/")
