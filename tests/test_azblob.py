@@ -325,3 +325,19 @@ def test_connection_string_from_the_environment(azurite: Azurite) -> None:
     assert os.environ["AZURE_STORAGE_CONNECTION_STRING"] == azurite.connection_string
     with tenure.connect(f"azblob:///{container_name()}") as store:
         assert store.url.startswith("azblob://devstoreaccount1/")
+
+
+def test_fencing_off_still_excludes_and_reports_token_zero(azurite: Azurite) -> None:
+    url = f"azblob:///{container_name()}"
+    with tenure.connect(url, fencing=False) as store, tenure.connect(url) as fenced:
+        lease = store.lock("jobs", ttl=15).try_acquire()
+        assert lease is not None and lease.token == 0
+        assert fenced.lock("jobs", ttl=15).try_acquire() is None
+        assert lease.release() is True
+        # fencing on again: the counter did not move while off, and still only grows
+        first = fenced.lock("jobs", ttl=15).try_acquire()
+        assert first is not None and first.release()
+        second = fenced.lock("jobs", ttl=15).try_acquire()
+        assert second is not None and second.token > first.token > 0
+    with pytest.raises(tenure.InvalidArgumentType, match="fencing must be True or False"):
+        tenure.connect(url, fencing="no")

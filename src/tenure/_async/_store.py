@@ -227,7 +227,8 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
     `file:///abs/dir`, `azblob://ACCOUNT/CONTAINER` (DefaultAzureCredential) and
     `azblob:///CONTAINER` (a connection string). Keyword options of azblob stores:
     `connection_string` (else env AZURE_STORAGE_CONNECTION_STRING), `blob_url_format` (else env
-    TENURE_AZURE_BLOB_URL_FORMAT) and `create_container` (default True).
+    TENURE_AZURE_BLOB_URL_FORMAT), `create_container` (default True) and `fencing` (default
+    True; False skips the token increment and every token is 0).
 
     Example::
 
@@ -256,7 +257,8 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
         _only(parsed.options)
         account, container = parsed.location.split("/")
         backend = open_store(account, container, **_only(
-            options, "connection_string", "blob_url_format", "create_container", kind="azblob://"))
+            options, "connection_string", "blob_url_format", "create_container", "fencing",
+            kind="azblob://"))
     else:
         _only(options, kind="file://")
         _only(parsed.options)

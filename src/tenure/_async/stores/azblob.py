@@ -153,7 +153,8 @@ class AsyncAzureBlobStore(AsyncBackend):
                                 ttl_hint=" (Azure blob leases last 15 to 60 s)")
 
     def __init__(self, container: ContainerClient, *, create_container: bool = True,
-                 close_client: bool = False, credential: Any = None) -> None:
+                 fencing: bool = True, close_client: bool = False,
+                 credential: Any = None) -> None:
         if not isinstance(container, ContainerClient):
             raise InvalidArgumentType(
                 f"container must be an azure.storage.blob.aio.ContainerClient, got "
@@ -162,6 +163,9 @@ class AsyncAzureBlobStore(AsyncBackend):
         self.container = container
         self.url = f"azblob://{container.account_name}/{container.container_name}"
         self._create_container = create_container
+        # fencing=False skips the sequence-number increment (one request of three per cycle):
+        # every grant's token is then 0, and nothing downstream can refuse a stale holder.
+        self._fencing = fencing
         self._close_client = close_client
         self._credential = credential
         self._blobs: dict[str, BlobClient] = {}
@@ -287,7 +291,7 @@ class AsyncAzureBlobStore(AsyncBackend):
             except AzureError as exc:
                 raise self._failure("acquire", name, exc) from None
             try:
-                token = await self._token(blob, lease_id, name, limit)
+                token = await self._token(blob, lease_id, name, limit) if self._fencing else 0
             except BaseException as exc:
                 await self._give_back(blob, lease_id)
                 if isinstance(exc, AzureError):
@@ -401,8 +405,8 @@ def _lease_info(blob: str, state: str | None, metadata: dict[str, str] | None,
 
 
 def open_store(account: str, container: str, *, connection_string: str | None = None,
-               blob_url_format: str | None = None,
-               create_container: bool = True) -> AsyncAzureBlobStore:
+               blob_url_format: str | None = None, create_container: bool = True,
+               fencing: bool = True) -> AsyncAzureBlobStore:
     """The store of an `azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER` URL.
 
     With an account: the container URL comes from `blob_url_format` (or the environment
@@ -421,9 +425,10 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
         "retry_policy": LinearRetry(backoff=0.2, random_jitter_range=0.1, retry_total=2),  # type: ignore[arg-type]
         "connection_timeout": 5, "read_timeout": 10,
     }
-    if not isinstance(create_container, bool):
-        raise InvalidArgumentType(
-            f"create_container must be True or False, got {type(create_container).__name__}")
+    for option, value in (("create_container", create_container), ("fencing", fencing)):
+        if not isinstance(value, bool):
+            raise InvalidArgumentType(
+                f"{option} must be True or False, got {type(value).__name__}")
     if not account:
         secret = connection_string or os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
         if not secret:
@@ -444,7 +449,7 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
                 "'UseDevelopmentStorage=true')"
             ) from None
         return AsyncAzureBlobStore(client, create_container=create_container,
-                                   close_client=True)
+                                   fencing=fencing, close_client=True)
     if connection_string is not None:
         raise InvalidArgument(
             f"azblob://{account}/{container} signs in with DefaultAzureCredential; to use a "
@@ -466,5 +471,5 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
                            "tenure[azure]") from exc
     credential = DefaultAzureCredential()
     client = ContainerClient.from_container_url(container_url, credential=credential, **options)
-    return AsyncAzureBlobStore(client, create_container=create_container, close_client=True,
-                               credential=credential)
+    return AsyncAzureBlobStore(client, create_container=create_container, fencing=fencing,
+                               close_client=True, credential=credential)

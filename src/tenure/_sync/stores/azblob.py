@@ -154,7 +154,8 @@ class AzureBlobStore(Backend):
                                 ttl_hint=" (Azure blob leases last 15 to 60 s)")
 
     def __init__(self, container: ContainerClient, *, create_container: bool = True,
-                 close_client: bool = False, credential: Any = None) -> None:
+                 fencing: bool = True, close_client: bool = False,
+                 credential: Any = None) -> None:
         if not isinstance(container, ContainerClient):
             raise InvalidArgumentType(
                 f"container must be an azure.storage.blob.ContainerClient, got "
@@ -163,6 +164,9 @@ class AzureBlobStore(Backend):
         self.container = container
         self.url = f"azblob://{container.account_name}/{container.container_name}"
         self._create_container = create_container
+        # fencing=False skips the sequence-number increment (one request of three per cycle):
+        # every grant's token is then 0, and nothing downstream can refuse a stale holder.
+        self._fencing = fencing
         self._close_client = close_client
         self._credential = credential
         self._blobs: dict[str, BlobClient] = {}
@@ -288,7 +292,7 @@ class AzureBlobStore(Backend):
             except AzureError as exc:
                 raise self._failure("acquire", name, exc) from None
             try:
-                token = self._token(blob, lease_id, name, limit)
+                token = self._token(blob, lease_id, name, limit) if self._fencing else 0
             except BaseException as exc:
                 self._give_back(blob, lease_id)
                 if isinstance(exc, AzureError):
@@ -402,8 +406,8 @@ def _lease_info(blob: str, state: str | None, metadata: dict[str, str] | None,
 
 
 def open_store(account: str, container: str, *, connection_string: str | None = None,
-               blob_url_format: str | None = None,
-               create_container: bool = True) -> AzureBlobStore:
+               blob_url_format: str | None = None, create_container: bool = True,
+               fencing: bool = True) -> AzureBlobStore:
     """The store of an `azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER` URL.
 
     With an account: the container URL comes from `blob_url_format` (or the environment
@@ -422,9 +426,10 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
         "retry_policy": LinearRetry(backoff=0.2, random_jitter_range=0.1, retry_total=2),  # type: ignore[arg-type]
         "connection_timeout": 5, "read_timeout": 10,
     }
-    if not isinstance(create_container, bool):
-        raise InvalidArgumentType(
-            f"create_container must be True or False, got {type(create_container).__name__}")
+    for option, value in (("create_container", create_container), ("fencing", fencing)):
+        if not isinstance(value, bool):
+            raise InvalidArgumentType(
+                f"{option} must be True or False, got {type(value).__name__}")
     if not account:
         secret = connection_string or os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
         if not secret:
@@ -445,7 +450,7 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
                 "'UseDevelopmentStorage=true')"
             ) from None
         return AzureBlobStore(client, create_container=create_container,
-                                   close_client=True)
+                                   fencing=fencing, close_client=True)
     if connection_string is not None:
         raise InvalidArgument(
             f"azblob://{account}/{container} signs in with DefaultAzureCredential; to use a "
@@ -467,5 +472,5 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
                            "tenure[azure]") from exc
     credential = DefaultAzureCredential()
     client = ContainerClient.from_container_url(container_url, credential=credential, **options)
-    return AzureBlobStore(client, create_container=create_container, close_client=True,
-                               credential=credential)
+    return AzureBlobStore(client, create_container=create_container, fencing=fencing,
+                               close_client=True, credential=credential)
