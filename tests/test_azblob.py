@@ -341,3 +341,26 @@ def test_fencing_off_still_excludes_and_reports_token_zero(azurite: Azurite) -> 
         assert second is not None and second.token > first.token > 0
     with pytest.raises(tenure.InvalidArgumentType, match="fencing must be True or False"):
         tenure.connect(url, fencing="no")
+
+
+async def test_a_block_blob_at_a_locks_name_keeps_its_counter_in_metadata(
+        container: ContainerClient, azurite: Azurite) -> None:
+    """Someone put a block blob where the lock blob goes: fencing falls back to a metadata
+    counter written under the lease with If-Match, and the blob's own metadata survives."""
+    blob = container.get_blob_client(blob_name("jobs", 0, 1))
+    await blob.upload_blob(b"not ours", metadata={"owner": "someone"})
+    url = f"azblob:///{container.container_name}"
+    async with tenure.aio.connect(url, connection_string=azurite.connection_string) as store:
+        lock = store.lock("jobs", ttl=15)
+        first = await lock.try_acquire()
+        assert first is not None and first.token > 0
+        assert await store.lock("jobs", ttl=15).try_acquire() is None
+        [info] = await store.leases("jobs")
+        assert (info.name, info.holder, info.token) == ("jobs", store.holder, first.token)
+        assert await first.release() is True
+        second = await lock.try_acquire()
+        assert second is not None and second.token == first.token + 1
+        assert await second.release() is True
+    properties = await blob.get_blob_properties()
+    assert properties.metadata["owner"] == "someone"
+    assert str(properties.blob_type).lower().endswith("blockblob")

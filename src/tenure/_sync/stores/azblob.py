@@ -243,9 +243,17 @@ class AzureBlobStore(Backend):
                     self._create_blob(blob, name)
         return False
 
-    def _token(self, blob: BlobClient, lease_id: str, name: str, limit: int) -> int:
+    def _token(self, blob: BlobClient, lease_id: str, name: str, limit: int,
+                     holder: str) -> tuple[int, bool]:
+        """(token, whether the holder was written with it) for a grant held under `lease_id`."""
         if limit == 1:
-            return _sequence_number(blob.set_sequence_number("increment", lease=lease_id))
+            try:
+                answer = blob.set_sequence_number("increment", lease=lease_id)
+            except HttpResponseError as exc:
+                if _status(exc) != 400:
+                    raise
+                return self._metadata_token(blob, lease_id, name, holder, exc), True
+            return _sequence_number(answer), False
         counter = self._blob(directory(name) + "counter")
         for attempt in range(2):
             try:
@@ -257,13 +265,33 @@ class AzureBlobStore(Backend):
                 self._create_blob(counter, name)
         token = _sequence_number(answer)
         blob.set_sequence_number("update", str(token), lease=lease_id)
+        return token, False
+
+    def _metadata_token(self, blob: BlobClient, lease_id: str, name: str, holder: str,
+                              refusal: HttpResponseError) -> int:
+        """The fallback counter of a lock blob that is not a page blob (a block blob someone
+        put at the lock's name): kept in its metadata, written under the lease AND only if the
+        blob is unchanged since read (If-Match), keeping the blob's other metadata."""
+        properties = blob.get_blob_properties(lease=lease_id)
+        if str(properties.blob_type).lower().endswith("pageblob"):
+            raise refusal  # a page blob refused the increment for another reason
+        metadata = dict(properties.metadata or {})
+        stored = metadata.get(_TOKEN, "")
+        token = int(stored) + 1 if stored.isdigit() else wall_us()
+        metadata.update(self._holder_metadata(name, holder, token))
+        blob.set_blob_metadata(metadata, lease=lease_id, etag=properties.etag,
+                                     match_condition=MatchConditions.IfNotModified)
         return token
+
+    @staticmethod
+    def _holder_metadata(name: str, holder: str, token: int) -> dict[str, str]:
+        return {_NAME: encode(name), _HOLDER: encode(holder), _TOKEN: str(token),
+                _ACQUIRED: datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
     def _describe(self, blob: BlobClient, lease_id: str, name: str, holder: str,
                         token: int) -> None:
         """Write who holds the blob (for leases() and the CLI); a failure only hides that."""
-        metadata = {_NAME: encode(name), _HOLDER: encode(holder), _TOKEN: str(token),
-                    _ACQUIRED: datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        metadata = self._holder_metadata(name, holder, token)
         # A failure (lost meanwhile, service away) only leaves leases() showing the holder as "?"
         with contextlib.suppress(AzureError):
             blob.set_blob_metadata(metadata, lease=lease_id)
@@ -292,14 +320,16 @@ class AzureBlobStore(Backend):
             except AzureError as exc:
                 raise self._failure("acquire", name, exc) from None
             try:
-                token = self._token(blob, lease_id, name, limit) if self._fencing else 0
+                token, described = (self._token(blob, lease_id, name, limit, holder)
+                                    if self._fencing else (0, False))
             except BaseException as exc:
                 self._give_back(blob, lease_id)
                 if isinstance(exc, AzureError):
                     raise self._failure("acquire", name, exc) from None
                 raise
-            _DESCRIBING[lease_id] = _shim.start_soon(self._describe, blob, lease_id, name,
-                                                     holder, token)
+            if not described:
+                _DESCRIBING[lease_id] = _shim.start_soon(self._describe, blob, lease_id, name,
+                                                         holder, token)
             return Grant(name, slot, holder, lease_id, token, key)
         return None
 
@@ -393,10 +423,12 @@ def _lease_info(blob: str, state: str | None, metadata: dict[str, str] | None,
                 sequence_number: int | None) -> LeaseInfo | None:
     """A listed blob as a live lease; None for free blobs, counters and foreign blobs."""
     kind = blob.rsplit("/", 1)[-1]
+    metadata = metadata or {}
+    if sequence_number is None and metadata.get(_TOKEN, "").isdigit():
+        sequence_number = int(metadata[_TOKEN])  # a block blob: its counter is in metadata
     if state != "leased" or sequence_number is None or not (
             kind == "lock" or kind.startswith("slot-")):
         return None
-    metadata = metadata or {}
     name = decode(metadata.get(_NAME))
     if name is None:
         return None
