@@ -13,7 +13,12 @@ Cases, all on one lock name reused for every cycle, in a fresh temporary directo
 - tenure, async API: `async with lock.acquire(): pass` under `asyncio.run` (file, sqlite);
 - floors: a bare flock/unflock pair on an open fd; two bare autocommit SQLite writes on a
   WAL database with tenure's pragmas;
-- peer: `with filelock.FileLock(path): pass`.
+- peer: `with filelock.FileLock(path): pass`;
+- azblob:// on Azurite (started with the test suite's launcher, tests/servers.py, in a fresh
+  container): tenure's sync rows with fencing on (and off, when the store has `fencing=False`),
+  an async row, and the bare azure-storage-blob SDK's floors on the same lock blob: lease
+  acquire + release, and acquire + `set_sequence_number("increment")` + release (see
+  bench/azblob_bench.py). When Azurite cannot start, the report says why and goes on.
 
 Usage::
 
@@ -40,7 +45,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
+import azblob_bench
 import filelock
 
 import tenure
@@ -49,6 +56,9 @@ import tenure.aio
 LOCK_NAME = "bench"
 GOAL_FILE_VS_FILELOCK = 10.0  # file store cycles/s at least this many times filelock's
 GOAL_SQLITE_VS_FLOOR = 1.5  # SQLite floor cycles/s / tenure cycles/s at most this
+GOAL_AZBLOB_VS_FLOOR = 1.1  # bare-SDK floor cycles/s / tenure cycles/s at most this
+AZBLOB = "azblob:// (Azurite)"
+AZBLOB_SCALE = 2.0  # azblob rounds are this many times --seconds (a cycle is ~10 ms)
 MIN_ROUNDS = 5  # rounds run even when the time budget is exceeded
 MIN_CYCLES = 20  # per round and case
 ASYNC_WARMUP_CYCLES = 50  # per asyncio.run: starts the worker thread, opens the connection
@@ -56,7 +66,7 @@ ASYNC_WARMUP_CYCLES = 50  # per asyncio.run: starts the worker thread, opens the
 Runner = Callable[[int], float]  # runs n cycles, returns the seconds they took
 
 
-@dataclass
+@dataclass(eq=False)  # a case is equal only to itself
 class Case:
     """One benchmark row: how to run n cycles, and what to compare the result with.
 
@@ -71,6 +81,11 @@ class Case:
     run: Runner
     floor: Case | None = None
     peer: Case | None = None
+    goal: str = ""  # a goal on floor ÷ this: its wording in the goals table...
+    goal_limit: float | None = None  # ...and the largest ratio that meets it
+    also: list[Case] = field(default_factory=list)  # more floors, compared below the table
+    scale: float = 1.0  # a round of this case lasts scale x --seconds
+    fragile: bool = False  # an error drops its section from the report instead of the run
     cycles: list[int] = field(default_factory=list)  # per round
     seconds: list[float] = field(default_factory=list)  # per round
 
@@ -128,10 +143,12 @@ def tenure_cases(section: str, lock: tenure.Lock) -> list[Case]:
     ]
 
 
-def async_case(section: str, url: str) -> Case:
+def async_case(section: str, url: str, options: dict[str, Any] | None = None,
+               warmup: int = ASYNC_WARMUP_CYCLES) -> Case:
     """The async row of a store: `async with lock.acquire(): pass`, one asyncio.run per round.
 
-    The store is connected and warmed up inside each asyncio.run; only the cycles are timed.
+    The store is connected (with keyword `options`) and warmed up (`warmup` cycles) inside each
+    asyncio.run; only the cycles are timed.
 
     Example::
 
@@ -139,9 +156,9 @@ def async_case(section: str, url: str) -> Case:
     """
 
     async def cycles(count: int) -> float:
-        async with tenure.aio.connect(url) as store:
+        async with tenure.aio.connect(url, **(options or {})) as store:
             lock = store.lock(LOCK_NAME)
-            for _ in range(ASYNC_WARMUP_CYCLES):
+            for _ in range(warmup):
                 async with lock.acquire():
                     pass
             start = time.perf_counter()
@@ -218,7 +235,120 @@ def filelock_peer(path: Path) -> Runner:
     return timed_loop(cycle)
 
 
-def build_cases(directory: Path, stack: ExitStack) -> list[Case]:
+@dataclass
+class Extras:
+    """What the report says besides the measured rows: facts, section notes, goals not measured.
+
+    Example::
+
+        extras = Extras(); extras.notes[AZBLOB] = "Not measured: node is missing."
+    """
+
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)  # by section, shown below its table
+    unmeasured: list[tuple[str, str, str]] = field(default_factory=list)  # goal, case, why
+
+
+def azblob_cases(directory: Path, stack: ExitStack, extras: Extras) -> list[Case]:
+    """The azblob rows on a fresh Azurite and container; none (and a note) when it cannot start.
+
+    Rows: tenure sync `try_acquire().release()` and `with acquire()` with fencing on, next to
+    the bare SDK's 3-request floor (acquire + increment + release) on the same lock blob; the
+    same with fencing off next to the 2-request floor (acquire + release), when the store takes
+    `fencing=False`; an async row next to the async SDK's 3-request floor.
+
+    Example::
+
+        cases = azblob_cases(Path(tmp), stack, extras)
+    """
+    fencing_on_goal = (f"azblob fencing on: SDK acquire + increment + release ÷ tenure "
+                       f"<= {GOAL_AZBLOB_VS_FLOOR:g}")
+    fencing_off_goal = (f"azblob fencing off: SDK acquire + release ÷ tenure "
+                        f"<= {GOAL_AZBLOB_VS_FLOOR:g}")
+    emulator = azblob_bench.start_azurite(directory / "azurite", stack)
+    if isinstance(emulator, azblob_bench.Emulator):
+        extras.facts += emulator.facts
+        try:
+            return _azblob_rows(emulator.connection_string, stack, extras,
+                                fencing_on_goal, fencing_off_goal)
+        except Exception as exc:  # the emulator started but does not serve tenure: say so
+            why = f"setting up failed ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+    else:
+        why = emulator.rstrip(".")
+    extras.notes[AZBLOB] = f"**Not measured**: {why}."
+    extras.unmeasured += [(fencing_on_goal, AZBLOB, why), (fencing_off_goal, AZBLOB, why)]
+    return []
+
+
+def _azblob_rows(secret: str, stack: ExitStack, extras: Extras, fencing_on_goal: str,
+                 fencing_off_goal: str) -> list[Case]:
+    """azblob_cases' rows, on a running emulator reached with the connection string `secret`."""
+    container = azblob_bench.container_name()
+    url = f"azblob:///{container}"
+
+    store = tenure.connect(url, connection_string=secret)
+    stack.callback(store.close)
+    lock = store.lock(LOCK_NAME)
+    lock.try_acquire().release()  # type: ignore[union-attr]  # creates the container and blob
+    blob = azblob_bench.lock_blob(secret, container)
+    if blob is None:
+        blob = "floor/lock"
+        azblob_bench.create_blob(secret, container, blob)
+        extras.notes[AZBLOB] = (f"The floors use an empty page blob of their own, `{blob}` "
+                                "(tenure's lock blob was not found by listing the container).")
+    else:
+        extras.notes[AZBLOB] = f"The floors reuse tenure's lock blob `{blob}`."
+
+    def floor(label: str, increment: bool) -> Case:
+        run = azblob_bench.sdk_floor(secret, container, blob, increment=increment, stack=stack)
+        return Case(AZBLOB, "floor", label, run)
+
+    three = floor('floor: bare SDK `BlobLeaseClient` acquire + `set_sequence_number'
+                  '("increment")` + release (3 requests)', increment=True)
+    two = floor("floor: bare SDK `BlobLeaseClient` acquire + release (2 requests)",
+                increment=False)
+    on_try, on_with = tenure_cases(AZBLOB, lock)
+    for row in (on_try, on_with):
+        row.label += ", fencing on"
+        row.floor, row.goal, row.also = three, fencing_on_goal, [two]
+        row.goal_limit = GOAL_AZBLOB_VS_FLOOR
+    cases = [on_try, three, on_with]
+
+    try:
+        unfenced = tenure.connect(url, connection_string=secret, fencing=False)
+    except (TypeError, ValueError) as exc:  # InvalidArgument: the store has no such option
+        why = f"the azblob store has no `fencing=False` option ({exc})"
+        extras.unmeasured.append((fencing_off_goal, AZBLOB, why))
+        extras.notes[AZBLOB] += f" Fencing off is **not measured**: {why}."
+        cases.append(two)
+    else:
+        stack.callback(unfenced.close)
+        off_try, off_with = tenure_cases(AZBLOB, unfenced.lock(LOCK_NAME + "-unfenced"))
+        for row in (off_try, off_with):
+            row.label += ", fencing off (`fencing=False`)"
+            row.floor, row.goal, row.goal_limit = two, fencing_off_goal, GOAL_AZBLOB_VS_FLOOR
+        cases += [off_try, two, off_with]
+
+    counted = "\n".join(
+        f"- {case.label}: {azblob_bench.requests_per_cycle(case.run):g}" for case in cases)
+    extras.notes[AZBLOB] += (
+        "\n\nHTTP requests per sync cycle, counted at the `requests` adapter over 10 untimed "
+        f"cycles before the warm-up (background threads included):\n\n{counted}")
+
+    async_floor = Case(AZBLOB, "floor", "floor: async SDK acquire + increment + release "
+                       "(3 requests, aio)",
+                       azblob_bench.async_sdk_floor(secret, container, blob, increment=True))
+    async_row = async_case(AZBLOB, url, {"connection_string": secret},
+                           warmup=azblob_bench.ASYNC_WARMUP_CYCLES)
+    async_row.label += ", fencing on"
+    async_row.floor = async_floor
+    cases += [async_row, async_floor]
+    for case in cases:
+        case.scale, case.fragile = AZBLOB_SCALE, True
+    return cases
+
+
+def build_cases(directory: Path, stack: ExitStack, extras: Extras | None = None) -> list[Case]:
     """Every row of the report, with its floor and peer linked; stores close with `stack`.
 
     Example::
@@ -255,8 +385,11 @@ def build_cases(directory: Path, stack: ExitStack) -> list[Case]:
         async_row = async_case(section, url)
         for row in (try_row, with_row, async_row):
             row.floor = floor
+        for row in (try_row, with_row):
+            row.goal = f"SQLite floor ÷ tenure <= {GOAL_SQLITE_VS_FLOOR:g}"
+            row.goal_limit = GOAL_SQLITE_VS_FLOOR
         cases += [try_row, floor, with_row, async_row]
-    return cases
+    return cases + azblob_cases(directory, stack, extras or Extras())
 
 
 # -- measuring ----------------------------------------------------------------------------------
@@ -287,7 +420,8 @@ def cycles_for(rate: float, seconds: float) -> int:
     return max(MIN_CYCLES, math.ceil(rate * seconds))
 
 
-def measure(cases: list[Case], repeats: int, seconds: float, budget: float) -> int:
+def measure(cases: list[Case], repeats: int, seconds: float, budget: float,
+            extras: Extras | None = None) -> int:
     """Warm every case up, then run up to `repeats` interleaved rounds; the rounds run.
 
     Each round runs every case once, for about `seconds` (its cycle count follows the case's
@@ -296,21 +430,34 @@ def measure(cases: list[Case], repeats: int, seconds: float, budget: float) -> i
     machine does not favour the cases listed first; build_cases lists each row next to the
     floor or peer it is compared with. After MIN_ROUNDS, no round starts that would end past
     `budget` seconds. A full collection runs before each timed batch; gc stays enabled while
-    timing.
+    timing. A round of a case lasts `seconds` x its `scale`.
+
+    When a fragile case fails (its server died, say), every case of its section is removed
+    from `cases`, and the error goes into `extras` (a note on the section, its goals as not
+    measured); the others go on.
 
     Example::
 
         rounds = measure(cases, repeats=11, seconds=0.3, budget=100.0)
     """
+    extras = extras or Extras()
     start = time.perf_counter()
-    rates = {id(case): warm_up(case, seconds) for case in cases}
+    rates: dict[int, float] = {}
+    for case in list(cases):
+        if case in cases:
+            _guarded(cases, case, extras, lambda case=case: rates.update(
+                {id(case): warm_up(case, seconds * case.scale)}))
     for round_number in range(repeats):
         round_start = time.perf_counter()
         _progress(f"round {round_number + 1}/{repeats}")
-        for case in cases if round_number % 2 == 0 else reversed(cases):
-            cycles = cycles_for(rates[id(case)], seconds)
+        for case in list(cases if round_number % 2 == 0 else reversed(cases)):
+            if case not in cases:
+                continue  # its section failed earlier in this round
+            cycles = cycles_for(rates[id(case)], seconds * case.scale)
             gc.collect()
-            elapsed = case.run(cycles)
+            elapsed = _guarded(cases, case, extras, lambda case=case, n=cycles: case.run(n))
+            if elapsed is None:
+                continue
             case.cycles.append(cycles)
             case.seconds.append(elapsed)
             rates[id(case)] = cycles / elapsed
@@ -320,6 +467,25 @@ def measure(cases: list[Case], repeats: int, seconds: float, budget: float) -> i
             _progress(f"stopping after {done} rounds: the {budget:g} s budget would be exceeded")
             return done
     return repeats
+
+
+def _guarded(cases: list[Case], case: Case, extras: Extras,
+             step: Callable[[], Any]) -> Any:
+    """`step()`; for a fragile case, an error drops its section and returns None instead."""
+    if not case.fragile:
+        return step()
+    try:
+        return step()
+    except Exception as exc:
+        reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        why = f"the row \"{case.label}\" failed during the run ({reason})"
+        extras.notes[case.section] = f"**Not measured**: {why}; the section's rows were dropped."
+        dropped = [other for other in cases if other.section == case.section]
+        extras.unmeasured += [(other.goal, _where(other), why) for other in dropped
+                              if other.goal_limit is not None]
+        _progress(f"{case.section} dropped: {reason}")
+        cases[:] = [other for other in cases if other.section != case.section]
+        return None
 
 
 def _progress(message: str) -> None:
@@ -436,18 +602,31 @@ def section_table(cases: list[Case]) -> str:
         f"| {_ratio(floor_ratio(case))} | {_ratio(peer_ratio(case))} |"
         for case in sorted(cases, key=lambda case: _KIND_ORDER.index(case.kind))
     ]
-    return "\n".join([header, *rows])
+    also = [
+        f"- {case.label.removeprefix('tenure: ')} vs {other.label.removeprefix('floor: ')}: "
+        f"floor ÷ this {_ratio(statistics.median(per_round(other, case)))} "
+        f"(per-round range {_range(per_round(other, case))})"
+        for case in cases for other in case.also if other.rates
+    ]
+    return "\n".join([header, *rows, *(["", *also] if also else [])])
+
+
+def _where(case: Case) -> str:
+    return f"{case.section} {case.label.removeprefix('tenure: ')}"
 
 
 def _range(ratios: list[float]) -> str:
     return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
 
-def goals(cases: list[Case]) -> tuple[str, bool]:
+def goals(cases: list[Case], unmeasured: list[tuple[str, str, str]] | None = None,
+          ) -> tuple[str, bool]:
     """The goals section in markdown, and whether every goal is met.
 
     File store: each sync file:// row at least 10x filelock's cycles/s. SQLite store: each
-    sync sqlite:// row at most 1.5x slower than its floor. Async rows are informational.
+    sync sqlite:// row at most 1.5x slower than its floor; azblob: each sync row at most 1.1x
+    slower than its bare-SDK floor (the row's `goal_limit`). Async rows are informational.
+    `unmeasured` goals (goal, case, why) are listed as not measured.
 
     Example::
 
@@ -466,20 +645,24 @@ def goals(cases: list[Case]) -> tuple[str, bool]:
             met = value is not None and value >= GOAL_FILE_VS_FILELOCK
             spread = _range(per_round(case, case.peer))
             reference = case.peer
-        elif case.floor is not None and case.section.startswith("sqlite"):
-            value, goal = floor_ratio(case), f"SQLite floor ÷ tenure <= {GOAL_SQLITE_VS_FLOOR:g}"
-            met = value is not None and value <= GOAL_SQLITE_VS_FLOOR
+        elif case.floor is not None and case.goal_limit is not None:
+            value, goal = floor_ratio(case), case.goal
+            met = value is not None and value <= case.goal_limit
             spread = _range(per_round(case.floor, case))
             reference = case.floor
         else:
             continue
         all_met = all_met and met
-        where = f"{case.section} {case.label.removeprefix('tenure: ')}"
+        where = _where(case)
         which = "filelock" if reference.kind == "peer" else "floor"
         numbers = f"{case.median:,.0f}, {which} {reference.median:,.0f}"
         lines.append(f"| {goal} | {where} | {numbers} | {_ratio(value)} | {spread} "
                      f"| {'met' if met else '**not met**'} |")
+    for goal, where, why in unmeasured or []:
+        lines.append(f"| {goal} | {where} | | | | not measured: {why} |")
     verdict = "All goals met." if all_met else "**Not all goals are met** (see the table)."
+    if unmeasured:
+        verdict += f" {len(unmeasured)} goal(s) could not be measured in this run."
     return "\n".join([*lines, "", verdict]), all_met
 
 
@@ -488,7 +671,8 @@ METHOD = """\
   holder, on a store connected once before timing (the lock object and connections are reused;
   tenure's renewal thread/task runs as usual, ttl 30 s). `try_acquire().release()` skips the
   waiting machinery; `with lock.acquire(): pass` is the everyday form. Every tenure cycle also
-  issues a fencing token.
+  issues a fencing token (except the azblob rows with `fencing=False`, whose grants carry
+  token 0).
 - **Floors** are what the store cannot go below from Python:
   - file: `fcntl.flock(fd, LOCK_EX | LOCK_NB)` then `fcntl.flock(fd, LOCK_UN)` on an fd opened
     once (tenure's file store also keeps its lock files open and mmaps the counter).
@@ -500,11 +684,36 @@ METHOD = """\
     tenure's store also uses exactly one autocommit statement each (an upsert with a
     `max(token)` subquery and `RETURNING`, and a guarded UPDATE), so the floor is the same
     number of commits.
+  - azblob: the bare azure-storage-blob SDK, no tenure code, on the same Azurite, container
+    and lock blob as tenure's fencing-on rows, through its own `ContainerClient
+    .from_connection_string(...)` (SDK defaults, one client and connection pool reused). Per
+    cycle a new `BlobLeaseClient(blob)` (the SDK proposes a uuid4 lease id, as tenure does),
+    `acquire(lease_duration={lease})` then `release()`: the 2-request floor for fencing off;
+    with `blob.set_sequence_number("increment", lease=lease.id)` in between: the 3-request
+    floor, the same three requests tenure's fencing token needs. The async floor does the
+    3 requests with `azure.storage.blob.aio` (aiohttp).
 - **Peer**: `filelock.FileLock(path)` (one object reused, `with lock: pass`) in the same
   temporary directory.
 - **Async rows** run `async with lock.acquire(): pass` with `tenure.aio.connect(url)` under
   `asyncio.run`, one `asyncio.run` per round; connecting and {warmup} warm-up cycles happen
-  inside it, before the timer starts.
+  inside it, before the timer starts ({az_warmup} for azblob rows and the async SDK floor,
+  whose cycles take milliseconds).
+- **azblob:// runs on Azurite {azurite}**, the Azure Storage emulator, started for this run by
+  the test suite's own launcher (tests/servers.py: in-memory persistence, telemetry off, a free
+  loopback port) and stopped at the end; a fresh container per run, created by tenure's first
+  acquire (`tenure.connect("azblob:///CONTAINER", connection_string=...)`, the sync API;
+  `tenure.aio.connect` for the async row). **The absolute figures are emulator figures, not
+  Azure's**: every request is an HTTP round trip over loopback to a Node.js process that
+  shares these CPUs with the benchmark; against Azure each request costs a network round trip
+  and service time instead, so the cycles/s here do not carry over, while the request count
+  behind each ratio does. azblob rounds last {az_scale:g}x as long as the others (fewer, slower
+  cycles). The goal is floor ÷ tenure <= {az_goal:g}x: fencing on against the 3-request floor,
+  fencing off (`fencing=False`) against the 2-request floor; the fencing-on rows' ratio to the
+  2-request floor is shown below the azblob table, and so are the HTTP requests each sync
+  cycle sent (counted by wrapping `requests.adapters.HTTPAdapter.send` during 10 untimed
+  cycles): besides the lease requests and the increment, tenure's azblob store writes the
+  holder's identity into the blob's metadata after each grant (in the background, for
+  `store.leases()` and `tenure locks`) and waits for that write before the release.
 - **Repetitions**: each case is first warmed up (doubling batches until one takes a tenth of
   the round length), then timed in {repeats} rounds. A round of a case is a fixed number of
   cycles chosen before it starts: about {seconds:g} s at the case's rate in the previous round
@@ -515,32 +724,37 @@ METHOD = """\
 - **Columns**: cycles/s median and min-max over the rounds; µs/cycle = 1e6 / median cycles/s.
   Ratios are computed per round (the two cases ran seconds apart) and the median over rounds
   is shown, which cancels most of the machine's shared noise. "floor ÷ this" is floor cycles/s
-  divided by the row's (1.00x = as fast as the floor; the SQLite goal is <= {sqlite_goal:g}x).
+  divided by the row's (1.00x = as fast as the floor; the SQLite goal is <= {sqlite_goal:g}x,
+  the azblob goal <= {az_goal:g}x).
   "this ÷ filelock" is the row's cycles/s divided by filelock's (the file goal is
   >= {file_goal:g}x). The goals' "per-round range" is the min-max of those per-round ratios.
 - **Noise**: other jobs share these 2 CPUs and the disk (see the load averages above);
   `synchronous=full` rows wait for fsync, so disk traffic from other processes shows most
-  there. Read the medians and ratios, not single rounds.
+  there, and Azurite competes with the benchmark for the CPUs. Read the medians and ratios,
+  not single rounds.
 - **memory://** has no floor or peer: its rows show what tenure's core (Lease object, renewal
   bookkeeping, fencing token) costs per cycle on its own.
 """
 
 
 def render(cases: list[Case], facts: list[tuple[str, str]], repeats: int, seconds: float,
-           started: datetime, elapsed: float) -> str:
+           started: datetime, elapsed: float, extras: Extras | None = None) -> str:
     """The whole BENCHMARKS.md.
 
     Example::
 
         Path("BENCHMARKS.md").write_text(render(cases, facts, 7, 0.5, started, 61.0))
     """
-    sections = list(dict.fromkeys(case.section for case in cases))
-    goals_text, _ = goals(cases)
+    extras = extras or Extras()
+    sections = list(dict.fromkeys([*(case.section for case in cases), *extras.notes]))
+    goals_text, _ = goals(cases, extras.unmeasured)
+    azurite = dict(facts).get("Azurite", "").split(" ", 1)[0] or "(not started in this run)"
     parts = [
         "# Benchmarks",
         "",
-        "Uncontended lock cycles per second of tenure's embedded stores, next to the raw store "
-        "floor and the `filelock` package, all measured in one run of one process.",
+        "Uncontended lock cycles per second of tenure's stores, next to the raw store floor "
+        "and the `filelock` package, all measured in one run of one process. The azblob:// "
+        "figures come from the Azurite emulator on loopback, not from Azure (see Method).",
         "",
         "- Command: `make bench` (runs `.venv/bin/python bench/run.py --output BENCHMARKS.md`)",
         f"- Date: {started:%Y-%m-%d %H:%M} UTC; the run took {elapsed:.0f} s",
@@ -553,12 +767,18 @@ def render(cases: list[Case], facts: list[tuple[str, str]], repeats: int, second
     ]
     for section in sections:
         rows = [case for case in cases if case.section == section]
-        parts += [f"## {section}", "", section_table(rows), ""]
+        parts += [f"## {section}", ""]
+        if rows:
+            parts += [section_table(rows), ""]
+        if section in extras.notes:
+            parts += [extras.notes[section], ""]
     parts += [
         "## Method",
         "",
         METHOD.format(warmup=ASYNC_WARMUP_CYCLES, seconds=seconds, repeats=repeats,
-                      min_cycles=MIN_CYCLES,
+                      min_cycles=MIN_CYCLES, az_warmup=azblob_bench.ASYNC_WARMUP_CYCLES,
+                      lease=azblob_bench.LEASE_SECONDS, az_scale=AZBLOB_SCALE,
+                      azurite=azurite, az_goal=GOAL_AZBLOB_VS_FLOOR,
                       sqlite_goal=GOAL_SQLITE_VS_FLOOR, file_goal=GOAL_FILE_VS_FILELOCK),
     ]
     return "\n".join(parts)
@@ -579,9 +799,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=11, help="rounds per case (default 11)")
     parser.add_argument("--seconds", type=float, default=0.3,
                         help="approximate length of one round of one case (default 0.3)")
-    parser.add_argument("--budget", type=float, default=90.0,
+    parser.add_argument("--budget", type=float, default=120.0,
                         help=f"seconds of measuring after which no new round starts, once "
-                             f"{MIN_ROUNDS} rounds ran (default 90)")
+                             f"{MIN_ROUNDS} rounds ran (default 120)")
     args = parser.parse_args(argv)
     if args.repeats < 1 or args.seconds <= 0 or args.budget <= 0:
         parser.error("--repeats must be at least 1, --seconds and --budget positive")
@@ -601,12 +821,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tenure-bench-") as tmp, ExitStack() as stack:
         directory = Path(tmp)
         facts = machine_facts(directory)
-        cases = build_cases(directory, stack)
+        extras = Extras()
+        cases = build_cases(directory, stack, extras)
         _progress(f"{len(cases)} cases, {args.repeats} rounds of ~{args.seconds:g} s each")
-        rounds = measure(cases, args.repeats, args.seconds, args.budget)
+        rounds = measure(cases, args.repeats, args.seconds, args.budget, extras)
+    facts += extras.facts
     facts.append(("load average at end (1, 5, 15 min)", load_average()))
     report = render(cases, facts, rounds, args.seconds, started,
-                    time.perf_counter() - clock)
+                    time.perf_counter() - clock, extras)
     print(report)
     if args.output is not None:
         args.output.write_text(report)

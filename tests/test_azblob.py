@@ -269,7 +269,7 @@ async def test_admin_break_cancels_the_async_body_within_a_renewal_period(
         lock = store.lock("jobs", ttl=15, renew_every=2)
         with pytest.raises(tenure.LeaseLost):
             async with lock.acquire(timeout=5) as lease:
-                assert [info.holder for info in await admin.leases()] == [store.holder]
+                assert [info.holder for info in await store.leases()] == [store.holder]
                 assert await admin.break_lease("jobs") == 1
                 broken_at = time.monotonic()
                 await anyio.sleep(60)  # cancelled by the loss
@@ -364,3 +364,24 @@ async def test_a_block_blob_at_a_locks_name_keeps_its_counter_in_metadata(
     properties = await blob.get_blob_properties()
     assert properties.metadata["owner"] == "someone"
     assert str(properties.blob_type).lower().endswith("blockblob")
+
+
+async def test_short_holds_skip_the_holder_write_long_ones_get_it(
+        container: ContainerClient, azurite: Azurite) -> None:
+    url = f"azblob:///{container.container_name}"
+    blob = container.get_blob_client(blob_name("jobs", 0, 1))
+    async with tenure.aio.connect(url, connection_string=azurite.connection_string) as store:
+        lock = store.lock("jobs", ttl=15)
+        lease = await lock.try_acquire()
+        assert lease is not None and await lease.release()
+        await anyio.sleep(0.5)  # past the write's delay: a cancelled write must stay unmade
+        assert "tenure_holder" not in (await blob.get_blob_properties()).metadata
+
+        lease = await lock.try_acquire()
+        assert lease is not None
+        deadline = time.monotonic() + 1.0
+        while "tenure_holder" not in (await blob.get_blob_properties()).metadata:
+            assert time.monotonic() < deadline, "holder not written within a second"
+            await anyio.sleep(0.05)
+        assert decode((await blob.get_blob_properties()).metadata["tenure_holder"]) == store.holder
+        await lease.release()

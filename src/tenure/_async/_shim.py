@@ -12,6 +12,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
@@ -87,43 +88,52 @@ async def run_all(function: Callable[[T], Awaitable[R]], items: Sequence[T]) -> 
     return results  # type: ignore[return-value]  # no exception left in the list
 
 
-class Pending:
-    """A call started with `start_soon`; `await pending.wait()` waits for it to end.
+class Scheduled:
+    """A call that `call_later` will start after its delay, unless cancelled first.
 
     Example:
         >>> async def main():
-        ...     await start_soon(sleep, 0).wait()
+        ...     scheduled = call_later(60, sleep, 0)
+        ...     scheduled.cancel()
+        ...     await call_later(60, sleep, 0).run_now()
         >>> asyncio.run(main())
     """
 
-    __slots__ = ("_task",)
+    __slots__ = ("_args", "_function", "_handle", "_task")
 
-    def __init__(self, task: asyncio.Task[Any]) -> None:
-        self._task = task
+    def __init__(self, delay: float, function: Callable[..., Coroutine[Any, Any, Any]],
+                 args: tuple[Any, ...]) -> None:
+        self._function, self._args = function, args
+        self._task: asyncio.Task[Any] | None = None
+        self._handle = asyncio.get_running_loop().call_later(delay, self._start)
 
-    async def wait(self) -> None:
-        """Wait for the call (its errors are its own business); skip a task of another loop."""
-        if self._task.done() or self._task.get_loop() is not asyncio.get_running_loop():
-            return
-        try:
+    def _start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._function(*self._args))
+
+    def cancel(self) -> None:
+        """Do not start the call (one already started finishes on its own)."""
+        self._handle.cancel()
+
+    async def run_now(self) -> None:
+        """Start the call now if it has not started, and wait for it (its errors are its own)."""
+        self._handle.cancel()
+        self._start()
+        assert self._task is not None
+        with contextlib.suppress(Exception):
             await asyncio.shield(self._task)
-        except asyncio.CancelledError:
-            if not self._task.cancelled():
-                raise  # the waiter is being cancelled, not the call
-        except Exception:
-            return
 
 
-def start_soon(function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> Pending:
-    """Run `function(*args)` in the background (a task of the running event loop).
+def call_later(delay: float, function: Callable[..., Coroutine[Any, Any, Any]],
+               *args: Any) -> Scheduled:
+    """Start `function(*args)` as a task of the running loop after `delay` seconds.
 
     Example:
         >>> async def main():
-        ...     return type(start_soon(sleep, 0)).__name__
+        ...     call_later(0.0, sleep, 0).cancel()
         >>> asyncio.run(main())
-        'Pending'
     """
-    return Pending(asyncio.get_running_loop().create_task(function(*args)))
+    return Scheduled(delay, function, args)
 
 
 class Background(Protocol):
@@ -267,7 +277,8 @@ __all__ = [
     "Awaitable",
     "Background",
     "Event",
-    "Pending",
+    "Scheduled",
+    "call_later",
     "cancel",
     "is_our_kind",
     "close_cancel_scope",
@@ -279,6 +290,5 @@ __all__ = [
     "shielded",
     "sleep",
     "spawn",
-    "start_soon",
     "wait_event",
 ]

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import heapq
 import inspect
+import itertools
 import logging
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
@@ -87,41 +88,86 @@ def run_all(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
     return [function(item) for item in items]
 
 
-_executor: ThreadPoolExecutor | None = None
-_executor_mutex = threading.Lock()
-
-
-class Pending:
-    """A call started with `start_soon`; `pending.wait()` waits for it to end.
+class Scheduled:
+    """A call that `call_later` will make after its delay, unless cancelled first.
 
     Example:
-        >>> start_soon(len, "abc").wait()
+        >>> scheduled = call_later(60, len, "abc")
+        >>> scheduled.cancel()
+        >>> call_later(60, len, "abc").run_now()
     """
 
-    __slots__ = ("_future",)
+    __slots__ = ("_args", "_done", "_function", "_state")
 
-    def __init__(self, future: Future[Any]) -> None:
-        self._future = future
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self._function, self._args = function, args
+        self._state = "waiting"  # then "running" or "cancelled"; set under _timers_mutex
+        self._done = threading.Event()
 
-    def wait(self) -> None:
-        """Wait for the call (its errors are its own business)."""
-        with contextlib.suppress(Exception):
-            self._future.result()
+    def _claim(self) -> bool:
+        with _timers_mutex:
+            if self._state != "waiting":
+                return False
+            self._state = "running"
+            return True
+
+    def _run(self) -> None:
+        try:
+            self._function(*self._args)
+        except Exception:  # its errors are its own business
+            logging.getLogger("tenure").debug("tenure: background call failed", exc_info=True)
+        finally:
+            self._done.set()
+
+    def cancel(self) -> None:
+        """Do not make the call (one already running finishes on its own)."""
+        with _timers_mutex:
+            if self._state == "waiting":
+                self._state = "cancelled"
+
+    def run_now(self) -> None:
+        """Make the call now if it has not started, and wait for it (its errors are its own)."""
+        if self._claim():
+            self._run()
+        elif self._state == "running":
+            self._done.wait()
 
 
-def start_soon(function: Callable[..., Any], *args: Any) -> Pending:
-    """Run `function(*args)` in a small shared pool of background threads.
+# One daemon thread runs every delayed call of the process, in due order: a thread per call
+# would be spawned on every acquire, and a pool would sit blocked in sleeps.
+_timers: list[tuple[float, int, Scheduled]] = []
+_timers_mutex = threading.Lock()
+_timers_changed = threading.Condition(_timers_mutex)
+_timer_ids = itertools.count()
+_timer_thread: threading.Thread | None = None
+
+
+def _run_timers() -> None:
+    while True:
+        with _timers_changed:
+            while not _timers or _timers[0][0] > time.monotonic():
+                _timers_changed.wait(None if not _timers else _timers[0][0] - time.monotonic())
+            _, _, scheduled = heapq.heappop(_timers)
+        if scheduled._claim():
+            scheduled._run()
+
+
+def call_later(delay: float, function: Callable[..., Any], *args: Any) -> Scheduled:
+    """Call `function(*args)` on tenure's timer thread after `delay` seconds.
 
     Example:
-        >>> type(start_soon(len, "abc")).__name__
-        'Pending'
+        >>> call_later(0.0, len, "abc").cancel()
     """
-    global _executor
-    if _executor is None:
-        with _executor_mutex:
-            if _executor is None:
-                _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tenure-bg")
-    return Pending(_executor.submit(function, *args))
+    global _timer_thread
+    scheduled = Scheduled(function, args)
+    with _timers_changed:
+        heapq.heappush(_timers, (time.monotonic() + delay, next(_timer_ids), scheduled))
+        if _timer_thread is None:
+            _timer_thread = threading.Thread(target=_run_timers, name="tenure-timers",
+                                             daemon=True)
+            _timer_thread.start()
+        _timers_changed.notify()
+    return scheduled
 
 
 class Background(Protocol):
@@ -220,7 +266,8 @@ def is_our_kind(function: Callable[..., Any]) -> bool:
 __all__ = [
     "Background",
     "Event",
-    "Pending",
+    "Scheduled",
+    "call_later",
     "cancel",
     "is_our_kind",
     "close_cancel_scope",
@@ -232,6 +279,5 @@ __all__ = [
     "shielded",
     "sleep",
     "spawn",
-    "start_soon",
     "wait_event",
 ]

@@ -15,9 +15,9 @@ sequence number at the wall clock in microseconds, so tokens never go backwards 
 blob was deleted. A semaphore's token comes from incrementing its shared counter blob (tokens
 grow across slots), then is copied into the slot blob's sequence number under the lease.
 
-The holder's identity is written into the blob's metadata in the background right after the
-grant (no latency added to acquire) and awaited before release; `leases()` shows it once
-written: at once for leases taken in this process, within a request's time for others.
+The holder's identity is written into the blob's metadata in the background 0.25 s after the
+grant, unless the lease was released by then (short holds cost no extra request, and nothing is
+added to acquire itself); `leases()` shows it within a second, at once for this store's own.
 
 Example::
 
@@ -69,8 +69,10 @@ _UNKNOWN_HOLDER = "?"
 _TAKEN = {"LeaseIdMismatchWithLeaseOperation", "LeaseAlreadyPresent", "LeaseIdMismatch"}
 _BROKEN = {"LeaseIsBrokenAndCannotBeRenewed", "LeaseIsBreakingAndCannotBeAcquired",
            "BlobNotFound", "ContainerNotFound"}
-# Holder writes still in flight in this process, by lease id: release and leases() wait on them.
-_DESCRIBING: dict[str, _shim.Pending] = {}
+# The holder's identity is written into the blob's metadata this long after the grant, unless
+# the lease was released before: short holds never pay that request, and `leases()` still shows
+# the holder within a second.
+DESCRIBE_AFTER = 0.25
 
 
 def encode(text: str) -> str:
@@ -169,6 +171,7 @@ class AsyncAzureBlobStore(AsyncBackend):
         self._close_client = close_client
         self._credential = credential
         self._blobs: dict[str, BlobClient] = {}
+        self._describing: dict[str, _shim.Scheduled] = {}  # holder writes not yet made, by lease
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -327,8 +330,8 @@ class AsyncAzureBlobStore(AsyncBackend):
                     raise self._failure("acquire", name, exc) from None
                 raise
             if not described:
-                _DESCRIBING[lease_id] = _shim.start_soon(self._describe, blob, lease_id, name,
-                                                         holder, token)
+                self._describing[lease_id] = _shim.call_later(
+                    DESCRIBE_AFTER, self._describe, blob, lease_id, name, holder, token)
             return Grant(name, slot, holder, lease_id, token, key)
         return None
 
@@ -353,9 +356,9 @@ class AsyncAzureBlobStore(AsyncBackend):
             raise self._failure("renewal", grant.name, exc) from None
 
     async def release(self, grant: Grant) -> bool:
-        pending = _DESCRIBING.pop(grant.lease_id, None)
-        if pending is not None:
-            await pending.wait()
+        scheduled = self._describing.pop(grant.lease_id, None)
+        if scheduled is not None:
+            scheduled.cancel()  # one already writing fails harmlessly once the lease is gone
         try:
             await BlobLeaseClient(self._blob(grant.key), grant.lease_id).release()
             return True
@@ -387,8 +390,8 @@ class AsyncAzureBlobStore(AsyncBackend):
         return broken
 
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
-        for pending in list(_DESCRIBING.values()):
-            await pending.wait()  # this process's own grants show their holders at once
+        for scheduled in list(self._describing.values()):
+            await scheduled.run_now()  # this store's own grants show their holders at once
         found: list[LeaseInfo] = []
         try:
             async for blob in self.container.list_blobs(
@@ -409,8 +412,9 @@ class AsyncAzureBlobStore(AsyncBackend):
         await _shim.sleep(timeout)  # blob leases have no notifications; the core polls
 
     async def close(self) -> None:
-        for pending in list(_DESCRIBING.values()):
-            await pending.wait()
+        for scheduled in list(self._describing.values()):
+            scheduled.cancel()
+        self._describing.clear()
         if self._close_client:
             self._close_client = False
             await self.container.close()
