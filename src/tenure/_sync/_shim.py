@@ -166,7 +166,8 @@ def call_later(delay: float, function: Callable[..., Any], *args: Any) -> Schedu
             _timer_thread = threading.Thread(target=_run_timers, name="tenure-timers",
                                              daemon=True)
             _timer_thread.start()
-        _timers_changed.notify()
+        if _timers[0][2] is scheduled:  # due first: wake the thread; else it wakes in time
+            _timers_changed.notify()
     return scheduled
 
 
