@@ -25,17 +25,17 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from timing import Runner, timed_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 LEASE_SECONDS = 30  # what tenure asks for with its default ttl of 30 s
 ASYNC_WARMUP_CYCLES = 5  # per asyncio.run: opens the aiohttp session and its connection
 
-Runner = Callable[[int], float]  # runs n cycles, returns the seconds they took
 
 
 @dataclass
@@ -133,14 +133,7 @@ def sdk_floor(connection_string: str, container: str, blob: str, *, increment: b
             target.set_sequence_number("increment", lease=lease.id)
         lease.release()
 
-    def run(cycles: int) -> float:
-        steps = range(cycles)
-        start = time.perf_counter()
-        for _ in steps:
-            cycle()
-        return time.perf_counter() - start
-
-    return run
+    return timed_loop(cycle)
 
 
 def async_sdk_floor(connection_string: str, container: str, blob: str, *,

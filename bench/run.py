@@ -49,6 +49,7 @@ from typing import Any
 
 import azblob_bench
 import filelock
+from timing import Runner, timed_loop
 
 import tenure
 import tenure.aio
@@ -63,7 +64,6 @@ MIN_ROUNDS = 5  # rounds run even when the time budget is exceeded
 MIN_CYCLES = 20  # per round and case
 ASYNC_WARMUP_CYCLES = 50  # per asyncio.run: starts the worker thread, opens the connection
 
-Runner = Callable[[int], float]  # runs n cycles, returns the seconds they took
 
 
 @dataclass(eq=False)  # a case is equal only to itself
@@ -101,25 +101,6 @@ class Case:
 
 
 # -- what a cycle is ------------------------------------------------------------------------------
-
-
-def timed_loop(cycle: Callable[[], object]) -> Runner:
-    """Turn a one-cycle function into a Runner that times n calls of it.
-
-    Example::
-
-        run = timed_loop(lambda: None)
-        seconds = run(1000)
-    """
-
-    def run(cycles: int) -> float:
-        steps = range(cycles)
-        start = time.perf_counter()
-        for _ in steps:
-            cycle()
-        return time.perf_counter() - start
-
-    return run
 
 
 def tenure_cases(section: str, lock: tenure.Lock) -> list[Case]:
