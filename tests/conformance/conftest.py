@@ -151,9 +151,11 @@ class Target:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )
 
-    def hold_in_process(self, name: str, ttl: float) -> tuple[subprocess.Popen[str], int]:
-        """Start a process that takes `name` and keeps it; returns it and its token."""
-        process = self.spawn("hold", name, ttl=ttl)
+    def hold_in_process(self, name: str, ttl: float,
+                        mode: str = "hold") -> tuple[subprocess.Popen[str], int]:
+        """Start a worker (hold, serve or exit mode) that takes `name` and keeps it; returns
+        the process and its token once it holds the lease."""
+        process = self.spawn(mode, name, ttl=ttl)
         assert process.stdout is not None
         line = process.stdout.readline()
         assert line.startswith("HELD"), f"holder process failed to acquire: {line!r}"

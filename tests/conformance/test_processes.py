@@ -71,28 +71,23 @@ async def test_sigkill_of_the_holder_frees_the_lock_within_ttl(
 async def test_clean_exit_releases_at_once(
         target: Target, processes: list[subprocess.Popen[str]]) -> None:
     needs_processes(target)
-    app = target.spawn("exit", "jobs", ttl=30.0)
+    app, held_token = target.hold_in_process("jobs", 30.0, mode="exit")
     processes.append(app)
-    assert app.stdout is not None and app.stdin is not None
-    line = app.stdout.readline()
-    assert line.startswith("HELD"), line
+    assert app.stdin is not None
     lock = target.connect().lock("jobs", ttl=target.ttl(5))
     assert await call(lock.try_acquire()) is None
     app.stdin.close()
     assert app.wait(timeout=10) == 0
     lease = await call(lock.try_acquire())
     assert lease is not None, "a clean exit must free the lease at once, not after its ttl (30 s)"
-    assert lease.token > int(line.split()[1])
+    assert lease.token > held_token
 
 
 async def test_sigterm_handled_by_the_app_releases_at_once(
         target: Target, processes: list[subprocess.Popen[str]]) -> None:
     needs_processes(target)
-    app = target.spawn("serve", "jobs", ttl=30.0)
+    app, held_token = target.hold_in_process("jobs", 30.0, mode="serve")
     processes.append(app)
-    assert app.stdout is not None
-    line = app.stdout.readline()
-    assert line.startswith("HELD"), line
     lock = target.connect().lock("jobs", ttl=target.ttl(5), min_wait=0.01, max_wait=0.05)
     assert await call(lock.try_acquire()) is None
 
@@ -100,7 +95,7 @@ async def test_sigterm_handled_by_the_app_releases_at_once(
     signalled_at = time.monotonic()
     lease = await call(lock.acquire(timeout=5))
     assert time.monotonic() - signalled_at < 2.0, "released at exit, not left to expire (30 s)"
-    assert lease.token > int(line.split()[1])
+    assert lease.token > held_token
     assert app.wait(timeout=10) == 0
 
 
