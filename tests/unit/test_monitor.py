@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 
@@ -9,6 +10,7 @@ from waiting import wait_until
 
 import tenure
 from tenure import StoreUnavailable
+from tenure._sync._shim import run_all
 from tenure.stores import Grant, LostReason, MemoryStore
 
 
@@ -94,3 +96,11 @@ def test_a_failed_release_can_be_retried() -> None:
         assert store.lock("jobs").try_acquire() is None  # still held in the store
         assert lease.release() is True
         assert store.lock("jobs").try_acquire() is not None
+
+
+def test_sync_run_all_runs_items_concurrently() -> None:
+    """A sync store's per-lease requests (azblob renewal) overlap instead of adding up."""
+    barrier = threading.Barrier(8)
+    # Sequential calls would each wait alone at the barrier and time out.
+    assert run_all(lambda item: (barrier.wait(timeout=5), item)[1], list(range(8))) == list(
+        range(8))
