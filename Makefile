@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 PYTEST_WORKERS ?= 4
 
-.PHONY: demo test lint typecheck unit bench soak clean
+.PHONY: demo test lint typecheck unit bench soak clean servers
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
@@ -47,16 +47,20 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src/tenure
 
-unit: $(STAMP) $(NODE_STAMP)
+# redis-server, PostgreSQL and MariaDB for the tests that start their own servers.
+servers:
+	@sh scripts/install_servers.sh
+
+unit: $(STAMP) $(NODE_STAMP) servers
 	$(BIN)/pytest -n $(PYTEST_WORKERS) tests
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+bench: $(STAMP) $(NODE_STAMP) servers
 	$(BIN)/python bench/run.py --output BENCHMARKS.md
 
 # Repeats the conformance suite; RUNS=5 by default.
-soak: $(STAMP) $(NODE_STAMP)
+soak: $(STAMP) $(NODE_STAMP) servers
 	for i in $$(seq $${RUNS:-5}); do $(BIN)/pytest -n $(PYTEST_WORKERS) -q tests/conformance || exit 1; done
 
 clean:

@@ -1,12 +1,28 @@
-"""Fixtures shared by every test."""
+"""Fixtures shared by every test: the servers the suite starts itself (see servers.py).
+
+Each server fixture is session-scoped: one server per test process (pytest-xdist worker), on a
+free loopback port, stopped at the end. Each also puts its address in an environment variable,
+so store URLs work here and in the worker processes the tests start.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import pytest
-from servers import Azurite, ServiceMissing, service_missing
+from servers import (
+    Azurite,
+    LocalServer,
+    MariaDBServer,
+    PostgresServer,
+    RedisServer,
+    ServiceMissing,
+    service_missing,
+)
+
+S = TypeVar("S", bound=LocalServer)
 
 
 @pytest.fixture
@@ -14,18 +30,45 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
-    """One Azurite per test process, in memory on a free loopback port; stopped at the end.
-
-    Its connection string is also put in AZURE_STORAGE_CONNECTION_STRING, so `azblob:///C`
-    URLs work here and in the worker processes that the tests start.
-    """
-    server = Azurite(tmp_path_factory.mktemp("azurite"))
+def _serve(server: S, variable: str, address: Callable[[S], str]) -> Iterator[S]:
     try:
         server.start()
     except ServiceMissing as exc:
         service_missing(str(exc))
-    os.environ["AZURE_STORAGE_CONNECTION_STRING"] = server.connection_string
-    yield server
-    server.stop()
+    os.environ[variable] = address(server)
+    try:
+        yield server
+    finally:
+        server.stop()
+        cleanup = getattr(server, "cleanup", None)
+        if cleanup is not None:
+            cleanup()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """Azurite in memory; its connection string goes to AZURE_STORAGE_CONNECTION_STRING, so
+    `azblob:///CONTAINER` URLs work."""
+    yield from _serve(Azurite(tmp_path_factory.mktemp("azurite")),
+                      "AZURE_STORAGE_CONNECTION_STRING", lambda server: server.connection_string)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """redis-server without persistence; URL in TENURE_TEST_REDIS_URL."""
+    yield from _serve(RedisServer(tmp_path_factory.mktemp("redis")), "TENURE_TEST_REDIS_URL",
+                      lambda server: server.url)
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """A PostgreSQL cluster of its own; URL in TENURE_TEST_POSTGRES_URL."""
+    yield from _serve(PostgresServer(tmp_path_factory.mktemp("postgres")),
+                      "TENURE_TEST_POSTGRES_URL", lambda server: server.url)
+
+
+@pytest.fixture(scope="session")
+def mariadb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MariaDBServer]:
+    """A MariaDB server of its own with database `tenure`; URL in TENURE_TEST_MYSQL_URL."""
+    yield from _serve(MariaDBServer(tmp_path_factory.mktemp("mariadb")), "TENURE_TEST_MYSQL_URL",
+                      lambda server: server.url)

@@ -8,6 +8,8 @@ Example:
     'redis://user:***@cache:6379/0'
     >>> parse_store_url("azblob://myaccount/locks").location
     'myaccount/locks'
+    >>> parse_store_url("redis://cache:6379/0?prefix=app:").options
+    {'prefix': 'app:'}
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from tenure._errors import InvalidArgument, InvalidArgumentType
 
 SUPPORTED = ("memory://, sqlite:///path/to/locks.db, file:///path/to/dir, "
-             "azblob://ACCOUNT/CONTAINER, azblob:///CONTAINER (with a connection string)")
+             "azblob://ACCOUNT/CONTAINER, azblob:///CONTAINER (with a connection string), "
+             "redis://HOST:PORT/DB, rediss://..., unix:///path/to/redis.sock, "
+             "postgresql://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB")
+# Server-backed schemes, by the store module that serves them. Their stores parse the rest of
+# the URL themselves (each knows its options); here only the shape is checked.
+SERVER_SCHEMES = {"redis": "redis", "rediss": "redis", "unix": "redis",
+                  "postgresql": "postgres", "postgres": "postgres",
+                  "mysql": "mysql", "mariadb": "mysql"}
 # Azure's rules: 3 to 63 of [a-z0-9-], starting and ending with a letter or digit, no "--".
 _CONTAINER = re.compile(r"(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
@@ -96,6 +105,14 @@ def parse_store_url(url: object) -> StoreURL:
         return StoreURL(scheme, location, options)
     if scheme == "azblob":
         return _parse_azblob(url, parts.netloc, parts.path, options)
+    if scheme in SERVER_SCHEMES:
+        # PostgreSQL and MySQL URLs without a host mean the local socket, as in libpq.
+        where = parts.path if scheme == "unix" else parts.netloc.rpartition("@")[2]
+        if SERVER_SCHEMES[scheme] == "redis" and not where.strip("/"):
+            example = ("unix:///run/redis/redis.sock" if scheme == "unix"
+                       else f"{scheme}://HOST:PORT/...")
+            raise InvalidArgument(f"url {redact(url)!r} names no server; e.g. {example}")
+        return StoreURL(scheme, url, options)
     raise InvalidArgument(
         f"url scheme {scheme!r} is not supported by this version of tenure; use one of: "
         f"{SUPPORTED}"

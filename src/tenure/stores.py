@@ -5,9 +5,12 @@ Example::
     from tenure.stores import SQLiteStore
     store = tenure.connect(SQLiteStore("/var/lib/app/locks.db", synchronous="full"))
 
-`AzureBlobStore` (azblob://) is imported on first use: it needs `pip install tenure[azure]`.
+The server-backed stores are imported on first use, each needing its extra:
+`AzureBlobStore` (tenure[azure]), `RedisStore` (tenure[redis]),
+`PostgresStore` (tenure[postgres]) and `MySQLStore` (tenure[mysql]).
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from tenure._sync.stores._protocol import Backend
@@ -18,15 +21,20 @@ from tenure._types import Capabilities, Grant, LostReason
 
 if TYPE_CHECKING:
     from tenure._sync.stores.azblob import AzureBlobStore
+    from tenure._sync.stores.mysql import MySQLStore
+    from tenure._sync.stores.postgres import PostgresStore
+    from tenure._sync.stores.redis import RedisStore
+
+# A driver loads only for those who use its store.
+_LAZY = {"AzureBlobStore": "azblob", "MySQLStore": "mysql",
+         "PostgresStore": "postgres", "RedisStore": "redis"}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "AzureBlobStore":  # the Azure SDK loads only for those who use it
-        from tenure._sync.stores.azblob import AzureBlobStore
-
-        return AzureBlobStore
+    if name in _LAZY:
+        return getattr(import_module(f"tenure._sync.stores.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["AzureBlobStore", "Backend", "Capabilities", "FileStore", "Grant", "LostReason",
-           "MemoryStore", "SQLiteStore"]
+           "MemoryStore", "MySQLStore", "PostgresStore", "RedisStore", "SQLiteStore"]

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import pytest
@@ -47,6 +48,9 @@ class StoreKind:
     min_ttl: float = 0.1  # the shortest ttl the store takes (Azure blob leases: 15 s)
     lists_expiry: bool = True  # leases() reports expires_at
     service: str | None = None  # the session fixture that starts its server
+    # The server fault tests (test_server_faults.py) run where this is set: whether the server
+    # keeps its data across a restart (None: not restarted by those tests).
+    restart_keeps_data: bool | None = None
 
     def ttl(self, seconds: float) -> float:
         """`seconds`, or the store's shortest ttl when that is longer: the tests' ttls are
@@ -61,7 +65,17 @@ class StoreKind:
 
 def azure_container(tmp: Path) -> str:
     """A container of its own for each test (Azure's rule: 3 to 63 of [a-z0-9-])."""
+    return own_space(tmp)
+
+
+def own_space(tmp: Path) -> str:
+    """A key prefix, schema or table of its own for each test on a shared server."""
     return "t" + name_digest(str(tmp))[:24]
+
+
+def server_url(variable: str, tmp: Path, option: str, suffix: str = "") -> str:
+    """The URL of the server the session fixture started, isolated for this test by `option`."""
+    return f"{os.environ[variable]}?{option}={own_space(tmp)}{suffix}"
 
 
 STORE_KINDS = [
@@ -71,6 +85,13 @@ STORE_KINDS = [
     # The connection string comes from AZURE_STORAGE_CONNECTION_STRING (set by the fixture).
     StoreKind("azblob", "azblob", lambda tmp: f"azblob:///{azure_container(tmp)}", min_ttl=15.0,
               lists_expiry=False, service="azurite"),
+    StoreKind("redis", "redis", lambda tmp: server_url("TENURE_TEST_REDIS_URL", tmp, "prefix", ":"),
+              service="redis_server", restart_keeps_data=False),
+    StoreKind("postgres", "postgres",
+              lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema"),
+              service="postgres_server", restart_keeps_data=True),
+    StoreKind("mysql", "mysql", lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table"),
+              service="mariadb_server", restart_keeps_data=True),
 ]
 
 
@@ -131,6 +152,27 @@ class Target:
                     os.environ["AZURE_STORAGE_CONNECTION_STRING"], azure_container(self.tmp)) as c:
                 for blob in c.list_blobs():
                     c.delete_blob(blob.name)
+        elif self.kind.name == "redis":
+            import redis
+
+            with redis.Redis.from_url(os.environ["TENURE_TEST_REDIS_URL"]) as client:
+                keys = list(client.scan_iter(f"{own_space(self.tmp)}:*"))
+                if keys:
+                    client.delete(*keys)
+        elif self.kind.name == "postgres":
+            import psycopg
+
+            with psycopg.connect(os.environ["TENURE_TEST_POSTGRES_URL"], autocommit=True) as db:
+                db.execute(f"DROP SCHEMA IF EXISTS {own_space(self.tmp)} CASCADE")
+        elif self.kind.name == "mysql":
+            import pymysql
+
+            address = urlsplit(os.environ["TENURE_TEST_MYSQL_URL"])
+            db = pymysql.connect(host=address.hostname, port=address.port, user="root",
+                                 database="tenure")
+            with db, db.cursor() as cursor:
+                table = own_space(self.tmp)
+                cursor.execute(f"DROP TABLE IF EXISTS `{table}`, `{table}_counters`")
         elif self.kind.name == "sqlite":
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{self.tmp}/locks.db{suffix}").unlink(missing_ok=True)
@@ -205,6 +247,26 @@ async def target(request: pytest.FixtureRequest, store_kind: StoreKind,
                  tmp_path: Path) -> AsyncIterator[Target]:
     target = Target(store_kind, request.param, tmp_path, store_kind.make_url(tmp_path))
     yield target
+    await target.close_all()
+
+
+@pytest.fixture(params=[kind for kind in STORE_KINDS if kind.restart_keeps_data is not None],
+                ids=lambda kind: kind.name)
+def server_kind(request: pytest.FixtureRequest) -> StoreKind:
+    """The stores whose server the tests may restart and cut off."""
+    kind: StoreKind = request.param
+    kind.start_service(request)
+    return kind
+
+
+@pytest.fixture(params=["sync", "async"])
+async def server_target(request: pytest.FixtureRequest, server_kind: StoreKind,
+                        tmp_path: Path) -> AsyncIterator[tuple[Target, Any]]:
+    """A Target on a server-backed store, with the server object (restart, drop_connections)."""
+    assert server_kind.service is not None
+    server = request.getfixturevalue(server_kind.service)
+    target = Target(server_kind, request.param, tmp_path, server_kind.make_url(tmp_path))
+    yield target, server
     await target.close_all()
 
 

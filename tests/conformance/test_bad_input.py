@@ -94,7 +94,9 @@ async def test_bad_admin_arguments(target: Target) -> None:
 
 @pytest.mark.parametrize(("url", "error", "message"), [
     ("nope", tenure.InvalidArgument, "has no scheme"),
-    ("redis://user:hunter2@cache:6379/0", tenure.InvalidArgument, "not supported"),
+    ("mongodb://user:hunter2@cache:27017/0", tenure.InvalidArgument, "not supported"),
+    ("redis://user:hunter2@/0", tenure.InvalidArgument, "names no server"),
+    ("unix://", tenure.InvalidArgument, "names no server"),
     ("sqlite://dbhost/locks.db", tenure.InvalidArgument, "stores are local"),
     ("sqlite:///tmp/x.db?bogus=1", tenure.InvalidArgument, "unknown URL option"),
     ("sqlite:///tmp/x.db?synchronous=off", tenure.InvalidArgument, "synchronous='off'"),

@@ -30,7 +30,7 @@ from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._names import validate_name
 from tenure._timing import check_range, to_seconds
 from tenure._types import LeaseInfo
-from tenure._urls import parse_store_url
+from tenure._urls import SERVER_SCHEMES, parse_store_url
 
 T = TypeVar("T")
 
@@ -229,6 +229,9 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
     `connection_string` (else env AZURE_STORAGE_CONNECTION_STRING), `blob_url_format` (else env
     TENURE_AZURE_BLOB_URL_FORMAT), `create_container` (default True) and `fencing` (default
     True; False skips the token increment and every token is 0).
+    `redis://HOST:PORT/DB` (also rediss:// and unix:///path.sock), `postgresql://USER@HOST/DB`
+    and `mysql://USER@HOST/DB` take the options their docs pages list, in the URL's query or as
+    keywords (e.g. `prefix=`, `schema=`, `table=`, `timeout=`).
 
     Example::
 
@@ -259,11 +262,29 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
         backend = open_store(account, container, **_only(
             options, "connection_string", "blob_url_format", "create_container", "fencing",
             kind="azblob://"))
+    elif parsed.scheme in SERVER_SCHEMES:
+        backend = _server_store(SERVER_SCHEMES[parsed.scheme], url, options)
     else:
         _only(options, kind="file://")
         _only(parsed.options)
         backend = AsyncFileStore(parsed.location)
     return AsyncStore(backend, holder=holder)
+
+
+def _server_store(module: str, url: str, options: dict[str, Any]) -> AsyncBackend:
+    """Redis, PostgreSQL and MySQL stores, imported here so each driver loads only when used;
+    each validates its own URL and keyword options."""
+    if module == "redis":
+        from tenure._async.stores.redis import AsyncRedisStore
+
+        return AsyncRedisStore(url, **options)
+    if module == "postgres":
+        from tenure._async.stores.postgres import AsyncPostgresStore
+
+        return AsyncPostgresStore(url, **options)
+    from tenure._async.stores.mysql import AsyncMySQLStore
+
+    return AsyncMySQLStore(url, **options)
 
 
 def _only(options: dict[str, T], *allowed: str, kind: str = "") -> dict[str, T]:

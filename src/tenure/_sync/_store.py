@@ -31,7 +31,7 @@ from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._names import validate_name
 from tenure._timing import check_range, to_seconds
 from tenure._types import LeaseInfo
-from tenure._urls import parse_store_url
+from tenure._urls import SERVER_SCHEMES, parse_store_url
 
 T = TypeVar("T")
 
@@ -230,6 +230,9 @@ def connect(url: str | Backend, *, holder: str | None = None,
     `connection_string` (else env AZURE_STORAGE_CONNECTION_STRING), `blob_url_format` (else env
     TENURE_AZURE_BLOB_URL_FORMAT), `create_container` (default True) and `fencing` (default
     True; False skips the token increment and every token is 0).
+    `redis://HOST:PORT/DB` (also rediss:// and unix:///path.sock), `postgresql://USER@HOST/DB`
+    and `mysql://USER@HOST/DB` take the options their docs pages list, in the URL's query or as
+    keywords (e.g. `prefix=`, `schema=`, `table=`, `timeout=`).
 
     Example::
 
@@ -260,11 +263,29 @@ def connect(url: str | Backend, *, holder: str | None = None,
         backend = open_store(account, container, **_only(
             options, "connection_string", "blob_url_format", "create_container", "fencing",
             kind="azblob://"))
+    elif parsed.scheme in SERVER_SCHEMES:
+        backend = _server_store(SERVER_SCHEMES[parsed.scheme], url, options)
     else:
         _only(options, kind="file://")
         _only(parsed.options)
         backend = FileStore(parsed.location)
     return Store(backend, holder=holder)
+
+
+def _server_store(module: str, url: str, options: dict[str, Any]) -> Backend:
+    """Redis, PostgreSQL and MySQL stores, imported here so each driver loads only when used;
+    each validates its own URL and keyword options."""
+    if module == "redis":
+        from tenure._sync.stores.redis import RedisStore
+
+        return RedisStore(url, **options)
+    if module == "postgres":
+        from tenure._sync.stores.postgres import PostgresStore
+
+        return PostgresStore(url, **options)
+    from tenure._sync.stores.mysql import MySQLStore
+
+    return MySQLStore(url, **options)
 
 
 def _only(options: dict[str, T], *allowed: str, kind: str = "") -> dict[str, T]:

@@ -5,9 +5,12 @@ Example::
     from tenure.aio.stores import AsyncFileStore
     store = tenure.aio.connect(AsyncFileStore("/var/lib/app/locks"))
 
-`AsyncAzureBlobStore` (azblob://) is imported on first use: it needs `pip install tenure[azure]`.
+The server-backed stores are imported on first use, each needing its extra:
+`AsyncAzureBlobStore` (tenure[azure]), `AsyncRedisStore` (tenure[redis]),
+`AsyncPostgresStore` (tenure[postgres]) and `AsyncMySQLStore` (tenure[mysql]).
 """
 
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from tenure._async.stores._protocol import AsyncBackend
@@ -17,15 +20,20 @@ from tenure._async.stores.sqlite import AsyncSQLiteStore
 
 if TYPE_CHECKING:
     from tenure._async.stores.azblob import AsyncAzureBlobStore
+    from tenure._async.stores.mysql import AsyncMySQLStore
+    from tenure._async.stores.postgres import AsyncPostgresStore
+    from tenure._async.stores.redis import AsyncRedisStore
+
+# A driver loads only for those who use its store.
+_LAZY = {"AsyncAzureBlobStore": "azblob", "AsyncMySQLStore": "mysql",
+         "AsyncPostgresStore": "postgres", "AsyncRedisStore": "redis"}
 
 
 def __getattr__(name: str) -> Any:
-    if name == "AsyncAzureBlobStore":  # the Azure SDK loads only for those who use it
-        from tenure._async.stores.azblob import AsyncAzureBlobStore
-
-        return AsyncAzureBlobStore
+    if name in _LAZY:
+        return getattr(import_module(f"tenure._async.stores.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["AsyncAzureBlobStore", "AsyncBackend", "AsyncFileStore", "AsyncMemoryStore",
-           "AsyncSQLiteStore"]
+           "AsyncMySQLStore", "AsyncPostgresStore", "AsyncRedisStore", "AsyncSQLiteStore"]
