@@ -31,6 +31,8 @@ RULES: list[tuple[str, str]] = [
     (r"\basync for\b", "for"),
     (r"\bazure\.storage\.blob\.aio\b", "azure.storage.blob"),
     (r"\bazure\.identity\.aio\b", "azure.identity"),
+    (r"\baiomysql\b", "pymysql"),
+    (r"\bredis\.asyncio\b", "redis"),
     (r"\bawait ", ""),
     (r"__aenter__", "__enter__"),
     (r"__aexit__", "__exit__"),

@@ -21,6 +21,7 @@ from servers import (
     ServiceMissing,
     service_missing,
 )
+from waiting import wait_until
 
 S = TypeVar("S", bound=LocalServer)
 
@@ -56,8 +57,11 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """redis-server without persistence; URL in TENURE_TEST_REDIS_URL."""
-    yield from _serve(RedisServer(tmp_path_factory.mktemp("redis")), "TENURE_TEST_REDIS_URL",
-                      lambda server: server.url)
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    for started in _serve(server, "TENURE_TEST_REDIS_URL", lambda server: server.url):
+        # A new server grants no unknown name for its first 2 s (the store's restart_grace).
+        wait_until(lambda: server.uptime() >= 2, timeout=10, what="redis restart grace")
+        yield started
 
 
 @pytest.fixture(scope="session")

@@ -225,6 +225,12 @@ class RedisServer(LocalServer):
                 "--appendonly", "no", "--dir", str(self.workdir), "--daemonize", "no",
                 "--maxclients", "1000"]
 
+    def uptime(self) -> float:
+        import redis
+
+        with redis.Redis(port=self.port) as client:
+            return float(client.info("server")["uptime_in_seconds"])
+
     def drop_connections(self) -> int:
         import redis
 
@@ -287,7 +293,7 @@ class PostgresServer(LocalServer):
     def command(self, port: int) -> list[str]:
         assert self._data is not None
         return [str(self.bindir / "postgres"), "-D", str(self._data), "-p", str(port),
-                "-h", "127.0.0.1", "-k", "", "-c", "fsync=off", "-c", "synchronous_commit=off",
+                "-h", "127.0.0.1", "-k", "", "-c", "fsync=off",
                 "-c", "full_page_writes=off", "-c", "max_connections=300",
                 "-c", "shared_buffers=32MB"]
 
@@ -366,9 +372,10 @@ class MariaDBServer(LocalServer):
         result = subprocess.run(
             [install, "--no-defaults", f"--datadir={data}", *user,
              "--auth-root-authentication-method=normal", "--skip-test-db",
-             "--skip-name-resolve"],
+             "--skip-name-resolve", f"--tmpdir={home}"],  # installs at once collide in /tmp
             capture_output=True, text=True, cwd=home)
         if result.returncode != 0:
+            shutil.rmtree(home, ignore_errors=True)
             raise ServiceMissing(f"mariadb-install-db failed: {result.stderr[-800:]}")
         self._data = data
 
@@ -378,7 +385,7 @@ class MariaDBServer(LocalServer):
         return [self.mariadbd, "--no-defaults", f"--datadir={self._data}", *user,
                 f"--port={port}", "--bind-address=127.0.0.1", f"--socket={self.socket_path}",
                 f"--pid-file={self._data.parent / 'mysqld.pid'}", "--skip-name-resolve",
-                "--skip-log-bin", "--innodb-buffer-pool-size=64M",
+                "--skip-log-bin", "--innodb-buffer-pool-size=64M", f"--tmpdir={self._data.parent}",
                 "--innodb-flush-log-at-trx-commit=2", "--max-connections=500",
                 f"--log-error={self.log}"]
 

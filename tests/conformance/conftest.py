@@ -86,7 +86,7 @@ STORE_KINDS = [
     StoreKind("azblob", "azblob", lambda tmp: f"azblob:///{azure_container(tmp)}", min_ttl=15.0,
               lists_expiry=False, service="azurite"),
     StoreKind("redis", "redis", lambda tmp: server_url("TENURE_TEST_REDIS_URL", tmp, "prefix", ":"),
-              service="redis_server", restart_keeps_data=False),
+              service="redis_server", restart_keeps_data=True),
     StoreKind("postgres", "postgres",
               lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema"),
               service="postgres_server", restart_keeps_data=True),

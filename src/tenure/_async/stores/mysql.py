@@ -1,0 +1,477 @@
+"""`mysql://user:password@host:3306/database` (or `mariadb://`): leases in a MySQL or MariaDB table.
+
+One InnoDB row per (name, slot) in `tenure_leases` (option `table`), created on first use and
+never deleted. Expiry is the SERVER's clock in microseconds since the epoch (UTC_TIMESTAMP(6),
+which no session time zone affects), never this host's. The row of slot 0 also keeps the name's
+fencing counter, so a lock is taken with ONE autocommit `INSERT ... ON DUPLICATE KEY UPDATE`
+whose answer (affected rows and LAST_INSERT_ID, both in the OK packet) says whether it won and
+with which token. A semaphore is one round trip too: a short transaction sent as one
+multi-statement, serialized per name by the lock on that slot-0 row. Renewal of every lease a
+process holds is one UPDATE; release and break are one UPDATE each. No release notifications:
+waiters poll with backoff.
+
+Example::
+
+    store = tenure.connect("mysql://app:secret@db.internal/locks")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import re
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import anyio
+
+from tenure._async import _shim
+from tenure._async.stores._protocol import AsyncBackend
+from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._names import name_digest
+from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+from tenure._urls import redact
+
+try:
+    import aiomysql  # type: ignore[import-untyped]
+    from pymysql.constants import CLIENT, CR, ER  # type: ignore[import-untyped]
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise MissingExtra("the mysql:// store needs a MySQL driver: install tenure[mysql]") from exc
+
+SCHEMES = ("mysql", "mariadb")
+OPTIONS = ("table", "timeout", "pool_size", "unix_socket")
+DEFAULT_TABLE = "tenure_leases"
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_POOL_SIZE = 10
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+# The asyncio driver's calls are coroutines over streams with no read or write timeout, while
+# the sync driver, PyMySQL, blocks on sockets that take read_timeout/write_timeout. This one
+# flag tells the two apart where they differ (see _driver_options and _deadline).
+_COROUTINES = inspect.iscoroutinefunction(aiomysql.Connection.query)
+
+# Server time: UTC_TIMESTAMP(6) is fixed for the duration of a statement and independent of the
+# session's time zone (NOW(6) and UNIX_TIMESTAMP() are not, around DST changes). Expiry is a
+# DATETIME(6) in UTC (cheap to compare); counters are seeded from the same clock in µs.
+_NOW = "UTC_TIMESTAMP(6)"
+_NOW_US = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))"
+_FREED = "'1970-01-01'"  # expires_at of a released or broken lease
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS `{table}` (
+    name_key   BINARY(16)      NOT NULL,  -- blake2b-128 of the UTF-8 name (too long to index)
+    slot       INT             NOT NULL,
+    name       VARBINARY(4096) NOT NULL,  -- UTF-8; binary: no collation folds case or pads
+    holder     VARBINARY(1024) NOT NULL,
+    lease_id   BIGINT          NOT NULL,  -- random per grant; 0 once released or broken
+    token      BIGINT          NOT NULL,  -- the token of the lease on this row
+    counter    BIGINT          NOT NULL,  -- slot 0 only: the last token granted for the name
+    expires_at DATETIME(6)     NOT NULL,  -- UTC, by the server's clock
+    PRIMARY KEY (name_key, slot)
+) ENGINE=InnoDB
+"""
+
+# A lock (limit 1): take slot 0 when it is free (or already ours: a retry of this same grant
+# after a lost answer). The name's counter moves to max(counter + 1, server clock in µs), so
+# tokens also stay ahead of grants that a crash of the server lost before they reached disk.
+# LAST_INSERT_ID(x) puts the token into the OK packet; affected rows are 1 (inserted), 2 (taken
+# over) or 0 (held by someone else). The result is the same whether the server evaluates the
+# assignments left to right (MySQL, MariaDB) or all at once (MariaDB's SIMULTANEOUS_ASSIGNMENT
+# mode): `token` reads `counter` before it changes, and `expires_at` changes last, its test
+# still true after `lease_id` became ours. Parameters: key, name, holder, lease_id, ttl_us.
+_FREE = f"(expires_at <= {_NOW} OR lease_id = %(lease_id)s)"
+_EXPIRES = f"{_NOW} + INTERVAL %(ttl_us)s MICROSECOND"
+_ACQUIRE_LOCK = f"""
+INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter, expires_at)
+VALUES (UNHEX(%(key)s), 0, %(name)s, %(holder)s, %(lease_id)s, {_NOW_US},
+        LAST_INSERT_ID({_NOW_US}), {_EXPIRES})
+ON DUPLICATE KEY UPDATE
+    holder = IF({_FREE}, %(holder)s, holder),
+    token = IF({_FREE}, GREATEST(counter + 1, {_NOW_US}), token),
+    counter = IF({_FREE}, LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US})), counter),
+    lease_id = IF({_FREE}, %(lease_id)s, lease_id),
+    expires_at = IF({_FREE}, {_EXPIRES}, expires_at)
+"""
+
+# A semaphore (limit > 1): one transaction in one round trip. The upsert of slot 0 creates the
+# name's row when missing (counter seeded from the server clock) and locks it until COMMIT, so
+# grants of one name run one after another and the free slot picked below stays free. The
+# lowest free slot is 0 or next to an existing row; a slot this grant already holds (a retry
+# after a lost answer) is taken again. Parameters: key, name, holder, lease_id, ttl_us, limit.
+_ACQUIRE_SLOT = f"""
+START TRANSACTION;
+INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter, expires_at)
+VALUES (UNHEX(%(key)s), 0, %(name)s, '', 0, 0, {_NOW_US}, {_FREED})
+ON DUPLICATE KEY UPDATE counter = counter;
+SET @tenure_now = {_NOW};
+SET @tenure_slot = COALESCE(
+    (SELECT slot FROM `{{table}}`
+     WHERE name_key = UNHEX(%(key)s) AND lease_id = %(lease_id)s AND slot < %(limit)s LIMIT 1),
+    (SELECT MIN(candidate.slot) FROM (
+         SELECT 0 AS slot
+         UNION SELECT slot FROM `{{table}}` WHERE name_key = UNHEX(%(key)s)
+         UNION SELECT slot + 1 FROM `{{table}}` WHERE name_key = UNHEX(%(key)s)
+     ) AS candidate
+     WHERE candidate.slot < %(limit)s AND NOT EXISTS (
+         SELECT 1 FROM `{{table}}` AS live
+         WHERE live.name_key = UNHEX(%(key)s) AND live.slot = candidate.slot
+           AND live.expires_at > @tenure_now)));
+UPDATE `{{table}}` SET counter = LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US}))
+WHERE name_key = UNHEX(%(key)s) AND slot = 0 AND @tenure_slot IS NOT NULL;
+SET @tenure_token = IF(@tenure_slot IS NULL, NULL, LAST_INSERT_ID());
+INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter, expires_at)
+SELECT UNHEX(%(key)s), @tenure_slot, %(name)s, %(holder)s, %(lease_id)s, @tenure_token, 0,
+       @tenure_now + INTERVAL %(ttl_us)s MICROSECOND
+FROM DUAL WHERE @tenure_slot IS NOT NULL
+ON DUPLICATE KEY UPDATE holder = %(holder)s, lease_id = %(lease_id)s, token = @tenure_token,
+    expires_at = @tenure_now + INTERVAL %(ttl_us)s MICROSECOND;
+COMMIT;
+SELECT @tenure_slot, @tenure_token
+"""
+
+# Parameters: ttl_us, then (key, slot, lease_id) per grant.
+_RENEW = (f"UPDATE `{{table}}` SET expires_at = {_NOW} + INTERVAL %s MICROSECOND "
+          f"WHERE expires_at > {_NOW} AND (name_key, slot, lease_id) IN ({{rows}})")
+# Parameters: (key, slot) per grant.
+_WHY_LOST = (f"SELECT name, slot, lease_id, expires_at > {_NOW} FROM `{{table}}` "
+             "WHERE (name_key, slot) IN ({rows})")
+# Parameters: key, slot, lease_id.
+_RELEASE = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
+            f"WHERE name_key = UNHEX(%s) AND slot = %s AND lease_id = %s AND expires_at > {_NOW}")
+# Parameters: key.
+_BREAK = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
+          f"WHERE name_key = UNHEX(%s) AND expires_at > {_NOW}")
+# Parameters: prefix length in bytes, prefix.
+_LIST = (f"SELECT name, slot, holder, token, TIMESTAMPDIFF(MICROSECOND, {_NOW}, expires_at) "
+         f"FROM `{{table}}` WHERE expires_at > {_NOW} AND LEFT(name, %s) = UNHEX(%s) "
+         "ORDER BY name, slot")
+
+_CONNECTION_LOST = {CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST, 1927, 4031}  # 1927: MariaDB
+# killed; 4031: MySQL 8 disconnected an idle client
+_DRIVER_ERRORS = (aiomysql.Error, OSError, EOFError, TimeoutError)
+
+
+def _error_code(exc: BaseException) -> int | None:
+    code = exc.args[0] if isinstance(exc, aiomysql.Error) and exc.args else None
+    return code if isinstance(code, int) else None
+
+
+def _number_of(grant: Grant) -> int:
+    """The lease id of a grant of this store as the integer stored in the table (-1, which no
+    row holds, for an id this store did not make)."""
+    return int(grant.lease_id) if grant.lease_id.isdecimal() else -1
+
+
+def _driver_options(database: str, timeout: float) -> dict[str, Any]:
+    """The connect() keywords in which the asyncio driver and PyMySQL differ: the database
+    keyword (`db` vs `database`), and socket timeouts, which only PyMySQL has (async calls are
+    bounded by a cancel scope instead, see `_deadline`)."""
+    if _COROUTINES:
+        return {"db": database}
+    return {"database": database, "read_timeout": timeout, "write_timeout": timeout}
+
+
+def _deadline(seconds: float) -> contextlib.AbstractContextManager[Any]:
+    """A bound on one async call (the asyncio driver has no socket timeouts); nothing for PyMySQL,
+    whose sockets time out by themselves."""
+    return anyio.fail_after(seconds) if _COROUTINES else contextlib.nullcontext()
+
+
+def _number(options: dict[str, Any], option: str, default: float, low: float, high: float,
+            kind: type = float) -> Any:
+    value = options.get(option, default)
+    try:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise TypeError
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise InvalidArgument(
+            f"{option}={value} is not a valid {'integer' if kind is int else 'number'}; "
+            f"use {low:g} to {high:g} (default {default:g})"
+        ) from None
+    if not low <= number <= high:
+        raise InvalidArgument(
+            f"{option}={value} is out of range: it must be {low:g} to {high:g} "
+            f"(default {default:g})"
+        )
+    return number
+
+
+class AsyncMySQLStore(AsyncBackend):
+    """Leases in a table of a MySQL 8 or MariaDB 10.5+ database. Needs tenure[mysql].
+
+    URL: `mysql://[user[:password]@]host[:port]/database` or `mariadb://...`; the database must
+    exist. Options, in the URL's query or as keywords (keywords win): `table` (default
+    "tenure_leases"), `timeout` (seconds for connecting and for every call, default 5),
+    `pool_size` (idle connections kept, default 10), `unix_socket` (a socket path, used
+    instead of host and port).
+
+    Example::
+
+        backend = AsyncMySQLStore("mysql://app:secret@db/locks?table=app_leases", timeout=2)
+        store = tenure.aio.connect(backend)
+    """
+
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, batched_renewal=True)
+
+    def __init__(self, url: str, **options: Any) -> None:
+        if not isinstance(url, str):
+            raise InvalidArgumentType(f"url must be a str, got {type(url).__name__}")
+        self.url = redact(url)
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in SCHEMES:
+            raise InvalidArgument(f"url {self.url!r} is not a mysql:// or mariadb:// URL")
+        given = {**dict(parse_qsl(parts.query, keep_blank_values=True)), **options}
+        unknown = sorted(set(given) - set(OPTIONS))
+        if unknown:
+            raise InvalidArgument(f"unknown option(s) {', '.join(unknown)} for {self.url}; "
+                                  f"accepted: {', '.join(OPTIONS)}")
+        self.table = str(given.get("table", DEFAULT_TABLE))
+        if not _IDENTIFIER.fullmatch(self.table):
+            raise InvalidArgument(
+                f"table={self.table!r} is not a valid table name; use 1 to 64 ASCII letters, "
+                "digits and underscores, not starting with a digit (default 'tenure_leases')"
+            )
+        self.timeout: float = _number(given, "timeout", DEFAULT_TIMEOUT, 0.1, 600.0)
+        self.pool_size: int = _number(given, "pool_size", DEFAULT_POOL_SIZE, 0, 1000, int)
+        unix_socket = given.get("unix_socket") or None
+        if unix_socket is not None and not isinstance(unix_socket, str):
+            raise InvalidArgumentType(
+                f"unix_socket must be a str path, got {type(unix_socket).__name__}")
+        try:
+            port = parts.port or 3306
+        except ValueError:
+            raise InvalidArgument(f"url {self.url!r} has an invalid port") from None
+        self.database = unquote(parts.path.lstrip("/"))
+        if not self.database or "/" in self.database:
+            raise InvalidArgument(
+                f"url {self.url!r} must name a database, as in mysql://user@host/database")
+        self._password = unquote(parts.password or "")
+        self._connect_options: dict[str, Any] = {
+            "host": parts.hostname or "localhost", "port": port,
+            "user": unquote(parts.username or "") or None, "password": self._password,
+            "unix_socket": unix_socket, "charset": "utf8mb4", "autocommit": True,
+            # Several statements per round trip (semaphores). FOUND_ROWS stays off: affected
+            # rows must count changed rows, which is how an upsert tells a win from a miss.
+            "client_flag": CLIENT.MULTI_STATEMENTS,
+            "connect_timeout": self.timeout,
+            **_driver_options(self.database, self.timeout),
+        }
+        self._sql = {
+            "lock": _ACQUIRE_LOCK.format(table=self.table),
+            "slot": _ACQUIRE_SLOT.format(table=self.table),
+            "release": _RELEASE.format(table=self.table),
+            "break": _BREAK.format(table=self.table),
+            "list": _LIST.format(table=self.table),
+        }
+        self._idle: list[Any] = []
+        # The table is created when a statement finds it missing (then the call is retried),
+        # so a store costs no round trip for it, and needs no CREATE privilege once it exists.
+        self._table_missing = False
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url} table={self.table}>"
+
+    # -- connections -------------------------------------------------------------------------
+
+    async def _open(self) -> Any:
+        if self._closed:
+            raise StoreUnavailable(f"{self.url}: the store is closed; connect again")
+        connection = await aiomysql.connect(**self._connect_options)
+        if self._table_missing:
+            try:
+                async with connection.cursor() as cursor:
+                    await cursor.execute(_SCHEMA.format(table=self.table))
+            except BaseException:
+                self._discard(connection)
+                raise
+            self._table_missing = False
+        return connection
+
+    def _discard(self, connection: Any) -> None:
+        with contextlib.suppress(Exception):
+            connection.close()
+
+    def _discard_idle(self) -> None:
+        idle, self._idle = self._idle, []  # a swap: other threads may be taking from it
+        for connection in idle:
+            self._discard(connection)
+
+    def _give_back(self, connection: Any) -> None:
+        if self._closed or len(self._idle) >= self.pool_size:
+            self._discard(connection)
+        else:
+            self._idle.append(connection)
+
+    async def _call(self, operation: str, label: str, work: Any, *args: Any) -> Any:
+        """`work(connection, *args)` on an idle connection (or a new one), then give it back.
+
+        A connection that saw any error is closed. When a pooled connection turns out dead (the
+        server restarted, or killed it), the other idle ones are too, and the call runs once
+        more on a new connection: every operation here is safe to repeat, acquire included
+        (a retry with the same lease id takes back what the lost attempt took).
+        """
+        for attempt in (1, 2):
+            try:
+                connection, reused = self._idle.pop(), True
+            except IndexError:  # none idle (also when another thread took the last one)
+                connection, reused = None, False
+            try:
+                with _deadline(self.timeout):
+                    if connection is None:
+                        connection = await self._open()
+                    result = await work(connection, *args)
+            except BaseException as exc:
+                if connection is not None:
+                    self._discard(connection)
+                if not isinstance(exc, _DRIVER_ERRORS):
+                    raise  # cancelled, or a bug: the connection's state is unknown, closed
+                code = _error_code(exc)
+                if code == ER.NO_SUCH_TABLE:
+                    self._table_missing = True  # first use, or dropped meanwhile
+                lost = code in _CONNECTION_LOST or isinstance(
+                    exc, (OSError, EOFError, aiomysql.InterfaceError))
+                if lost:
+                    self._discard_idle()
+                timed_out = isinstance(exc, TimeoutError) or isinstance(
+                    exc.__context__, TimeoutError)
+                retry = (reused and lost and not timed_out) or code in (
+                    ER.NO_SUCH_TABLE, ER.LOCK_DEADLOCK)
+                if attempt == 1 and retry:
+                    continue
+                raise self._failure(operation, label, exc) from None
+            self._give_back(connection)
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _failure(self, operation: str, label: str, exc: BaseException) -> StoreUnavailable:
+        """One clear error for a driver failure: what was tried, what happened, what to check."""
+        code = _error_code(exc)
+        where = (self._connect_options["unix_socket"] or
+                 f"{self._connect_options['host']}:{self._connect_options['port']}")
+        if code == ER.BAD_DB_ERROR:
+            hint = (f"database {self.database!r} does not exist on the server; create it "
+                    f"(CREATE DATABASE `{self.database}`) or fix the URL's path")
+        elif code in (ER.ACCESS_DENIED_ERROR, ER.DBACCESS_DENIED_ERROR):
+            hint = "the server refused these credentials; check the user name and password"
+        elif code in (ER.TABLEACCESS_DENIED_ERROR, ER.SPECIFIC_ACCESS_DENIED_ERROR):
+            hint = (f"grant this user SELECT, INSERT, UPDATE and CREATE on table "
+                    f"`{self.database}`.`{self.table}`")
+        elif code in (ER.BAD_FIELD_ERROR, ER.WRONG_VALUE_COUNT_ON_ROW, ER.TRUNCATED_WRONG_VALUE,
+                      1265, 1366):  # data truncated, incorrect value
+            hint = (f"table `{self.table}` exists but is not laid out as tenure's lease table; "
+                    "choose another `table=` or drop it")
+        elif isinstance(exc, TimeoutError) or isinstance(exc.__context__, TimeoutError):
+            hint = (f"no answer within timeout={self.timeout:g} s; check that the server at "
+                    f"{where} is up and not overloaded")
+        elif code == CR.CR_CONN_HOST_ERROR or isinstance(exc, OSError):
+            hint = f"check that the server at {where} is running and reachable"
+        else:
+            hint = f"check the server at {where} and its error log"
+        detail = f"{type(exc).__name__}: {exc}"
+        if self._password:
+            detail = detail.replace(self._password, "***")
+        return StoreUnavailable(f"{self.url}: {operation} of {label!r} failed ({detail}); {hint}")
+
+    # -- operations --------------------------------------------------------------------------
+
+    async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        # Random 62 bits, never 0 (a freed row's): an integer compares faster than text, and a
+        # stale holder's id matches a later grant of the same row with odds of 2**-62.
+        lease_id = secrets.randbits(62) + 1
+        parameters = {"key": name_digest(name), "name": name, "holder": holder,
+                      "lease_id": lease_id, "ttl_us": round(ttl * 1_000_000), "limit": limit}
+        found: tuple[int, int] | None = await self._call(
+            "acquire", name, self._acquire_in, parameters)
+        if found is None:
+            return None
+        slot, token = found
+        return Grant(name, slot, holder, str(lease_id), token, name)
+
+    async def _acquire_in(self, connection: Any,
+                          parameters: dict[str, Any]) -> tuple[int, int] | None:
+        async with connection.cursor() as cursor:
+            if parameters["limit"] == 1:
+                won = await cursor.execute(self._sql["lock"], parameters)
+                return (0, int(cursor.lastrowid)) if won else None
+            await cursor.execute(self._sql["slot"], parameters)
+            rows = await cursor.fetchall()
+            while await cursor.nextset():
+                rows = await cursor.fetchall()
+        slot, token = rows[0]
+        return None if slot is None else (int(slot), int(token))
+
+    async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
+        results: list[Grant | LostReason] = await self._call(
+            "renewal", label, self._renew_in, grants, round(ttl * 1_000_000))
+        return results
+
+    async def _renew_in(self, connection: Any, grants: Sequence[Grant],
+                        ttl_us: int) -> list[Grant | LostReason]:
+        async with connection.cursor() as cursor:
+            arguments: list[Any] = [ttl_us]
+            for grant in grants:
+                arguments += (name_digest(grant.name), grant.slot, _number_of(grant))
+            rows = ", ".join(["(UNHEX(%s), %s, %s)"] * len(grants))
+            renewed = await cursor.execute(_RENEW.format(table=self.table, rows=rows), arguments)
+            if renewed == len(grants):
+                return list(grants)
+            # Some were not renewed (or renewed to the same µs, which counts as no change):
+            # one more query tells which, and why.
+            arguments = []
+            for grant in grants:
+                arguments += (name_digest(grant.name), grant.slot)
+            rows = ", ".join(["(UNHEX(%s), %s)"] * len(grants))
+            await cursor.execute(_WHY_LOST.format(table=self.table, rows=rows), arguments)
+            found = {(bytes(name).decode(), slot): (lease_id, live)
+                     for name, slot, lease_id, live in await cursor.fetchall()}
+        results: list[Grant | LostReason] = []
+        for grant in grants:
+            lease_id, live = found.get((grant.name, grant.slot), (0, 0))
+            if lease_id == _number_of(grant):
+                results.append(grant if live else LostReason.EXPIRED)
+            else:
+                results.append(LostReason.BROKEN if lease_id == 0 else LostReason.TAKEN)
+        return results
+
+    async def release(self, grant: Grant) -> bool:
+        released: int = await self._call("release", grant.name, self._execute, "release",
+                                         (name_digest(grant.name), grant.slot, _number_of(grant)))
+        return released == 1
+
+    async def break_lease(self, name: str) -> int:
+        broken: int = await self._call("break", name, self._execute, "break",
+                                       (name_digest(name),))
+        return broken
+
+    async def _execute(self, connection: Any, statement: str, arguments: tuple[Any, ...]) -> int:
+        async with connection.cursor() as cursor:
+            changed: int = await cursor.execute(self._sql[statement], arguments)
+        return changed
+
+    async def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        rows: list[tuple[Any, ...]] = await self._call("listing", prefix, self._list_in, prefix)
+        now = datetime.now(timezone.utc)
+        return [
+            LeaseInfo(bytes(name).decode(), bytes(holder).decode(), int(token),
+                      now + timedelta(microseconds=int(remaining)), int(slot))
+            for name, slot, holder, token, remaining in rows
+        ]
+
+    async def _list_in(self, connection: Any, prefix: str) -> list[tuple[Any, ...]]:
+        encoded = prefix.encode()
+        async with connection.cursor() as cursor:
+            await cursor.execute(self._sql["list"], (len(encoded), encoded.hex()))
+            return list(await cursor.fetchall())
+
+    async def wait_released(self, name: str, timeout: float) -> None:
+        await _shim.sleep(timeout)  # no notifications here; the core polls with backoff
+
+    async def close(self) -> None:
+        self._closed = True
+        self._discard_idle()

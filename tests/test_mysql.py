@@ -1,0 +1,343 @@
+"""MySQL/MariaDB-specific behaviour of the mysql:// store: round trips per operation counted by
+the driver and by the server, batched renewal of 1,000 leases, the reasons given for lost ones,
+a killed connection replaced without an error, a hung server bounded by `timeout`, a table
+dropped under a running store, and the store's errors and options. The conformance suite
+(tests/conformance, StoreKind "mysql") runs everything else on the same MariaDB.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiomysql
+import pymysql
+import pytest
+from servers import MariaDBServer
+from waiting import wait_until
+
+import tenure
+import tenure.aio
+from tenure._types import Grant, LostReason
+from tenure.aio.stores import AsyncMySQLStore
+from tenure.stores import MySQLStore
+
+pytestmark = pytest.mark.anyio
+
+
+async def call(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+@pytest.fixture
+def table() -> str:
+    return "t" + uuid.uuid4().hex[:20]
+
+
+def stopped(pid: int) -> bool:
+    """Whether every thread of process `pid` is stopped (state T in /proc)."""
+    states = [(task / "stat").read_text().rpartition(")")[2].split()[0]
+              for task in Path(f"/proc/{pid}/task").iterdir()]
+    return all(state == "T" for state in states)
+
+
+class Admin:
+    """The test's own way into the server: a new PyMySQL connection per statement (so a test
+    may kill every connection), marked so that round-trip counts leave it out."""
+
+    def __init__(self, server: MariaDBServer) -> None:
+        self.server = server
+
+    def sql(self, statement: str) -> list[tuple[Any, ...]]:
+        connection = pymysql.connect(unix_socket=str(self.server.socket_path), user="root",
+                                     database="tenure", autocommit=True, read_timeout=5)
+        connection.admin = True
+        with connection, connection.cursor() as cursor:
+            cursor.execute(statement)
+            return list(cursor.fetchall())
+
+    def answers(self) -> bool:
+        try:
+            self.sql("SELECT 1")
+        except pymysql.Error:
+            return False
+        return True
+
+    def counts(self) -> dict[str, int]:
+        rows = self.sql("SHOW GLOBAL STATUS WHERE Variable_name IN "
+                        "('Questions', 'Com_insert', 'Com_update', 'Com_select')")
+        return {name: int(value) for name, value in rows}
+
+
+@pytest.fixture
+def admin(mariadb_server: MariaDBServer, table: str) -> Iterator[Admin]:
+    """Drops the test's table after the test."""
+    admin = Admin(mariadb_server)
+    yield admin
+    wait_until(admin.answers, 10.0, "the server to answer")
+    admin.sql(f"DROP TABLE IF EXISTS `{table}`")
+
+
+class Counted:
+    """Statements the server ran (its global counters, less the SHOW that reads them) and
+    round trips the driver made (calls of its Connection.query, one COM_QUERY each) while the
+    block ran. Only this test's store talks to this test process's server meanwhile."""
+
+    def __init__(self, admin: Admin, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.admin, self.monkeypatch = admin, monkeypatch
+        self.round_trips = 0
+        for driver in (pymysql.connections.Connection, aiomysql.Connection):
+            original = driver.query
+
+            def counting(connection: Any, *args: Any, _original: Any = original,
+                         **kwargs: Any) -> Any:
+                self.round_trips += not getattr(connection, "admin", False)
+                return _original(connection, *args, **kwargs)
+
+            monkeypatch.setattr(driver, "query", counting)
+
+        first = admin.counts()
+        self.baseline = admin.counts()["Questions"] - first["Questions"]  # the SHOW's own cost
+
+    def __enter__(self) -> Counted:
+        self.round_trips = 0
+        self.before = self.admin.counts()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        after = self.admin.counts()
+        self.statements = after["Questions"] - self.before["Questions"] - self.baseline
+        self.updates = after["Com_update"] - self.before["Com_update"]
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def backend(api: str, url: str, **options: Any) -> Any:
+    return MySQLStore(url, **options) if api == "sync" else AsyncMySQLStore(url, **options)
+
+
+# -- round trips ---------------------------------------------------------------------------------
+
+
+async def test_one_round_trip_per_operation(api: str, mariadb_server: MariaDBServer, table: str,
+                                            admin: Admin, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    counted = Counted(admin, monkeypatch)
+    try:
+        await call(store.try_acquire("warm-up", "me", 30.0, 1))  # creates the table
+        with counted:
+            lock = await call(store.try_acquire("jobs", "me", 30.0, 1))
+        assert lock is not None
+        assert (counted.round_trips, counted.statements) == (1, 1)
+        with counted:
+            assert await call(store.try_acquire("jobs", "you", 30.0, 1)) is None
+        assert (counted.round_trips, counted.statements) == (1, 1)
+        with counted:
+            slot = await call(store.try_acquire("imports", "me", 30.0, 3))
+        assert slot is not None and counted.round_trips == 1  # one multi-statement transaction
+        with counted:
+            assert await call(store.renew([lock, slot], 30.0)) == [lock, slot]
+        assert (counted.round_trips, counted.statements, counted.updates) == (1, 1, 1)
+        with counted:
+            assert await call(store.release(lock)) is True
+        assert (counted.round_trips, counted.statements) == (1, 1)
+        with counted:
+            assert await call(store.break_lease("imports")) == 1
+        assert (counted.round_trips, counted.statements) == (1, 1)
+    finally:
+        await call(store.close())
+
+
+async def test_renewal_of_1000_leases_is_one_statement(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    counted = Counted(admin, monkeypatch)
+    try:
+        grants = [await call(store.try_acquire(f"job/{i}", "me", 30.0, 1 + i % 3))
+                  for i in range(1000)]
+        assert all(grant is not None for grant in grants)
+        with counted:
+            renewed = await call(store.renew(grants, 30.0))
+        assert renewed == grants
+        assert (counted.round_trips, counted.statements, counted.updates) == (1, 1, 1)
+    finally:
+        await call(store.close())
+
+
+async def test_lost_leases_get_their_reason_in_one_more_query(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    counted = Counted(admin, monkeypatch)
+    try:
+        kept = await call(store.try_acquire("kept", "me", 30.0, 1))
+        broken = await call(store.try_acquire("broken", "me", 30.0, 2))
+        taken = await call(store.try_acquire("taken", "me", 0.1, 1))
+        expired = await call(store.try_acquire("expired", "me", 0.1, 1))
+        released = await call(store.try_acquire("released", "me", 30.0, 1))
+        assert await call(store.break_lease("broken")) == 1
+        assert await call(store.release(released)) is True
+        wait_until(lambda: not admin.sql(f"SELECT 1 FROM `{table}` WHERE expires_at > "
+                                         "UTC_TIMESTAMP(6) AND name IN ('taken', 'expired')"),
+                   5.0, "the 0.1 s leases to expire on the server")
+        thief = await call(store.try_acquire("taken", "thief", 30.0, 1))
+        assert thief is not None and thief.token > taken.token
+        gone = Grant("never-held", 0, "me", "nope", 1, "never-held")
+        with counted:
+            results = await call(store.renew([kept, broken, taken, expired, released, gone], 30.0))
+        assert results == [kept, LostReason.BROKEN, LostReason.TAKEN, LostReason.EXPIRED,
+                           LostReason.BROKEN, LostReason.BROKEN]
+        assert (counted.round_trips, counted.statements) == (2, 2)
+    finally:
+        await call(store.close())
+
+
+# -- tokens --------------------------------------------------------------------------------------
+
+
+async def test_locks_and_semaphores_of_one_name_share_one_counter(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    try:
+        lock = await call(store.try_acquire("mixed", "me", 30.0, 1))
+        assert await call(store.release(lock)) is True
+        first, second = [await call(store.try_acquire("mixed", "me", 30.0, 3)) for _ in "ab"]
+        assert (first.slot, second.slot) == (0, 1)
+        assert await call(store.try_acquire("mixed", "me", 30.0, 1)) is None  # slot 0 is held
+        assert await call(store.try_acquire("mixed", "me", 30.0, 2)) is None
+        third = await call(store.try_acquire("mixed", "me", 30.0, 3))
+        tokens = [lock.token, first.token, second.token, third.token]
+        assert third.slot == 2 and tokens == sorted(set(tokens))
+        assert lock.token > 1_600_000_000_000_000  # seeded from the server clock in µs
+        # Refused attempts do not move the counter; it is the last token granted.
+        [(counter,)] = admin.sql(f"SELECT counter FROM `{table}` WHERE slot = 0")
+        assert counter == third.token
+    finally:
+        await call(store.close())
+
+
+async def test_table_dropped_under_a_running_store(api: str, mariadb_server: MariaDBServer,
+                                                   table: str, admin: Admin) -> None:
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    try:
+        first = await call(store.try_acquire("jobs", "me", 30.0, 1))
+        admin.sql(f"DROP TABLE `{table}`")
+        # The pooled connection finds the table missing: created again, and the call retried.
+        again = await call(store.try_acquire("jobs", "me", 30.0, 1))
+        assert again is not None and again.token > first.token
+        admin.sql(f"DROP TABLE `{table}`")
+        slot = await call(store.try_acquire("imports", "me", 30.0, 2))
+        assert slot is not None and slot.token > first.token
+    finally:
+        await call(store.close())
+
+
+# -- faults --------------------------------------------------------------------------------------
+
+
+async def test_killed_connection_is_replaced_without_an_error(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    try:
+        grant = await call(store.try_acquire("jobs", "me", 30.0, 1))
+        for operation in ("renew", "acquire", "release", "semaphore"):
+            assert mariadb_server.drop_connections() >= 1  # the store's idle connection
+            if operation == "renew":
+                assert await call(store.renew([grant], 30.0)) == [grant]
+            elif operation == "acquire":
+                assert await call(store.try_acquire("other", "me", 30.0, 1)) is not None
+            elif operation == "release":
+                assert await call(store.release(grant)) is True
+            else:
+                assert await call(store.try_acquire("imports", "me", 30.0, 2)) is not None
+    finally:
+        await call(store.close())
+
+
+async def test_hung_server_fails_within_timeout(api: str, mariadb_server: MariaDBServer,
+                                                table: str, admin: Admin) -> None:
+    store = backend(api, f"{mariadb_server.url}?table={table}", timeout=0.5)
+    try:
+        grant = await call(store.try_acquire("jobs", "me", 30.0, 1))
+        assert mariadb_server.process is not None
+        pid = mariadb_server.process.pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            # The stop takes effect asynchronously: wait until every thread has stopped.
+            wait_until(lambda: stopped(pid), 10.0, "the server to stop")
+            for _ in ("pooled connection", "new connection"):
+                started = time.monotonic()
+                with pytest.raises(tenure.StoreUnavailable, match=r"timeout=0\.5"):
+                    await call(store.renew([grant], 30.0))
+                assert time.monotonic() - started < 3.0
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait_until(admin.answers, 10.0, "the server to resume")
+        assert await call(store.renew([grant], 30.0)) == [grant]
+    finally:
+        await call(store.close())
+
+
+# -- errors and options --------------------------------------------------------------------------
+
+
+async def test_missing_database_is_named(api: str, mariadb_server: MariaDBServer) -> None:
+    url = mariadb_server.url.replace("/tenure", "/no_such_db")
+    store = backend(api, url)
+    with pytest.raises(tenure.StoreUnavailable) as raised:
+        await call(store.try_acquire("jobs", "me", 30.0, 1))
+    message = str(raised.value)
+    assert "'no_such_db' does not exist" in message and "CREATE DATABASE" in message
+    assert "acquire of 'jobs'" in message
+    await call(store.close())
+
+
+async def test_password_never_shown(api: str, mariadb_server: MariaDBServer) -> None:
+    url = mariadb_server.url.replace("root@", "root:hunter2@")
+    store = backend(api, url)
+    assert "hunter2" not in repr(store) and "hunter2" not in store.url
+    with pytest.raises(tenure.StoreUnavailable) as raised:
+        await call(store.try_acquire("jobs", "me", 30.0, 1))
+    assert "hunter2" not in str(raised.value)
+    assert "check the user name and password" in str(raised.value)
+    await call(store.close())
+    module = tenure if api == "sync" else tenure.aio
+    with pytest.raises(tenure.InvalidArgument) as invalid:
+        module.connect(url + "?table=no-dashes")
+    assert "hunter2" not in str(invalid.value)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"table": "bad-name"}, "table='bad-name' is not a valid table name"),
+    ({"table": "x" * 65}, "is not a valid table name"),
+    ({"timeout": "soon"}, "timeout=soon is not a valid number"),
+    ({"timeout": 0}, "timeout=0 is out of range"),
+    ({"pool_size": "1.5"}, "pool_size=1.5 is not a valid integer"),
+    ({"pool_size": -1}, "pool_size=-1 is out of range"),
+    ({"ssl_mode": "on"}, "unknown option.*ssl_mode.*accepted: table, timeout"),
+])
+def test_bad_options(options: dict[str, Any], message: str) -> None:
+    for store in (MySQLStore, AsyncMySQLStore):
+        with pytest.raises(tenure.InvalidArgument, match=message):
+            store("mysql://u:pw@db/locks", **options)
+        query = "&".join(f"{key}={value}" for key, value in options.items())
+        with pytest.raises(tenure.InvalidArgument, match=message):
+            store(f"mysql://u:pw@db/locks?{query}")
+    with pytest.raises(tenure.InvalidArgument, match="must name a database"):
+        MySQLStore("mysql://db:3306")
+
+
+def test_keyword_options_win_over_the_url() -> None:
+    store = MySQLStore("mariadb://app@db:3307/locks?table=a&timeout=9", table="b")
+    assert (store.table, store.timeout, store.pool_size, store.database) == ("b", 9.0, 10, "locks")
+    assert not tenure.stores.MySQLStore.capabilities.notifies_release

@@ -1,0 +1,399 @@
+"""PostgreSQL-specific behaviour of the postgresql:// store, on the suite's own server: batched
+renewal in one statement, the hand-off by LISTEN/NOTIFY (also after every connection was
+dropped), the race of processes creating the tables, the statement timeout, option handling and
+secrets in messages. The conformance suite runs everything else (restart and dropped
+connections included, in test_server_faults.py)."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import anyio
+import pytest
+from servers import PostgresServer
+
+import tenure
+import tenure.aio
+
+psycopg = pytest.importorskip("psycopg")
+
+pytestmark = pytest.mark.anyio
+
+
+async def call(value: Any) -> Any:
+    """Await async results, pass sync ones through: one test body serves both APIs."""
+    return await value if inspect.isawaitable(value) else value
+
+
+async def eventually(condition: Callable[[], object], timeout: float, what: str) -> float:
+    """Poll `condition` (yielding to the event loop) until it holds; fail after `timeout` s."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        await anyio.sleep(0.005)
+    return time.monotonic() - started
+
+
+@pytest.fixture
+def schema(postgres_server: PostgresServer) -> Iterator[str]:
+    """A schema of this test's own, dropped afterwards."""
+    name = "t" + uuid.uuid4().hex[:20]
+    yield name
+    with psycopg.connect(postgres_server.url, autocommit=True) as db:
+        db.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def connect(api: str, postgres_server: PostgresServer,
+            schema: str) -> Iterator[Callable[..., Any]]:
+    """`connect(**options)`: a new Store on this test's schema, closed at the end."""
+    stores: list[Any] = []
+
+    def make(**options: Any) -> Any:
+        module = tenure.aio if api == "async" else tenure
+        store = module.connect(f"{postgres_server.url}?schema={schema}", **options)
+        stores.append(store)
+        return store
+
+    yield make
+    for store in stores:
+        if api == "sync":
+            store.close()
+    # async stores are closed by the test (they need the test's event loop)
+
+
+def query(server: PostgresServer, text: str, *params: Any) -> list[tuple[Any, ...]]:
+    with psycopg.connect(server.url, autocommit=True) as db:
+        return db.execute(text, params).fetchall()  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bytes, int]]:
+    """Every statement psycopg sends from this process, with its number of array items:
+    a driver hook on Cursor.execute and AsyncCursor.execute (the store's only way out)."""
+    sent: list[tuple[bytes, int]] = []
+
+    def record(query: Any, params: Any) -> None:
+        text = query if isinstance(query, bytes) else str(query).encode()
+        items = max((len(value) for value in (params or {}).values()
+                     if isinstance(value, list)), default=0) if isinstance(params, dict) else 0
+        sent.append((text, items))
+
+    sync_execute, async_execute = psycopg.Cursor.execute, psycopg.AsyncCursor.execute
+
+    def execute(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        record(query, params)
+        return sync_execute(self, query, params, **kwargs)
+
+    async def aexecute(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        record(query, params)
+        return await async_execute(self, query, params, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+    monkeypatch.setattr(psycopg.AsyncCursor, "execute", aexecute)
+    return sent
+
+
+def renewals(sent: list[tuple[bytes, int]]) -> list[int]:
+    """The batch sizes of the renewal statements among `sent`."""
+    return [items for text, items in sent if b"unnest(" in text]
+
+
+async def test_renewal_of_1000_leases_is_one_statement(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer, schema: str,
+        statements: list[tuple[bytes, int]]) -> None:
+    store = connect()
+    # Renewed every 8 s; leases due within 4 s of each other go in one batch, which covers
+    # taking 1,000 leases one by one on a loaded machine.
+    ttl, every = 60.0, 8.0
+    leases = [await call(store.lock(f"batch/{i:04}", ttl=ttl, renew_every=every).try_acquire())
+              for i in range(1000)]
+    assert all(lease is not None for lease in leases)
+    acquired = [row[0] for row in query(
+        postgres_server, f"SELECT count(DISTINCT expires_at) FROM {schema}.tenure_leases")]
+    assert acquired[0] > 1  # one statement each: as many server timestamps as grants
+
+    def renewed_on_server() -> bool:
+        [(distinct,)] = query(postgres_server,
+                              f"SELECT count(DISTINCT expires_at) FROM {schema}.tenure_leases")
+        return bool(distinct == 1)
+
+    await eventually(lambda: renewals(statements), 2 * every, "the renewal tick")
+    # The server agrees: all rows were updated by one statement (one now())...
+    await eventually(renewed_on_server, 5, "every lease renewed by one statement")
+    # ...and the driver sent one renewal statement for all 1,000 leases.
+    assert renewals(statements) == [1000]
+
+    # The backend's own batch call: one statement whatever the size.
+    grants = [lease.grant for lease in leases]
+    statements.clear()
+    results = await call(store.backend.renew(grants, ttl))
+    assert results == grants
+    assert renewals(statements) == [1000] and len(statements) == 1
+    for lease in leases:
+        await call(lease.release())
+    if api == "async":
+        await store.close()
+
+
+async def test_renew_reports_why_each_lease_was_lost(
+        api: str, connect: Callable[..., Any]) -> None:
+    store, admin = connect(), connect()
+    backend = store.backend  # grants without the core's renewal loop
+
+    async def grant(name: str, ttl: float) -> Any:
+        return await call(backend.try_acquire(name, "me", ttl, 1))
+
+    kept, broken = await grant("kept", 5), await grant("broken", 5)
+    expired, taken = await grant("expired", 0.2), await grant("taken", 0.2)
+    assert await call(admin.break_lease("broken")) == 1
+    await anyio.sleep(0.3)  # "expired" and "taken" run out by the server's clock
+    assert await call(admin.lock("taken", ttl=5).try_acquire()) is not None
+
+    grants = [kept, broken, expired, taken]
+    results = await call(backend.renew(grants, 5.0))
+    assert results == [kept, tenure.LostReason.BROKEN, tenure.LostReason.EXPIRED,
+                       tenure.LostReason.TAKEN]
+    assert await call(backend.release(kept)) is True
+    assert await call(backend.release(expired)) is False
+    if api == "async":
+        await store.close()
+        await admin.close()
+
+
+async def wait_for_handoff(api: str, holder: Any, waiter: Any, name: str,
+                           limit: int = 1) -> tuple[Any, float]:
+    """Hold `name` (all `limit` slots) with `holder`, let `waiter` wait with a 10 s backoff,
+    release the last slot taken: returns the waiter's lease and the seconds from the release
+    to the waiter holding it."""
+    held = [await call(holder.semaphore(name, limit, ttl=5).try_acquire())
+            for _ in range(limit)]
+    assert all(lease is not None for lease in held)
+    lease = held[-1]
+    lock = waiter.semaphore(name, limit, ttl=5, min_wait=10, max_wait=10)
+    got: dict[str, Any] = {}
+    waiting = threading.Event()
+
+    if api == "async":
+        async def wait() -> None:
+            waiting.set()
+            got["lease"] = await lock.acquire(timeout=30)
+            got["at"] = time.monotonic()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait)
+            await eventually(waiting.is_set, 5, "the waiter to start")
+            await anyio.sleep(0.2)  # let it fail its first try and start waiting
+            released_at = time.monotonic()
+            assert await lease.release() is True
+    else:
+        def wait_in_thread() -> None:
+            waiting.set()
+            got["lease"] = lock.acquire(timeout=30)
+            got["at"] = time.monotonic()
+
+        thread = threading.Thread(target=wait_in_thread)
+        thread.start()
+        await eventually(waiting.is_set, 5, "the waiter to start")
+        await anyio.sleep(0.2)
+        released_at = time.monotonic()
+        assert lease.release() is True
+        thread.join(timeout=30)
+    assert got["lease"].token > lease.token
+    for other in held[:-1]:
+        await call(other.release())
+    return got["lease"], got["at"] - released_at
+
+
+async def test_waiter_is_woken_by_the_release_notification(
+        api: str, connect: Callable[..., Any]) -> None:
+    holder, waiter = connect(), connect()
+    assert waiter.backend.capabilities.notifies_release
+    for attempt in range(4):  # the first wait opens the listener; later ones reuse it
+        lease, latency = await wait_for_handoff(api, holder, waiter, f"handoff-{attempt}",
+                                                limit=1 + attempt % 2)
+        assert latency < 0.5, f"woken {latency:.3f} s after the release; backoff is 10 s"
+        await call(lease.release())
+    if api == "async":
+        await holder.close()
+        await waiter.close()
+
+
+def notices(server: PostgresServer, channel: str, action: Callable[[], object]) -> list[str]:
+    """The payloads NOTIFY sent on `channel` while `action` ran (read for 0.3 s after it)."""
+    with psycopg.connect(server.url, autocommit=True) as listener:
+        listener.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel)))
+        action()
+        return [notice.payload for notice in listener.notifies(timeout=0.3)]
+
+
+def test_release_notifies_only_when_someone_waits(postgres_server: PostgresServer,
+                                                  schema: str) -> None:
+    """The statements are the same for both APIs; the sync one drives them here."""
+    from tenure._names import name_digest
+
+    url = f"{postgres_server.url}?schema={schema}"
+    holder, other = tenure.connect(url), tenure.connect(url)
+    channel = holder.backend.channel
+    assert notices(postgres_server, channel,
+                   lambda: holder.lock("quiet").try_acquire().release()) == []
+
+    lease = holder.lock("busy").try_acquire()
+    assert other.lock("busy").try_acquire() is None  # marks the name wanted
+    assert notices(postgres_server, channel, lease.release) == [name_digest("busy")]
+    again = other.lock("busy").try_acquire()  # a grant clears the mark
+    assert notices(postgres_server, channel, again.release) == []
+
+    # A semaphore: the mark is on slot 0's row, whichever slot is released.
+    first, second = (holder.semaphore("pool", 2).try_acquire() for _ in range(2))
+    assert other.semaphore("pool", 2).try_acquire() is None
+    assert notices(postgres_server, channel, second.release) == [name_digest("pool")]
+    assert notices(postgres_server, channel, first.release) == [name_digest("pool")]
+    holder.close()
+    other.close()
+
+
+def listeners(server: PostgresServer, schema: str) -> set[int]:
+    """The server's sessions that listen on the channel of `schema`'s lease table."""
+    return {pid for (pid,) in query(
+        server, "SELECT pid FROM pg_stat_activity WHERE query LIKE %s",
+        f'LISTEN "tenure.{schema}.%')}
+
+
+async def test_listener_comes_back_after_connections_drop(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    holder, waiter = connect(), connect()
+    lease, latency = await wait_for_handoff(api, holder, waiter, "before")
+    await call(lease.release())
+    before = listeners(postgres_server, schema)
+    assert before
+
+    assert postgres_server.drop_connections() > 0
+    # Waits right after the drop poll (at least once a second) while the listener is down...
+    lease, latency = await wait_for_handoff(api, holder, waiter, "just after")
+    assert latency < 1.5, f"woken {latency:.3f} s after the release; backoff is 10 s"
+    await call(lease.release())
+    # ...and the next wait listens again on a new connection.
+    lease, latency = await wait_for_handoff(api, holder, waiter, "after")
+    assert latency < 0.5, f"woken {latency:.3f} s after the release; backoff is 10 s"
+    assert listeners(postgres_server, schema) - before
+    await call(lease.release())
+    if api == "async":
+        await holder.close()
+        await waiter.close()
+
+
+def first_uses(url: str, stores: int) -> tuple[list[int], list[Exception]]:
+    """`stores` stores on `url` acquire at the same moment, each on its own connection;
+    the tokens granted and the errors raised."""
+    start, tokens, failures = threading.Barrier(stores), [], []
+
+    def first_use(index: int) -> None:
+        with tenure.connect(url) as store:
+            start.wait()
+            try:
+                lease = store.lock("shared" if index % 2 else f"own-{index}").try_acquire()
+                if lease is not None:
+                    tokens.append(lease.token)
+            except tenure.StoreUnavailable as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=first_use, args=(i,)) for i in range(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return tokens, failures
+
+
+def test_stores_creating_the_tables_at_once(postgres_server: PostgresServer) -> None:
+    """CREATE TABLE IF NOT EXISTS races on pg_type's unique index; the store retries."""
+    for _ in range(3):
+        schema = "t" + uuid.uuid4().hex[:20]
+        tokens, failures = first_uses(f"{postgres_server.url}?schema={schema}", 6)
+        with psycopg.connect(postgres_server.url, autocommit=True) as db:
+            db.execute(f"DROP SCHEMA {schema} CASCADE")
+        assert failures == []
+        # Three own names, and "shared" at least once (a store frees it when it closes).
+        assert len(tokens) >= 4 and len(set(tokens)) == len(tokens)
+
+
+async def test_statements_are_bounded_by_timeout(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    store = connect(timeout=0.5)
+    lease = await call(store.lock("stuck", ttl=5).try_acquire())
+    await call(lease.release())
+    # Someone holds the name's counter row in a long transaction: the acquire waits on it.
+    with psycopg.connect(postgres_server.url) as blocker:
+        blocker.execute(f"SELECT * FROM {schema}.tenure_leases FOR UPDATE")
+        started = time.monotonic()
+        with pytest.raises(tenure.StoreUnavailable, match=r"acquire of 'stuck'.*timeout=0\.5"):
+            await call(store.lock("stuck").try_acquire())
+        assert time.monotonic() - started < 3.0
+        blocker.rollback()
+    assert await call(store.lock("stuck").try_acquire()) is not None
+    if api == "async":
+        await store.close()
+
+
+async def test_names_tables_and_schema_are_quoted(
+        api: str, postgres_server: PostgresServer, schema: str) -> None:
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"{postgres_server.url}?schema={schema}&table=Leases_Of_App",
+                           notify=False, pool_size=2)
+    lease = await call(store.lock("'; DROP TABLE x; --").try_acquire())
+    assert lease is not None
+    tables = {row[0] for row in query(
+        postgres_server, "SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)}
+    assert tables == {"Leases_Of_App"}
+    assert not store.backend.capabilities.notifies_release
+    await call(lease.release())
+    await call(store.close())
+
+
+async def test_pgbouncer_mode_polls_without_listening(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    holder, waiter = connect(), connect(pgbouncer=True)
+    assert not waiter.backend.capabilities.notifies_release
+    lease = await call(holder.lock("bouncer", ttl=5).try_acquire())
+    lock = waiter.lock("bouncer", ttl=5, min_wait=0.01, max_wait=0.05)
+    with pytest.raises(tenure.LockTimeout):
+        await call(lock.acquire(timeout=0.3))
+    assert listeners(postgres_server, schema) == set()  # polled; nothing listened
+    await call(lease.release())
+    assert await call(lock.acquire(timeout=5)) is not None
+    if api == "async":
+        await holder.close()
+        await waiter.close()
+
+
+def test_passwords_never_appear_in_messages() -> None:
+    url = "postgresql://app:hunter2@127.0.0.1:1/db?timeout=1"
+    store = tenure.connect(url)
+    assert "hunter2" not in repr(store) and "hunter2" not in store.url
+    with pytest.raises(tenure.StoreUnavailable) as raised:
+        store.lock("jobs").try_acquire()
+    assert "hunter2" not in str(raised.value) and "app:***@" in str(raised.value)
+    store.close()
+    for bad, message in [("?schema=1x", "schema='1x'"), ("?bogus=1", "unknown URL option"),
+                         ("?timeout=-1", "timeout='-1'"), ("?notify=maybe", "notify='maybe'"),
+                         ("?pgbouncer=true&notify=true", "needs a direct connection")]:
+        with pytest.raises(tenure.InvalidArgument, match=message) as invalid:
+            tenure.connect(url.partition("?")[0] + bad)
+        assert "hunter2" not in str(invalid.value)
+    with pytest.raises(tenure.InvalidArgument, match="unknown option"):
+        tenure.connect(url, sslmode="require")
