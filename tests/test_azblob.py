@@ -16,6 +16,9 @@ from typing import Any
 
 import anyio
 import pytest
+from azure.core import MatchConditions
+from azure.core.exceptions import HttpResponseError
+from azure.storage.blob.aio import BlobLeaseClient, ContainerClient
 from hypothesis import given
 from hypothesis import strategies as st
 from servers import Azurite, ServiceMissing, service_missing
@@ -23,11 +26,6 @@ from servers import Azurite, ServiceMissing, service_missing
 import tenure
 import tenure.aio
 from tenure._async.stores.azblob import ROLE, blob_name, decode, directory, encode
-
-azure_aio = pytest.importorskip("azure.storage.blob.aio")
-from azure.core import MatchConditions  # noqa: E402
-from azure.core.exceptions import HttpResponseError  # noqa: E402
-from azure.storage.blob.aio import BlobLeaseClient, ContainerClient  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 

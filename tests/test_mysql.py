@@ -7,7 +7,6 @@ dropped under a running store, and the store's errors and options. The conforman
 
 from __future__ import annotations
 
-import inspect
 import os
 import signal
 import time
@@ -20,7 +19,7 @@ import aiomysql
 import pymysql
 import pytest
 from servers import MariaDBServer
-from waiting import wait_until
+from waiting import call, wait_until
 
 import tenure
 import tenure.aio
@@ -30,9 +29,6 @@ from tenure.stores import MySQLStore
 
 pytestmark = pytest.mark.anyio
 
-
-async def call(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 @pytest.fixture

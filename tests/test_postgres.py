@@ -6,7 +6,6 @@ connections included, in test_server_faults.py)."""
 
 from __future__ import annotations
 
-import inspect
 import threading
 import time
 import uuid
@@ -14,30 +13,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 from servers import PostgresServer
+from waiting import call, eventually
 
 import tenure
 import tenure.aio
-
-psycopg = pytest.importorskip("psycopg")
+from tenure._names import name_digest
 
 pytestmark = pytest.mark.anyio
 
 
-async def call(value: Any) -> Any:
-    """Await async results, pass sync ones through: one test body serves both APIs."""
-    return await value if inspect.isawaitable(value) else value
-
-
-async def eventually(condition: Callable[[], object], timeout: float, what: str) -> float:
-    """Poll `condition` (yielding to the event loop) until it holds; fail after `timeout` s."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        await anyio.sleep(0.005)
-    return time.monotonic() - started
 
 
 @pytest.fixture
@@ -183,30 +170,29 @@ async def wait_for_handoff(api: str, holder: Any, waiter: Any, name: str,
     lease = held[-1]
     lock = waiter.semaphore(name, limit, ttl=5, min_wait=10, max_wait=10)
     got: dict[str, Any] = {}
-    waiting = threading.Event()
+
+    def listening() -> bool:
+        """The waiter missed, and waits on its event with the listener running."""
+        return name_digest(name) in waiter.backend._waiters
 
     if api == "async":
         async def wait() -> None:
-            waiting.set()
             got["lease"] = await lock.acquire(timeout=30)
             got["at"] = time.monotonic()
 
         async with anyio.create_task_group() as group:
             group.start_soon(wait)
-            await eventually(waiting.is_set, 5, "the waiter to start")
-            await anyio.sleep(0.2)  # let it fail its first try and start waiting
+            await eventually(listening, 5, "the waiter to fail its first try and listen")
             released_at = time.monotonic()
             assert await lease.release() is True
     else:
         def wait_in_thread() -> None:
-            waiting.set()
             got["lease"] = lock.acquire(timeout=30)
             got["at"] = time.monotonic()
 
         thread = threading.Thread(target=wait_in_thread)
         thread.start()
-        await eventually(waiting.is_set, 5, "the waiter to start")
-        await anyio.sleep(0.2)
+        await eventually(listening, 5, "the waiter to fail its first try and listen")
         released_at = time.monotonic()
         assert lease.release() is True
         thread.join(timeout=30)

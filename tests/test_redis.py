@@ -16,17 +16,16 @@ from typing import Any
 
 import anyio
 import pytest
+import redis
+from redis.asyncio.connection import AbstractConnection as AsyncConnection
+from redis.connection import AbstractConnection
+from redis.crc import key_slot
 from servers import RedisServer, ServiceMissing, service_missing
-from waiting import wait_until
+from waiting import call, eventually, wait_until
 
 import tenure
 import tenure.aio
 from tenure._async.stores.redis import DEFAULT_RESTART_GRACE, name_keys, parse_options
-
-redis = pytest.importorskip("redis")
-from redis.asyncio.connection import AbstractConnection as AsyncConnection  # noqa: E402
-from redis.connection import AbstractConnection  # noqa: E402
-from redis.crc import key_slot  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -57,9 +56,6 @@ def admin(server: RedisServer) -> Iterator[Any]:
     with redis.Redis(port=server.port) as client:
         yield client
 
-
-async def call(value: Any) -> Any:
-    return await value if hasattr(value, "__await__") else value
 
 
 def connect(url: str, api: str, **options: Any) -> Any:
@@ -130,8 +126,7 @@ async def test_renewing_1000_leases_is_one_round_trip(url: str, admin: Any, api:
                   for i in range(1000)]
         assert all(grant is not None for grant in grants)
         # The reader renews what is held once it connected; let that happen first.
-        while not reclaims:
-            await anyio.sleep(0.01)
+        await eventually(lambda: reclaims, 10, "the reader's first renewal")
         backend.renew = renew
 
         before = script_calls(admin)
@@ -207,8 +202,7 @@ async def test_a_waiter_wakes_on_the_release_not_after_its_backoff(
 
             async with anyio.create_task_group() as group:
                 group.start_soon(wait)
-                while blocked(admin) < 1:
-                    await anyio.sleep(0.01)
+                await eventually(lambda: blocked(admin) >= 1, 10, "the waiter to block")
                 released_at = time.monotonic()
                 await lease.release()
         else:
@@ -256,8 +250,7 @@ async def test_connections_killed_by_the_server_pubsub_too(
 
             async with anyio.create_task_group() as group:
                 group.start_soon(wait)
-                while blocked(admin) < 1:
-                    await anyio.sleep(0.01)
+                await eventually(lambda: blocked(admin) >= 1, 10, "the waiter to block")
                 released_at = time.monotonic()
                 await lease.release()
         else:

@@ -1,10 +1,14 @@
-"""Waiting on a condition with a deadline: the tests' only way to wait (never sleep-and-hope)."""
+"""Waiting on a condition with a deadline: the tests' only way to wait (never sleep-and-hope);
+and `call`, which lets one test body serve the sync and the async API."""
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable
+from typing import Any
 
+import anyio
 import pytest
 
 
@@ -16,3 +20,18 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> fl
             pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(0.005)
     return time.monotonic() - started
+
+
+async def eventually(condition: Callable[[], object], timeout: float, what: str) -> float:
+    """Wait (yielding to the event loop) until `condition` holds; fail after `timeout` s."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        await anyio.sleep(0.005)
+    return time.monotonic() - started
+
+
+async def call(value: Any) -> Any:
+    """Await async results, pass sync ones through: one test body serves both APIs."""
+    return await value if inspect.isawaitable(value) else value

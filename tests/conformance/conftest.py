@@ -9,7 +9,6 @@ run instead of skipping.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import os
 import shutil
@@ -17,15 +16,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import anyio
 import pytest
+from waiting import call, eventually  # noqa: F401 - the conformance tests import both from here
 
 import tenure
 import tenure.aio
@@ -95,19 +93,6 @@ STORE_KINDS = [
 ]
 
 
-async def eventually(condition: Callable[[], object], timeout: float, what: str) -> float:
-    """Wait (yielding to the event loop) until `condition` holds; fail after `timeout` s."""
-    started = time.monotonic()
-    while not condition():
-        if time.monotonic() - started > timeout:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        await anyio.sleep(0.005)
-    return time.monotonic() - started
-
-
-async def call(value: Any) -> Any:
-    """Await async results, pass sync ones through: one test body serves both APIs."""
-    return await value if inspect.isawaitable(value) else value
 
 
 @dataclass
