@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 PYTEST_WORKERS ?= 4
 
-.PHONY: demo test lint typecheck unit bench soak clean servers
+.PHONY: demo test lint typecheck unit bench bench-servers soak clean servers
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || \
@@ -58,6 +58,14 @@ test: lint typecheck unit
 
 bench: $(STAMP) $(NODE_STAMP) servers
 	$(BIN)/python bench/run.py --output BENCHMARKS.md
+	$(MAKE) --no-print-directory bench-servers
+
+# The server stores' part, appended to BENCHMARKS.md (each script starts its own server).
+bench-servers: $(STAMP) servers
+	@{ echo; echo "# Server stores: \`make bench-servers\`"; \
+	  for store in redis postgres mysql; do echo; \
+	    $(BIN)/python bench/$${store}_bench.py || exit 1; done; } > .bench-servers.md
+	@cat .bench-servers.md >> BENCHMARKS.md && rm .bench-servers.md
 
 # Repeats the conformance suite; RUNS=5 by default.
 soak: $(STAMP) $(NODE_STAMP) servers
