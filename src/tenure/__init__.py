@@ -9,6 +9,16 @@ Example::
     with tenure.connect("sqlite:////var/lib/app/locks.db") as store:
         with store.lock("invoice-processing", ttl=30).acquire(timeout=10) as lease:
             process_invoices(fence=lease.token)
+
+Singleton jobs (one instance runs each period; see tenure.jobs)::
+
+    worker = tenure.Worker(tenure.connect("sqlite:////var/lib/app/locks.db"))
+
+    @worker.every(timedelta(minutes=5))
+    def process_invoices(run: tenure.Run) -> None:
+        ...
+
+    worker.run()
 """
 
 from tenure._errors import (
@@ -24,6 +34,7 @@ from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock, Semaphore
 from tenure._sync._store import Store, connect
 from tenure._types import LeaseInfo, LostReason
+from tenure.jobs import Run, Worker
 
 __version__ = "0.1.0"
 
@@ -37,10 +48,12 @@ __all__ = [
     "LockTimeout",
     "LostReason",
     "MissingExtra",
+    "Run",
     "Semaphore",
     "Store",
     "StoreUnavailable",
     "TenureError",
+    "Worker",
     "__version__",
     "connect",
 ]

@@ -15,12 +15,14 @@ import pytest
 import tenure
 import tenure.aio
 import tenure.aio.stores
+import tenure.jobs
 import tenure.stores
 
 ROOT = Path(__file__).resolve().parents[2]
-PUBLIC_MODULES = [tenure, tenure.aio, tenure.stores, tenure.aio.stores]
+PUBLIC_MODULES = [tenure, tenure.aio, tenure.stores, tenure.aio.stores, tenure.jobs]
 PURE_MODULES = ["tenure._timing", "tenure._names", "tenure._urls", "tenure._errors",
-                "tenure._types", "tenure._hostclock", "tenure._async._shim", "tenure._sync._shim"]
+                "tenure._types", "tenure._hostclock", "tenure._async._shim", "tenure._sync._shim",
+                "tenure.jobs._schedule", "tenure.jobs._run"]
 
 
 def test_public_names_exist_and_are_sorted() -> None:

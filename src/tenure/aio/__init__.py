@@ -16,6 +16,8 @@ from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock, AsyncSemaphore
 from tenure._async._shim import AsyncAcquiring
 from tenure._async._store import AsyncStore, connect
+from tenure.jobs import AsyncWorker as Worker
+from tenure.jobs import Run
 
-__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore",
-           "connect"]
+__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore", "Run",
+           "Worker", "connect"]

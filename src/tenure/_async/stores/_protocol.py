@@ -14,7 +14,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+
+MAX_RECORD_BYTES = 8192
+"""Largest record a store must keep (a job's state is a few hundred bytes of JSON)."""
+
+
+def record_bytes(record: object) -> bytes:
+    """Check a record for `write_record` before any I/O and return its UTF-8.
+
+    Example:
+        >>> record_bytes('{"period": "2026-01-01T00:05"}')[:10]
+        b'{"period":'
+    """
+    if not isinstance(record, str):
+        raise InvalidArgumentType(
+            f"record must be a str, got {type(record).__name__}; serialize it first, "
+            "e.g. with json.dumps"
+        )
+    try:
+        encoded = record.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            "record contains a lone surrogate and cannot be stored; pass valid Unicode text"
+        ) from None
+    if len(encoded) > MAX_RECORD_BYTES:
+        raise InvalidArgument(
+            f"record is {len(encoded)} bytes of UTF-8; the limit is {MAX_RECORD_BYTES}, "
+            "keep only what the next holder needs (e.g. the last completed period)"
+        )
+    return encoded
 
 
 @runtime_checkable
@@ -58,4 +88,30 @@ class AsyncBackend(Protocol):
 
     async def close(self) -> None:
         """Free connections and file descriptors. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class AsyncRecordKeeper(Protocol):
+    """A store that also keeps a small record per name, fenced by the name's lease. Every
+    built-in store is one; the job runner (tenure.jobs) needs one, locks alone do not.
+    """
+
+    async def read_record(self, name: str) -> str | None:
+        """The record last written next to `name` by `write_record`, or None.
+
+        Records outlive leases: they are kept across release, expiry and break, like the
+        fencing counter. The job runner keeps each job's "last completed period" in one.
+        """
+        ...
+
+    async def write_record(self, grant: Grant, record: str) -> bool:
+        """Replace the record of `grant.name` with `record` (text, at most MAX_RECORD_BYTES of
+        UTF-8) in one round trip, only while `grant` is still live; False, and nothing
+        written, when the lease was released, expired, broken or taken over.
+        """
+        ...
+
+    async def records(self, prefix: str = "") -> dict[str, str]:
+        """Every record whose name starts with `prefix`, by name."""
         ...

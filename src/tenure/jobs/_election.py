@@ -1,0 +1,110 @@
+"""Leader election: one instance holds a named lease for as long as it lives; the others wait
+and one of them takes over within ttl plus one poll interval after the leader is gone.
+
+Example::
+
+    election = worker.election("primary", on_elected=start_consumers, on_lost=stop_consumers)
+    ...
+    print(await election.leader())   # the holder id of the current leader, or None
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from tenure._errors import LeaseLost, TenureError
+from tenure.jobs._locks import LockPort
+from tenure.jobs._periodic import until_stopped
+
+log = logging.getLogger("tenure.jobs")
+
+ELECTION_PREFIX = "election:"
+
+
+async def _notify(callback: Callable[[], Any] | None) -> None:
+    if callback is None:
+        return
+    try:
+        if inspect.iscoroutinefunction(callback):
+            await callback()
+        else:
+            await anyio.to_thread.run_sync(callback)
+    except Exception:
+        log.exception("tenure: election callback %r raised", callback)
+
+
+class Election:
+    """One named election on this instance; made by `worker.election(...)`.
+
+    Example::
+
+        election = worker.election("primary")
+        if election.is_leader:
+            ...
+    """
+
+    def __init__(self, name: str, locks: LockPort, *, ttl: float, poll: float,
+                 on_elected: Callable[[], Any] | None, on_lost: Callable[[], Any] | None) -> None:
+        self.name = name
+        self.ttl = ttl
+        self.poll = poll
+        self.on_elected = on_elected
+        self.on_lost = on_lost
+        self._locks = locks
+        self._leading = False
+
+    def __repr__(self) -> str:
+        return f"<Election {self.name!r} leading={self._leading}>"
+
+    @property
+    def lock_name(self) -> str:
+        """The name of the election's lease in the store."""
+        return ELECTION_PREFIX + self.name
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this instance leads (as far as its lease is known to be held)."""
+        return self._leading
+
+    async def leader(self) -> str | None:
+        """The holder id of whoever leads now (from the store), or None.
+
+        Example::
+
+            who = await election.leader()
+        """
+        for info in await self._locks.leases(self.lock_name):
+            if info.name == self.lock_name:
+                return info.holder
+        return None
+
+    async def run(self, stopping: anyio.Event) -> None:
+        """Campaign until `stopping` is set; lead while the lease holds."""
+        while not stopping.is_set():
+            lease = await until_stopped(stopping, lambda: self._locks.acquire(
+                self.lock_name, self.ttl, timeout=float("inf"), max_wait=self.poll))
+            if lease is None:
+                return
+            self._leading = True
+            log.info("tenure: %s leads election %r (token %d)", self._locks.holder, self.name,
+                     lease.token)
+            try:
+                async with self._locks.guard(lease):
+                    await _notify(self.on_elected)
+                    await stopping.wait()
+            except LeaseLost as lost:
+                log.warning("tenure: leadership of %r lost: %s", self.name, lost)
+            finally:
+                self._leading = False
+                with anyio.CancelScope(shield=True):
+                    await _notify(self.on_lost)
+                    try:
+                        await self._locks.release(lease)
+                    except TenureError as exc:
+                        log.warning("tenure: releasing election %r failed: %s", self.name, exc)

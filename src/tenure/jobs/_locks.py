@@ -1,0 +1,170 @@
+"""One async face over a sync `tenure.Store` or an async `tenure.aio.AsyncStore`, for the job
+runner, which is written once on anyio and drives either.
+
+A sync store's calls go through a worker thread (a job acquires a lock once per period, so the
+thread hop does not matter); its leases are still renewed by the store's own renewal thread.
+`guard(lease)` turns a lost lease into a cancellation of the guarded block, from whichever
+thread learns of the loss first.
+
+Example::
+
+    locks = LockPort(store)
+    lease = await locks.try_acquire("job:rollup", ttl=30)
+    if lease is not None:
+        async with locks.guard(lease):
+            ...
+        await locks.release(lease)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Union
+
+import anyio
+import anyio.to_thread
+
+from tenure._async._lease import AsyncLease
+from tenure._async._store import AsyncStore
+from tenure._async.stores._protocol import AsyncRecordKeeper
+from tenure._errors import InvalidArgumentType, LeaseLost, LockTimeout
+from tenure._sync._lease import Lease
+from tenure._sync._store import Store
+from tenure._sync.stores._protocol import RecordKeeper
+from tenure._types import LeaseInfo
+
+AnyLease = Union[Lease, AsyncLease]  # noqa: UP007 - a runtime alias on Python 3.10
+AnyStore = Union[Store, AsyncStore]  # noqa: UP007
+
+
+class LockPort:
+    """Locks, leases and records of one store, all awaitable; see the module docstring.
+
+    Example::
+
+        locks = LockPort(tenure.connect("sqlite:////tmp/locks.db"))
+        print(locks.holder)
+    """
+
+    def __init__(self, store: AnyStore) -> None:
+        if not isinstance(store, (Store, AsyncStore)):
+            raise InvalidArgumentType(
+                "store must be a tenure.Store or tenure.aio.AsyncStore, e.g. "
+                f"tenure.connect('sqlite:////var/lib/app/locks.db'); got {type(store).__name__}")
+        if not isinstance(store.backend, (AsyncRecordKeeper, RecordKeeper)):
+            raise InvalidArgumentType(
+                f"jobs need a store that keeps records; {type(store.backend).__name__} has no "
+                "read_record/write_record/records (every built-in store has them)")
+        self.store = store
+        self.is_async = isinstance(store, AsyncStore)
+        self.holder = store.holder
+        self._locks: dict[tuple[str, float, float], Any] = {}
+        self._on_loss: dict[int, list[Callable[[], None]]] = {}
+
+    def __repr__(self) -> str:
+        return f"<LockPort {self.store.url}>"
+
+    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
+        if self.is_async:
+            return await function(*args)
+        return await anyio.to_thread.run_sync(function, *args)
+
+    def _lock(self, name: str, ttl: float, max_wait: float) -> Any:
+        key = (name, ttl, max_wait)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self.store.lock(name, ttl, max_wait=max_wait, on_lost=self._lost)
+            self._locks[key] = lock
+        return lock
+
+    async def try_acquire(self, name: str, ttl: float, max_wait: float = 1.0) -> AnyLease | None:
+        """The lease of `name` if it is free now, else None."""
+        lease: AnyLease | None = await self._call(self._lock(name, ttl, max_wait).try_acquire)
+        return lease
+
+    async def acquire(self, name: str, ttl: float, timeout: float,
+                      max_wait: float = 1.0) -> AnyLease | None:
+        """Wait up to `timeout` seconds for the lease of `name`; None when it stayed busy.
+
+        Waiting polls at most every `max_wait` seconds and wakes on release notifications.
+        """
+        lock = self._lock(name, ttl, max_wait)
+        try:
+            if self.is_async:
+                lease: AnyLease = await lock.acquire(timeout)
+            else:  # a sync wait is not cancellable: wait in short slices so a stop is seen
+                lease = await self._sync_acquire(lock, timeout, max_wait)
+        except LockTimeout:
+            return None
+        return lease
+
+    async def _sync_acquire(self, lock: Any, timeout: float, max_wait: float) -> AnyLease:
+        deadline = anyio.current_time() + timeout
+        while True:
+            remaining = deadline - anyio.current_time()
+            try:
+                lease: AnyLease = await anyio.to_thread.run_sync(
+                    lock.acquire, max(0.0, min(remaining, max(max_wait, 0.25))))
+                return lease
+            except LockTimeout:
+                if remaining <= max(max_wait, 0.25):
+                    raise
+
+    async def release(self, lease: AnyLease) -> None:
+        """Give the lease back; a store error is left to expiry (logged by the core)."""
+        self._on_loss.pop(id(lease), None)
+        await self._call(lease.release)
+
+    async def read_record(self, name: str) -> str | None:
+        """The record kept next to `name` (see the store protocol), or None."""
+        record: str | None = await self._call(self.store.backend.read_record, name)
+        return record
+
+    async def write_record(self, lease: AnyLease, record: str) -> bool:
+        """Write `name`'s record while `lease` is live; False when the lease is gone."""
+        written: bool = await self._call(self.store.backend.write_record, lease.grant, record)
+        return written
+
+    async def records(self, prefix: str) -> dict[str, str]:
+        """Every record whose name starts with `prefix`."""
+        found: dict[str, str] = await self._call(self.store.backend.records, prefix)
+        return found
+
+    async def leases(self, prefix: str) -> list[LeaseInfo]:
+        """Live leases whose name starts with `prefix`."""
+        found: list[LeaseInfo] = await self._call(self.store.leases, prefix)
+        return found
+
+    @asynccontextmanager
+    async def guard(self, lease: AnyLease) -> AsyncIterator[None]:
+        """Run the block while `lease` holds; cancel it at once when the lease is lost, then
+        raise tenure.LeaseLost out of the block."""
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+        with anyio.CancelScope() as scope:
+
+            def cancel() -> None:
+                if threading.get_ident() == loop_thread:
+                    scope.cancel()
+                else:
+                    loop.call_soon_threadsafe(scope.cancel)
+
+            watchers = self._on_loss.setdefault(id(lease), [])
+            watchers.append(cancel)  # guards nest: a leader's lease guards each of its runs
+            try:
+                if lease.lost:
+                    scope.cancel()
+                yield
+            finally:
+                watchers.remove(cancel)
+        if scope.cancelled_caught and lease.lost:
+            lease.check()  # raises LeaseLost with the reason
+        if lease.lost:
+            raise LeaseLost(f"lease on {lease.name!r} was lost while the block ran")
+
+    def _lost(self, lease: AnyLease) -> None:
+        for cancel in list(self._on_loss.get(id(lease), ())):
+            cancel()

@@ -1,0 +1,312 @@
+"""The loop of one periodic job on one instance: find the due period, take the job's lock, skip
+the period if the store's record says it is done, else run it (with retries) and record it
+under the same lease.
+
+Why the record and not just the lock: every instance's timer fires; an instance whose timer
+fires after another finished and released would take the free lock and run the same period
+again. The record, written while the lease is held and fenced by it, closes that gap.
+
+Leader mode keeps the lease between periods, so one instance runs every period while it leads
+and the others wait for the lease (taking over within ttl plus one poll interval of its loss).
+
+Example::
+
+    job = PeriodicJob(spec, locks)
+    await job.run(stopping)        # returns once `stopping` is set and the current run ended
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from tenure._errors import LeaseLost, TenureError
+from tenure.jobs import _metrics
+from tenure.jobs._locks import AnyLease, LockPort
+from tenure.jobs._run import JobRecord, Run
+from tenure.jobs._schedule import Schedule
+
+log = logging.getLogger("tenure.jobs")
+T = TypeVar("T")
+
+JOB_LOCK_PREFIX = "job:"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A periodic job's validated settings (see Worker.every and Worker.cron)."""
+
+    name: str
+    function: Callable[[Run], Any]
+    schedule: Schedule
+    leader: bool
+    ttl: float
+    retries: int
+    retry_backoff: float
+    jitter: float
+    misfire: str
+    misfire_grace: float
+    poll: float
+    unhealthy_after: int
+
+    @property
+    def lock_name(self) -> str:
+        """The name of the job's lock and record in the store."""
+        return JOB_LOCK_PREFIX + self.name
+
+
+@dataclass
+class JobState:
+    """What this instance knows of a job, for health() and `tenure jobs`."""
+
+    done_through: datetime | None = None  # latest period known to be done (by anyone)
+    last_success: datetime | None = None
+    last_outcome: str | None = None
+    running_since: datetime | None = None
+    leading: bool = False
+    runs: int = 0
+
+
+def utc_now() -> datetime:
+    """The wall clock in UTC (periods follow the wall-clock schedule)."""
+    return datetime.now(timezone.utc)
+
+
+async def until_stopped(stopping: anyio.Event, call: Callable[[], Awaitable[T]]) -> T | None:
+    """`await call()`, or None as soon as `stopping` is set."""
+    result: T | None = None
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            await stopping.wait()
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        result = await call()
+        group.cancel_scope.cancel()
+    return result
+
+
+async def sleep_unless_stopped(stopping: anyio.Event, seconds: float) -> bool:
+    """Sleep `seconds` or until `stopping` is set; True when the full sleep ran."""
+    with anyio.move_on_after(max(0.0, seconds)):
+        await stopping.wait()
+    return not stopping.is_set()
+
+
+async def call_job(function: Callable[[Run], Any], run: Run) -> None:
+    """Await an async job; run a sync one in a worker thread (it sees a loss via run.check())."""
+    if inspect.iscoroutinefunction(function):
+        await function(run)
+    else:
+        # abandon_on_cancel: at shutdown past the grace period the worker stops waiting for a
+        # thread it cannot interrupt; the thread's next run.check() raises.
+        await anyio.to_thread.run_sync(function, run, abandon_on_cancel=True)
+
+
+class PeriodicJob:
+    """Runs one job spec on this instance; see the module docstring."""
+
+    def __init__(self, spec: JobSpec, locks: LockPort) -> None:
+        self.spec = spec
+        self.locks = locks
+        self.state = JobState()
+
+    async def run(self, stopping: anyio.Event) -> None:
+        """Loop until `stopping` is set."""
+        if self.spec.leader:
+            await self._lead(stopping)
+        else:
+            await self._take_turns(stopping)
+
+    # -- every instance competes each period ---------------------------------------------------
+
+    async def _take_turns(self, stopping: anyio.Event) -> None:
+        while not stopping.is_set():
+            now = utc_now()
+            period = self.spec.schedule.period_at(now)
+            if self._due(period, now):
+                if not await sleep_unless_stopped(stopping, random.uniform(0, self.spec.jitter)):
+                    return
+                await self._contend(period, stopping)
+            else:
+                await self._sleep_until_next(now, stopping)
+
+    async def _contend(self, period: datetime, stopping: anyio.Event) -> None:
+        """Wait for the lock until the next period starts; run `period` unless it is done."""
+        spec = self.spec
+        waited_from = anyio.current_time()
+        until_next = (spec.schedule.next_after(period) - utc_now()).total_seconds()
+        lease = await until_stopped(stopping, lambda: self.locks.acquire(
+            spec.lock_name, spec.ttl, timeout=max(0.0, until_next), max_wait=spec.poll))
+        if lease is None:
+            if not stopping.is_set():
+                _metrics.record_skipped(spec.name, "busy")
+            return
+        _metrics.record_acquired(spec.name, anyio.current_time() - waited_from)
+        try:
+            await self._run_unless_done(lease, period, stopping)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._release(lease)
+
+    # -- one instance leads and runs every period ----------------------------------------------
+
+    async def _lead(self, stopping: anyio.Event) -> None:
+        spec = self.spec
+        while not stopping.is_set():
+            waited_from = anyio.current_time()
+            lease = await until_stopped(stopping, lambda: self.locks.acquire(
+                spec.lock_name, spec.ttl, timeout=float("inf"), max_wait=spec.poll))
+            if lease is None:
+                return
+            _metrics.record_acquired(spec.name, anyio.current_time() - waited_from)
+            log.info("tenure: %s now leads job %r (token %d)", self.locks.holder, spec.name,
+                     lease.token)
+            self.state.leading = True
+            try:
+                async with self.locks.guard(lease):
+                    await self._lead_with(lease, stopping)
+            except LeaseLost as lost:
+                _metrics.record_lost(spec.name)
+                log.warning("tenure: job %r lost its leadership: %s", spec.name, lost)
+            finally:
+                self.state.leading = False
+                with anyio.CancelScope(shield=True):
+                    await self._release(lease)
+
+    async def _lead_with(self, lease: AnyLease, stopping: anyio.Event) -> None:
+        while not stopping.is_set():
+            now = utc_now()
+            period = self.spec.schedule.period_at(now)
+            if self._due(period, now):
+                await self._run_unless_done(lease, period, stopping)
+            else:
+                await self._sleep_until_next(now, stopping)
+
+    # -- shared --------------------------------------------------------------------------------
+
+    def _due(self, period: datetime, now: datetime) -> bool:
+        done = self.state.done_through
+        if done is not None and period <= done:
+            return False
+        if self.spec.misfire == "skip" and (now - period).total_seconds() > self.spec.misfire_grace:
+            self.state.done_through = period  # too late for this one: wait for the next period
+            _metrics.record_skipped(self.spec.name, "misfire")
+            return False
+        return True
+
+    async def _sleep_until_next(self, now: datetime, stopping: anyio.Event) -> None:
+        wake = self.spec.schedule.next_after(now)
+        await sleep_unless_stopped(stopping, (wake - utc_now()).total_seconds())
+
+    async def _run_unless_done(self, lease: AnyLease, period: datetime,
+                               stopping: anyio.Event) -> None:
+        spec = self.spec
+        text = await self.locks.read_record(spec.lock_name)
+        previous = _parse(text, spec.name)
+        if previous is not None:
+            self._learn(previous)
+            if previous.period >= period:
+                self.state.done_through = max(period, previous.period)
+                _metrics.record_skipped(spec.name, "done")
+                return
+        await self._run_period(lease, period, previous, stopping)
+
+    async def _run_period(self, lease: AnyLease, period: datetime, previous: JobRecord | None,
+                          stopping: anyio.Event) -> None:
+        spec = self.spec
+        next_period = spec.schedule.next_after(period)
+        error: str | None = None
+        attempt = 0
+        for attempt in range(1, spec.retries + 2):
+            run = Run(spec.name, lease, period, attempt, self.locks.holder, stopping)
+            started = anyio.current_time()
+            self.state.running_since = utc_now()
+            try:
+                async with self.locks.guard(lease):
+                    await call_job(spec.function, run)
+            except LeaseLost as lost:
+                _metrics.record_lost(spec.name)
+                _metrics.record_run(spec.name, "lost", anyio.current_time() - started)
+                log.warning("tenure: job %r lost its lease during period %s; the period is "
+                            "not recorded and may run elsewhere: %s", spec.name,
+                            period.isoformat(), lost)
+                if spec.leader:
+                    raise
+                return
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                _metrics.record_run(spec.name, "failed", anyio.current_time() - started)
+                log.exception("tenure: job %r failed (period %s, attempt %d of %d)", spec.name,
+                              period.isoformat(), attempt, spec.retries + 1)
+                delay = spec.retry_backoff * 2 ** (attempt - 1) * random.uniform(0.5, 1.0)
+                retry_by = utc_now() + timedelta(seconds=delay)
+                if attempt > spec.retries or retry_by >= next_period:
+                    break
+                if not await sleep_unless_stopped(stopping, delay):
+                    return  # stopping: leave the period to another instance
+                continue
+            else:
+                _metrics.record_run(spec.name, "ok", anyio.current_time() - started)
+                error = None
+                break
+            finally:
+                self.state.running_since = None
+                self.state.runs += 1
+        await self._record(lease, period, previous, attempt, error)
+
+    async def _record(self, lease: AnyLease, period: datetime, previous: JobRecord | None,
+                      attempts: int, error: str | None) -> None:
+        now = utc_now()
+        last_success = now if error is None else (previous.last_success if previous else None)
+        record = JobRecord(period=period, outcome="ok" if error is None else "failed",
+                           attempts=attempts, finished=now, holder=self.locks.holder,
+                           last_success=last_success, error=error)
+        try:
+            written = await self.locks.write_record(lease, record.dump())
+        except TenureError as exc:
+            written = False
+            log.warning("tenure: could not record job %r's period: %s", self.spec.name, exc)
+        if not written:
+            _metrics.record_lost(self.spec.name)
+            log.warning("tenure: job %r finished period %s but its lease was gone before the "
+                        "period was recorded; another instance may run it again", self.spec.name,
+                        period.isoformat())
+            return
+        self._learn(record)
+
+    def _learn(self, record: JobRecord) -> None:
+        state = self.state
+        if state.done_through is None or record.period > state.done_through:
+            state.done_through = record.period
+        state.last_outcome = record.outcome
+        if record.last_success is not None and (
+                state.last_success is None or record.last_success > state.last_success):
+            state.last_success = record.last_success
+
+    async def _release(self, lease: AnyLease) -> None:
+        try:
+            await self.locks.release(lease)
+        except TenureError as exc:
+            log.warning("tenure: releasing job %r's lease failed; it expires by itself: %s",
+                        self.spec.name, exc)
+
+
+def _parse(text: str | None, job: str) -> JobRecord | None:
+    if text is None:
+        return None
+    try:
+        return JobRecord.parse(text)
+    except (ValueError, TypeError, KeyError) as exc:
+        log.warning("tenure: job %r has an unreadable record (%s); treating it as never run",
+                    job, exc)
+        return None

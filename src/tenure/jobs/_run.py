@@ -1,0 +1,115 @@
+"""What a job function receives (Run) and what the store keeps per job (JobRecord).
+
+Example:
+    >>> from datetime import datetime, timezone
+    >>> record = JobRecord(period=datetime(2026, 1, 1, tzinfo=timezone.utc), outcome="ok",
+    ...                    attempts=1, finished=datetime(2026, 1, 1, 0, 0, 3, tzinfo=timezone.utc),
+    ...                    holder="web-1", last_success=None, error=None)
+    >>> JobRecord.parse(record.dump()).outcome
+    'ok'
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import anyio
+
+    from tenure.jobs._locks import AnyLease
+
+MAX_ERROR_CHARS = 1000  # records stay far below the stores' 8 KiB
+
+
+@dataclass
+class Run:
+    """One run of a job: its lease and fencing token, the period it is for, the attempt.
+
+    Example::
+
+        @worker.every(timedelta(minutes=5))
+        def process_invoices(run: tenure.Run) -> None:
+            for invoice in pending():
+                run.check()                      # raises tenure.LeaseLost once lost
+                pay(invoice, fence=run.token)
+    """
+
+    job: str
+    lease: AnyLease
+    period_start: datetime
+    attempt: int
+    instance: str
+    _stopping: anyio.Event | None = field(default=None, repr=False)
+
+    @property
+    def token(self) -> int:
+        """The lease's fencing token: pass it to writes that must refuse a stale holder."""
+        return self.lease.token
+
+    @property
+    def stopping(self) -> bool:
+        """True once the worker was asked to stop: finish soon, no need to start more work."""
+        return self._stopping is not None and self._stopping.is_set()
+
+    def check(self) -> None:
+        """Raise tenure.LeaseLost if the job's lease is lost; call it between steps.
+
+        Example::
+
+            run.check()
+        """
+        self.lease.check()
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """The store's memory of a job: its last finished period and how it ended.
+
+    `outcome` is "ok" or "failed" (retries exhausted); either way the period is done.
+
+    Example:
+        >>> JobRecord.parse('{"v": 1, "period": "2026-01-01T00:00:00+00:00"}').outcome
+        'ok'
+    """
+
+    period: datetime
+    outcome: str = "ok"
+    attempts: int = 1
+    finished: datetime | None = None
+    holder: str = ""
+    last_success: datetime | None = None
+    error: str | None = None
+
+    def dump(self) -> str:
+        """The record as compact JSON text."""
+        values: dict[str, Any] = {"v": 1, **asdict(self)}
+        for key in ("period", "finished", "last_success"):
+            if values[key] is not None:
+                values[key] = values[key].isoformat()
+        if self.error is not None:
+            values["error"] = self.error[:MAX_ERROR_CHARS]
+        return json.dumps(values, separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, text: str) -> JobRecord:
+        """Read a record written by `dump` (unknown keys from newer versions are ignored)."""
+        values = json.loads(text)
+
+        def when(key: str) -> datetime | None:
+            value = values.get(key)
+            return None if value is None else datetime.fromisoformat(value)
+
+        period = when("period")
+        if period is None:
+            raise ValueError("a job record without a period")
+        return cls(period=period, outcome=values.get("outcome", "ok"),
+                   attempts=int(values.get("attempts", 1)), finished=when("finished"),
+                   holder=values.get("holder", ""), last_success=when("last_success"),
+                   error=values.get("error"))
+
+    def then(self, **changes: Any) -> JobRecord:
+        """A copy with `changes` applied."""
+        return replace(self, **changes)

@@ -1,0 +1,448 @@
+"""The Worker: register periodic jobs, queue jobs and elections with decorators, then run them
+all on this instance, sharing one store with the other instances.
+
+`tenure.Worker` takes a sync store and blocks in `run()` (or runs in a background thread with
+`with worker:`); `tenure.aio.Worker` takes an async store and runs on your event loop
+(`await worker.run()`, or `async with worker:` in e.g. a FastAPI lifespan). Both run async job
+functions on an event loop and sync ones in worker threads.
+
+Example::
+
+    worker = tenure.Worker(tenure.connect("sqlite:////var/lib/app/locks.db"))
+
+    @worker.every(timedelta(minutes=5))
+    def process_invoices(run: tenure.Run) -> None:
+        ...
+
+    worker.run()   # SIGTERM/SIGINT: no new runs, running ones get `grace` seconds, leases freed
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+
+from tenure._async._store import AsyncStore
+from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._names import validate_name
+from tenure._sync._store import Store
+from tenure._timing import check_range, to_seconds
+from tenure.jobs._election import Election
+from tenure.jobs._health import job_health
+from tenure.jobs._locks import AnyStore, LockPort
+from tenure.jobs._periodic import JOB_LOCK_PREFIX, JobSpec, PeriodicJob, _parse, utc_now
+from tenure.jobs._schedule import Cron, Every, Schedule
+
+log = logging.getLogger("tenure.jobs")
+F = TypeVar("F", bound=Callable[..., Any])
+
+MISFIRE_POLICIES = ("coalesce", "skip")
+
+
+class _Registry:
+    """What both Workers share: the decorators and the validated specs they record."""
+
+    def __init__(self, store: AnyStore, *, grace: float | timedelta = 30.0) -> None:
+        self._locks = LockPort(store)
+        self.store = store
+        self.grace = check_range(to_seconds(grace, "grace"), "grace", 0.0, 3600.0)
+        self.jobs: dict[str, JobSpec] = {}
+        self._runners: dict[str, PeriodicJob] = {}
+        self._consumers: list[Any] = []
+        self._elections: dict[str, Election] = {}
+        self._started: datetime | None = None
+
+    @property
+    def instance(self) -> str:
+        """This instance's id: the store's holder id (host:pid:random unless set)."""
+        return self._locks.holder
+
+    def every(self, interval: float | timedelta, *, name: str | None = None,
+              offset: float | timedelta = 0, **options: Any) -> Callable[[F], F]:
+        """Run the decorated function once per `interval`, on one instance, periods aligned to
+        the wall clock (every 5 minutes: at :00, :05, ...).
+
+        Options: leader (keep the lease between periods), ttl (30 s), retries (0),
+        retry_backoff (1 s), jitter (the longest random start delay; default interval/20, at
+        most 1 s), misfire ('coalesce': after downtime run the latest missed period once;
+        'skip': skip a period started more than misfire_grace ago), poll (how often a waiting
+        instance looks; default min(1 s, ttl/4)), unhealthy_after (3 periods).
+
+        Example::
+
+            @worker.every(timedelta(minutes=5), retries=2)
+            def process_invoices(run: tenure.Run) -> None:
+                ...
+        """
+        seconds = to_seconds(interval, "interval")
+        schedule = Every(timedelta(seconds=seconds),
+                         timedelta(seconds=to_seconds(offset, "offset")))
+        return self._register(schedule, seconds, name, options)
+
+    def cron(self, expression: str, *, timezone: str = "UTC", name: str | None = None,
+             **options: Any) -> Callable[[F], F]:
+        """Run the decorated function at the times of a five-field cron expression in
+        `timezone`, on one instance per scheduled time. Options as for `every`.
+
+        Example::
+
+            @worker.cron("0 3 * * *", timezone="Europe/Paris")
+            async def nightly_rollup(run: tenure.Run) -> None:
+                ...
+        """
+        schedule = Cron(expression, timezone)
+        first = schedule.next_after(utc_now())
+        seconds = (schedule.next_after(first) - first).total_seconds()
+        return self._register(schedule, seconds, name, options)
+
+    def election(self, name: str, *, on_elected: Callable[[], Any] | None = None,
+                 on_lost: Callable[[], Any] | None = None, ttl: float | timedelta = 30.0,
+                 poll: float | timedelta | None = None) -> Election:
+        """Campaign for leadership of `name` while the worker runs; `on_elected` runs when this
+        instance becomes leader and `on_lost` when it stops leading (lease lost, or the worker
+        stops). Callbacks may be sync or async.
+
+        Example::
+
+            election = worker.election("primary", on_elected=lambda: print("leading"))
+        """
+        validate_name(name)
+        for callback, argument in ((on_elected, "on_elected"), (on_lost, "on_lost")):
+            if callback is not None and not callable(callback):
+                raise InvalidArgumentType(f"{argument} must be callable, got "
+                                          f"{type(callback).__name__}")
+        if name in self._elections:
+            raise InvalidArgument(f"election {name!r} is already registered on this worker")
+        lease_ttl = self._ttl(ttl)
+        election = Election(name, self._locks, ttl=lease_ttl, poll=self._poll(poll, lease_ttl),
+                            on_elected=on_elected, on_lost=on_lost)
+        self._elections[name] = election
+        return election
+
+    def queue(self, source: Any, *, scope: str | None = None, concurrency: int = 16,
+              name: str | None = None, **options: Any) -> Callable[[F], F]:
+        """Handle messages of a queue `source` (see tenure.queues), locked per `scope` key (a
+        JSON property path of the body, ':' between nested properties) so two messages of one
+        key never run at once anywhere. Options: see docs/jobs/queues.md.
+
+        Example::
+
+            @worker.queue(tenure.queues.AzureQueue("invoices", connection_string=cs),
+                          scope="Invoice:Id", concurrency=16)
+            async def handle(message: tenure.Message) -> None:
+                ...
+        """
+        from tenure.jobs._queue import QueueConsumer
+
+        def register(function: F) -> F:
+            job = self._job_name(function, name)
+            self._consumers.append(QueueConsumer(source, function, locks=self._locks, name=job,
+                                                 scope=scope, concurrency=concurrency,
+                                                 **options))
+            return function
+
+        return register
+
+    # -- validation ----------------------------------------------------------------------------
+
+    def _register(self, schedule: Schedule, period: float, name: str | None,
+                  options: dict[str, Any]) -> Callable[[F], F]:
+        allowed = {"leader", "ttl", "retries", "retry_backoff", "jitter", "misfire",
+                   "misfire_grace", "poll", "unhealthy_after"}
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise InvalidArgument(f"unknown job option(s) {', '.join(unknown)}; accepted: "
+                                  f"{', '.join(sorted(allowed))}")
+        leader = options.get("leader", False)
+        if not isinstance(leader, bool):
+            raise InvalidArgumentType(f"leader must be True or False, got {leader!r}")
+        ttl = self._ttl(options.get("ttl", 30.0))
+        retries = options.get("retries", 0)
+        if not isinstance(retries, int) or isinstance(retries, bool) or not 0 <= retries <= 100:
+            raise InvalidArgument(f"retries={retries!r} must be an int from 0 to 100")
+        unhealthy_after = options.get("unhealthy_after", 3)
+        if (not isinstance(unhealthy_after, int) or isinstance(unhealthy_after, bool)
+                or not 1 <= unhealthy_after <= 10_000):
+            raise InvalidArgument(f"unhealthy_after={unhealthy_after!r} must be an int from 1 "
+                                  "to 10000 (periods)")
+        misfire = options.get("misfire", "coalesce")
+        if misfire not in MISFIRE_POLICIES:
+            raise InvalidArgument(f"misfire={misfire!r} is not a policy; use 'coalesce' (run "
+                                  "the latest missed period once) or 'skip'")
+        jitter = options.get("jitter")
+        spec_jitter = min(1.0, period / 20) if jitter is None else check_range(
+            to_seconds(jitter, "jitter"), "jitter", 0.0, period / 2,
+            " (the random start delay must stay well inside the period)")
+        grace = options.get("misfire_grace")
+        misfire_grace = period / 2 if grace is None else check_range(
+            to_seconds(grace, "misfire_grace"), "misfire_grace", 0.1, period,
+            " (how late a period may still start; a waking timer is a few ms late)")
+        backoff = check_range(to_seconds(options.get("retry_backoff", 1.0), "retry_backoff"),
+                              "retry_backoff", 0.001, 3600.0)
+
+        def register(function: F) -> F:
+            if not callable(function):
+                raise InvalidArgumentType(f"a job must be a function taking a tenure.Run, got "
+                                          f"{type(function).__name__}")
+            job = self._job_name(function, name)
+            if job in self.jobs:
+                raise InvalidArgument(f"job {job!r} is already registered on this worker; pass "
+                                      "name= to register the same function twice")
+            spec = JobSpec(name=job, function=function, schedule=schedule, leader=leader,
+                           ttl=ttl, retries=retries, retry_backoff=backoff, jitter=spec_jitter,
+                           misfire=misfire, misfire_grace=misfire_grace,
+                           poll=self._poll(options.get("poll"), ttl),
+                           unhealthy_after=unhealthy_after)
+            self.jobs[job] = spec
+            self._runners[job] = PeriodicJob(spec, self._locks)
+            return function
+
+        return register
+
+    def _ttl(self, ttl: Any) -> float:
+        capabilities = self.store.backend.capabilities
+        return check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
+                           capabilities.max_ttl, capabilities.ttl_hint)
+
+    @staticmethod
+    def _poll(poll: Any, ttl: float) -> float:
+        if poll is None:
+            return min(1.0, ttl / 4)
+        return check_range(to_seconds(poll, "poll"), "poll", 0.001, ttl)
+
+    @staticmethod
+    def _job_name(function: Callable[..., Any], name: str | None) -> str:
+        if name is None:
+            module = getattr(function, "__module__", None) or "job"
+            name = f"{module}.{getattr(function, '__qualname__', type(function).__name__)}"
+        validate_name(JOB_LOCK_PREFIX + name, "name")
+        return name
+
+    # -- running -------------------------------------------------------------------------------
+
+    def _runs(self) -> list[Callable[[anyio.Event], Any]]:
+        return ([runner.run for runner in self._runners.values()]
+                + [election.run for election in self._elections.values()]
+                + [consumer.run for consumer in self._consumers])
+
+    async def _serve(self, stopping: anyio.Event, started: anyio.Event | None = None,
+                     signals: bool = False) -> None:
+        """Run everything until `stopping` is set, then allow `grace` and cancel the rest."""
+        self._started = utc_now()
+        runs = self._runs()
+        if not runs:
+            raise InvalidArgument("the worker has nothing to run: register a job with "
+                                  "@worker.every, @worker.cron, @worker.queue or worker.election")
+        finished = anyio.Event()
+        async with anyio.create_task_group() as group:
+            if signals:
+                group.start_soon(self._on_signals, stopping)
+
+            async def run_all() -> None:
+                async with anyio.create_task_group() as jobs:
+                    for run in runs:
+                        jobs.start_soon(run, stopping)
+                finished.set()
+
+            group.start_soon(run_all)
+            if started is not None:
+                started.set()
+            await stopping.wait()
+            with anyio.move_on_after(self.grace) as grace:
+                await finished.wait()
+            if grace.cancelled_caught:
+                log.warning("tenure: work still running after the %g s grace period is being "
+                            "cancelled", self.grace)
+            group.cancel_scope.cancel()
+
+    @staticmethod
+    async def _on_signals(stopping: anyio.Event) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+            async for signum in received:
+                log.info("tenure: %s received: finishing running jobs, taking no new ones",
+                         signal.Signals(signum).name)
+                stopping.set()
+                return
+
+    def _health(self, records: dict[str, str]) -> dict[str, Any]:
+        now = utc_now()
+        started = self._started or now
+        jobs = {}
+        for job, spec in self.jobs.items():
+            record = _parse(records.get(spec.lock_name), job)
+            jobs[job] = job_health(spec, self._runners[job].state, record, now, started)
+        return {"instance": self.instance, "healthy": not any(
+            entry["unhealthy"] for entry in jobs.values()), "jobs": jobs}
+
+
+class AsyncWorker(_Registry):
+    """Jobs of this instance on an async store; `tenure.aio.Worker`.
+
+    Example::
+
+        worker = tenure.aio.Worker(tenure.aio.connect("redis://cache:6379/0"))
+
+        @worker.every(timedelta(minutes=5))
+        async def process_invoices(run: tenure.Run) -> None:
+            ...
+
+        async with worker:      # e.g. in a FastAPI lifespan
+            ...
+    """
+
+    def __init__(self, store: AsyncStore, *, grace: float | timedelta = 30.0) -> None:
+        if not isinstance(store, AsyncStore):
+            raise InvalidArgumentType(
+                "tenure.aio.Worker needs an async store from tenure.aio.connect(url); for a "
+                f"sync store use tenure.Worker; got {type(store).__name__}")
+        super().__init__(store, grace=grace)
+        self._stopping: anyio.Event | None = None
+        self._group: anyio.abc.TaskGroup | None = None
+
+    async def run(self) -> None:
+        """Run until `stop()`, SIGTERM or SIGINT (signals only from the main thread).
+
+        Example::
+
+            await worker.run()
+        """
+        self._stopping = anyio.Event()
+        await self._serve(self._stopping, signals=threading.current_thread()
+                          is threading.main_thread())
+
+    def stop(self) -> None:
+        """Take no new runs; running ones get the grace period. Call from the loop's thread."""
+        if self._stopping is not None:
+            self._stopping.set()
+
+    async def health(self) -> dict[str, Any]:
+        """Per-job health: last success, last outcome, next due time, and `unhealthy` when a
+        job has not succeeded for `unhealthy_after` periods on any instance.
+
+        Example::
+
+            report = await worker.health()
+            if not report["healthy"]: ...
+        """
+        return self._health(await self._locks.records(JOB_LOCK_PREFIX))
+
+    async def __aenter__(self) -> AsyncWorker:
+        self._stopping = anyio.Event()
+        started = anyio.Event()
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._serve, self._stopping, started)
+        await started.wait()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, traceback: TracebackType | None) -> None:
+        self.stop()
+        group, self._group = self._group, None
+        if group is not None:
+            await group.__aexit__(exc_type, exc, traceback)
+
+
+class Worker(_Registry):
+    """Jobs of this instance on a sync store; `tenure.Worker`.
+
+    Example::
+
+        worker = tenure.Worker(tenure.connect("sqlite:////var/lib/app/locks.db"))
+
+        @worker.every(timedelta(minutes=5))
+        def process_invoices(run: tenure.Run) -> None:
+            ...
+
+        worker.run()            # or: with worker: serve_http()  (runs in a thread)
+    """
+
+    def __init__(self, store: Store, *, grace: float | timedelta = 30.0) -> None:
+        if not isinstance(store, Store):
+            raise InvalidArgumentType(
+                "tenure.Worker needs a sync store from tenure.connect(url); for an async store "
+                f"use tenure.aio.Worker; got {type(store).__name__}")
+        super().__init__(store, grace=grace)
+        self._portal: Any = None
+        self._portal_context: Any = None
+        self._stopping: anyio.Event | None = None
+        self._thread_done: Any = None
+
+    def run(self) -> None:
+        """Block running the jobs until `stop()`, SIGTERM or SIGINT.
+
+        Example::
+
+            worker.run()
+        """
+        signals = threading.current_thread() is threading.main_thread()
+
+        async def main() -> None:
+            self._stopping = anyio.Event()
+            await self._serve(self._stopping, signals=signals)
+
+        anyio.run(main)
+
+    def start(self) -> None:
+        """Run the jobs in a background thread (with its own event loop) and return.
+
+        Example::
+
+            worker.start(); ...; worker.stop()
+        """
+        if self._portal is not None:
+            raise InvalidArgument("the worker is already running; call stop() first")
+        self._portal_context = anyio.from_thread.start_blocking_portal()
+        self._portal = self._portal_context.__enter__()
+        self._stopping = self._portal.call(anyio.Event)
+        started = self._portal.call(anyio.Event)
+        self._thread_done = self._portal.start_task_soon(self._serve, self._stopping, started)
+        self._portal.call(started.wait)
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Take no new runs, let running ones finish within the grace period, free the
+        leases; waits for all of it when the worker runs in the background (`start()`).
+
+        Example::
+
+            worker.stop()
+        """
+        portal, self._portal = self._portal, None
+        if portal is None:
+            if self._stopping is not None:  # run() in another thread: its loop owns the event
+                raise InvalidArgument("a worker blocked in run() stops on SIGTERM/SIGINT; use "
+                                      "start()/stop() to control it from another thread")
+            return
+        portal.call(self._stopping.set)  # type: ignore[union-attr]
+        try:
+            self._thread_done.result(timeout=timeout)
+        finally:
+            self._portal_context.__exit__(None, None, None)
+
+    def health(self) -> dict[str, Any]:
+        """Per-job health (see tenure.aio.Worker.health).
+
+        Example::
+
+            assert worker.health()["healthy"]
+        """
+        assert isinstance(self.store, Store)
+        return self._health(self.store.backend.records(JOB_LOCK_PREFIX))
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+

@@ -1,0 +1,296 @@
+"""The job runner inside one process: schedules, retries, misfires, leader mode, elections,
+health, the grace period and bad input. The cross-process guarantees on every store are in
+tests/conformance/test_jobs.py."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import tenure
+import tenure.aio
+import tenure.aio.stores
+from tenure.jobs import AsyncWorker, Cron, Every, JobRecord, Run, Worker
+
+pytestmark = pytest.mark.anyio
+
+UTC = timezone.utc
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+# -- schedules --------------------------------------------------------------------------------
+
+
+@given(moment=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1),
+                           timezones=st.just(UTC)),
+       seconds=st.integers(min_value=1, max_value=7 * 86400), offset=st.integers(0, 10**6))
+def test_every_periods_are_aligned_and_contain_the_moment(moment: datetime, seconds: int,
+                                                          offset: int) -> None:
+    schedule = Every(timedelta(seconds=seconds), timedelta(seconds=offset % seconds))
+    start = schedule.period_at(moment)
+    assert start <= moment < schedule.next_after(moment) == start + timedelta(seconds=seconds)
+    since_epoch = start - datetime(1970, 1, 1, tzinfo=UTC) - schedule.offset
+    assert since_epoch % timedelta(seconds=seconds) == timedelta(0)
+
+
+def test_cron_periods_at_and_between_fire_times() -> None:
+    schedule = Cron("*/5 * * * *")
+    at = datetime(2026, 3, 1, 12, 5, tzinfo=UTC)
+    assert schedule.period_at(at) == at
+    assert schedule.period_at(at - timedelta(microseconds=1)) == at - timedelta(minutes=5)
+    assert schedule.next_after(at) == at + timedelta(minutes=5)
+
+
+def test_cron_follows_its_time_zone_across_daylight_saving() -> None:
+    schedule = Cron("30 2 * * *", "Europe/Paris")  # 02:30 does not exist on 2026-03-29
+    after = schedule.next_after(datetime(2026, 3, 28, 12, 0, tzinfo=UTC))
+    assert after.astimezone(UTC).date() == datetime(2026, 3, 29).date()
+    winter = schedule.next_after(datetime(2026, 1, 10, 12, 0, tzinfo=UTC))
+    assert winter == datetime(2026, 1, 11, 1, 30, tzinfo=UTC)  # 02:30 CET
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Cron("*/5 * * *"), "cron expression"),
+    (lambda: Cron("*/5 * * * *", "Mars/Olympus"), "timezone"),
+    (lambda: Every(timedelta(seconds=0.01)), "interval"),
+    (lambda: Every(timedelta(minutes=5), timedelta(minutes=5)), "offset"),
+])
+def test_bad_schedules_are_refused_with_the_argument_named(make: Any, message: str) -> None:
+    with pytest.raises(tenure.InvalidArgument, match=message):
+        make()
+
+
+# -- registration -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"retries": -1}, "retries"),
+    ({"retries": True}, "retries"),
+    ({"misfire": "later"}, "misfire"),
+    ({"jitter": 1000}, "jitter"),
+    ({"ttl": 0}, "ttl"),
+    ({"unhealthy_after": 0}, "unhealthy_after"),
+    ({"leader": "yes"}, "leader"),
+    ({"color": "red"}, "unknown job option"),
+])
+def test_bad_job_options_fail_at_registration(options: dict[str, Any], message: str) -> None:
+    worker = Worker(tenure.connect("memory://"))
+    with pytest.raises((tenure.InvalidArgument, tenure.InvalidArgumentType), match=message):
+        worker.every(timedelta(minutes=5), **options)
+
+
+def test_registration_mistakes_are_explained() -> None:
+    worker = Worker(tenure.connect("memory://"))
+
+    @worker.every(60)
+    def report(run: Run) -> None: ...
+
+    with pytest.raises(tenure.InvalidArgument, match="already registered"):
+        worker.every(60)(report)
+    with pytest.raises(tenure.InvalidArgumentType, match="tenure.aio.Worker"):
+        Worker(tenure.aio.connect("memory://"))  # type: ignore[arg-type]
+    with pytest.raises(tenure.InvalidArgumentType, match="tenure.Worker"):
+        AsyncWorker(tenure.connect("memory://"))  # type: ignore[arg-type]
+    with pytest.raises(tenure.InvalidArgument, match="nothing to run"):
+        Worker(tenure.connect("memory://")).run()
+    assert "test_jobs.test_registration_mistakes_are_explained.<locals>.report" in worker.jobs
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+async def wait_for(condition: Any, timeout: float) -> None:
+    with anyio.fail_after(timeout):
+        while not condition():
+            await anyio.sleep(0.01)
+
+
+async def test_failed_runs_are_retried_within_the_period_then_recorded() -> None:
+    store = tenure.aio.connect("memory://")
+    worker = AsyncWorker(store)
+    attempts: list[int] = []
+
+    @worker.every(timedelta(seconds=5), name="flaky", retries=2, retry_backoff=0.01, jitter=0)
+    async def flaky(run: Run) -> None:
+        attempts.append(run.attempt)
+        if run.attempt < 3:
+            raise RuntimeError("payment API timed out")
+
+    async with worker:
+        await wait_for(lambda: worker._runners["flaky"].state.last_outcome, 5)
+    record = JobRecord.parse(await store.backend.read_record("job:flaky") or "")
+    assert attempts == [1, 2, 3]
+    assert (record.outcome, record.attempts, record.error) == ("ok", 3, None)
+    assert record.last_success is not None
+
+
+async def test_a_run_that_keeps_failing_is_recorded_as_failed_and_health_says_so() -> None:
+    store = tenure.aio.connect("memory://")
+    worker = AsyncWorker(store)
+
+    @worker.every(timedelta(seconds=0.2), name="broken", retries=1, retry_backoff=0.01,
+                  jitter=0, unhealthy_after=1)
+    async def broken(run: Run) -> None:
+        raise ValueError("invoice 42 has no customer")
+
+    async with worker:
+        await wait_for(lambda: worker._runners["broken"].state.last_outcome == "failed", 5)
+        with anyio.fail_after(5):
+            while (await worker.health())["healthy"]:
+                await anyio.sleep(0.05)
+        report = await worker.health()
+    entry = report["jobs"]["broken"]
+    assert entry["unhealthy"] and entry["last_outcome"] == "failed"
+    assert "ValueError: invoice 42 has no customer" in entry["last_error"]
+    assert entry["last_success"] is None
+
+
+async def test_a_period_already_recorded_is_skipped() -> None:
+    store = tenure.aio.connect("memory://")
+    schedule = Every(timedelta(seconds=30))
+    period = schedule.period_at(datetime.now(UTC))
+    lease = await store.lock("job:done", ttl=5).try_acquire()
+    assert lease is not None
+    assert await store.backend.write_record(lease.grant, JobRecord(period=period).dump())
+    await lease.release()
+    worker = AsyncWorker(store)
+    runs: list[Run] = []
+
+    @worker.every(timedelta(seconds=30), name="done", jitter=0)
+    async def done(run: Run) -> None:
+        runs.append(run)
+
+    async with worker:
+        await wait_for(lambda: worker._runners["done"].state.done_through == period, 5)
+    assert runs == []
+
+
+async def test_after_downtime_only_the_latest_period_runs() -> None:
+    store = tenure.aio.connect("memory://")
+    lease = await store.lock("job:catch-up", ttl=5).try_acquire()
+    assert lease is not None
+    old = Every(timedelta(seconds=1)).period_at(datetime.now(UTC) - timedelta(seconds=30))
+    assert await store.backend.write_record(lease.grant, JobRecord(period=old).dump())
+    await lease.release()
+    worker = AsyncWorker(store)
+    runs: list[datetime] = []
+
+    @worker.every(timedelta(seconds=1), name="catch-up", jitter=0)
+    async def catch_up(run: Run) -> None:
+        runs.append(run.period_start)
+
+    started = datetime.now(UTC)
+    async with worker:
+        await wait_for(lambda: runs, 5)
+    assert len(runs) == 1 and runs[0] >= started - timedelta(seconds=1)
+
+
+async def test_misfire_skip_waits_for_the_next_period() -> None:
+    worker = AsyncWorker(tenure.aio.connect("memory://"))
+    runs: list[datetime] = []
+
+    @worker.every(timedelta(seconds=1), name="strict", misfire="skip", misfire_grace=0.1,
+                  jitter=0)
+    async def strict(run: Run) -> None:
+        runs.append(run.period_start)
+
+    while not 300_000 < datetime.now(UTC).microsecond < 700_000:  # well past the grace
+        await anyio.sleep(0.01)
+    started = datetime.now(UTC)
+    async with worker:
+        await wait_for(lambda: runs, 5)
+    assert runs[0] > started, "a period already under way must be skipped"
+
+
+async def test_leader_mode_runs_every_period_on_one_instance_and_fails_over() -> None:
+    backend = tenure.aio.stores.AsyncMemoryStore()
+    runs: list[tuple[str, datetime]] = []
+    workers = [AsyncWorker(tenure.aio.connect(backend), grace=1) for _ in range(2)]
+    for worker in workers:
+
+        @worker.every(timedelta(seconds=0.2), name="lead", leader=True, ttl=1, poll=0.05,
+                      jitter=0)
+        async def lead(run: Run) -> None:
+            runs.append((run.instance, run.period_start))
+
+    async with workers[0], workers[1]:
+        await wait_for(lambda: len(runs) >= 4, 10)
+        leaders = {instance for instance, _ in runs}
+        assert len(leaders) == 1
+        [leader] = leaders
+        first = next(w for w in workers if w.instance == leader)
+        first.stop()
+        await wait_for(lambda: {instance for instance, _ in runs} != leaders, 10)
+    periods = [period for _, period in runs]
+    assert len(periods) == len(set(periods)), "a period ran twice around the fail-over"
+
+
+async def test_an_election_has_one_leader_and_hands_over_when_it_stops() -> None:
+    backend = tenure.aio.stores.AsyncMemoryStore()
+    events: list[tuple[str, int]] = []
+    workers = [AsyncWorker(tenure.aio.connect(backend), grace=1) for _ in range(2)]
+    elections = [worker.election("primary", ttl=1, poll=0.05,
+                                 on_elected=lambda i=i: events.append(("elected", i)),
+                                 on_lost=lambda i=i: events.append(("lost", i)))
+                 for i, worker in enumerate(workers)]
+    async with workers[0], workers[1]:
+        await wait_for(lambda: events, 5)
+        first = events[0][1]
+        assert elections[first].is_leader and not elections[1 - first].is_leader
+        assert await elections[1 - first].leader() == workers[first].instance
+        workers[first].stop()
+        await wait_for(lambda: ("elected", 1 - first) in events, 5)
+        assert await elections[first].leader() == workers[1 - first].instance
+    assert events[:3] == [("elected", first), ("lost", first), ("elected", 1 - first)]
+
+
+async def test_past_the_grace_period_a_running_job_is_cancelled_and_not_recorded() -> None:
+    store = tenure.aio.connect("memory://")
+    worker = AsyncWorker(store, grace=0.2)
+    started, cancelled = anyio.Event(), []
+
+    @worker.every(timedelta(seconds=30), name="slow", jitter=0)
+    async def slow(run: Run) -> None:
+        started.set()
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            cancelled.append(run.period_start)
+            raise
+
+    with anyio.fail_after(5):
+        async with worker:
+            await started.wait()
+    assert cancelled
+    assert await store.backend.read_record("job:slow") is None
+    assert await store.leases() == [], "the job's lease must be released at shutdown"
+
+
+def test_sync_worker_runs_sync_and_async_jobs_in_the_background(tmp_path: Path) -> None:
+    store = tenure.connect(f"sqlite://{tmp_path}/locks.db")
+    worker = Worker(store, grace=1)
+    seen: list[str] = []
+
+    @worker.every(timedelta(seconds=0.5), name="sync-job", jitter=0)
+    def sync_job(run: Run) -> None:
+        seen.append("sync")
+
+    @worker.every(timedelta(seconds=0.5), name="async-job", jitter=0)
+    async def async_job(run: Run) -> None:
+        seen.append("async")
+
+    with worker:
+        anyio.run(wait_for, lambda: {"sync", "async"} <= set(seen), 5)
+        assert worker.health()["healthy"]
+    assert store.leases() == []
+    store.close()
