@@ -13,7 +13,7 @@ The server-backed stores are imported on first use, each needing its extra:
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import Backend, RecordKeeper
 from tenure._sync.stores.file import FileStore
 from tenure._sync.stores.memory import MemoryStore
 from tenure._sync.stores.sqlite import SQLiteStore
@@ -37,4 +37,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["AzureBlobStore", "Backend", "Capabilities", "FileStore", "Grant", "LostReason",
-           "MemoryStore", "MySQLStore", "PostgresStore", "RedisStore", "SQLiteStore"]
+           "MemoryStore", "MySQLStore", "PostgresStore", "RecordKeeper", "RedisStore", "SQLiteStore"]

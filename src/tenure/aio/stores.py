@@ -13,7 +13,7 @@ The server-backed stores are imported on first use, each needing its extra:
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from tenure._async.stores._protocol import AsyncBackend
+from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper
 from tenure._async.stores.file import AsyncFileStore
 from tenure._async.stores.memory import AsyncMemoryStore
 from tenure._async.stores.sqlite import AsyncSQLiteStore
@@ -36,4 +36,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["AsyncAzureBlobStore", "AsyncBackend", "AsyncFileStore", "AsyncMemoryStore",
-           "AsyncMySQLStore", "AsyncPostgresStore", "AsyncRedisStore", "AsyncSQLiteStore"]
+           "AsyncMySQLStore", "AsyncPostgresStore", "AsyncRecordKeeper", "AsyncRedisStore",
+           "AsyncSQLiteStore"]

@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from tenure._errors import LeaseLost, TenureError
 from tenure.jobs._locks import LockPort
-from tenure.jobs._periodic import until_stopped
+from tenure.jobs._periodic import STORE_RETRY, sleep_unless_stopped, until_stopped
 
 log = logging.getLogger("tenure.jobs")
 
@@ -85,7 +85,16 @@ class Election:
         return None
 
     async def run(self, stopping: anyio.Event) -> None:
-        """Campaign until `stopping` is set; lead while the lease holds."""
+        """Campaign until `stopping` is set; a store that fails is retried, never fatal."""
+        while not stopping.is_set():
+            try:
+                await self._campaign(stopping)
+            except TenureError as exc:
+                log.warning("tenure: election %r cannot reach its store, retrying in %g s: %s",
+                            self.name, STORE_RETRY, exc)
+                await sleep_unless_stopped(stopping, STORE_RETRY)
+
+    async def _campaign(self, stopping: anyio.Event) -> None:
         while not stopping.is_set():
             lease = await until_stopped(stopping, lambda: self._locks.acquire(
                 self.lock_name, self.ttl, timeout=float("inf"), max_wait=self.poll))

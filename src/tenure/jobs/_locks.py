@@ -54,11 +54,13 @@ class LockPort:
             raise InvalidArgumentType(
                 "store must be a tenure.Store or tenure.aio.AsyncStore, e.g. "
                 f"tenure.connect('sqlite:////var/lib/app/locks.db'); got {type(store).__name__}")
-        if not isinstance(store.backend, (AsyncRecordKeeper, RecordKeeper)):
+        backend = store.backend
+        if not isinstance(backend, (AsyncRecordKeeper, RecordKeeper)):
             raise InvalidArgumentType(
                 f"jobs need a store that keeps records; {type(store.backend).__name__} has no "
                 "read_record/write_record/records (every built-in store has them)")
         self.store = store
+        self.records_of: Any = backend  # the store's AsyncRecordKeeper or RecordKeeper
         self.is_async = isinstance(store, AsyncStore)
         self.holder = store.holder
         self._locks: dict[tuple[str, float, float], Any] = {}
@@ -120,17 +122,17 @@ class LockPort:
 
     async def read_record(self, name: str) -> str | None:
         """The record kept next to `name` (see the store protocol), or None."""
-        record: str | None = await self._call(self.store.backend.read_record, name)
+        record: str | None = await self._call(self.records_of.read_record, name)
         return record
 
     async def write_record(self, lease: AnyLease, record: str) -> bool:
         """Write `name`'s record while `lease` is live; False when the lease is gone."""
-        written: bool = await self._call(self.store.backend.write_record, lease.grant, record)
+        written: bool = await self._call(self.records_of.write_record, lease.grant, record)
         return written
 
     async def records(self, prefix: str) -> dict[str, str]:
         """Every record whose name starts with `prefix`."""
-        found: dict[str, str] = await self._call(self.store.backend.records, prefix)
+        found: dict[str, str] = await self._call(self.records_of.records, prefix)
         return found
 
     async def leases(self, prefix: str) -> list[LeaseInfo]:

@@ -38,6 +38,7 @@ log = logging.getLogger("tenure.jobs")
 T = TypeVar("T")
 
 JOB_LOCK_PREFIX = "job:"
+STORE_RETRY = 1.0  # seconds between attempts while the store is unreachable
 
 
 @dataclass(frozen=True)
@@ -121,11 +122,15 @@ class PeriodicJob:
         self.state = JobState()
 
     async def run(self, stopping: anyio.Event) -> None:
-        """Loop until `stopping` is set."""
-        if self.spec.leader:
-            await self._lead(stopping)
-        else:
-            await self._take_turns(stopping)
+        """Loop until `stopping` is set; a store that fails is retried, never fatal."""
+        loop = self._lead if self.spec.leader else self._take_turns
+        while not stopping.is_set():
+            try:
+                await loop(stopping)
+            except TenureError as exc:
+                log.warning("tenure: job %r cannot reach its store, retrying in %g s: %s",
+                            self.spec.name, STORE_RETRY, exc)
+                await sleep_unless_stopped(stopping, STORE_RETRY)
 
     # -- every instance competes each period ---------------------------------------------------
 

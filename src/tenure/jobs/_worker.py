@@ -435,8 +435,8 @@ class Worker(_Registry):
 
             assert worker.health()["healthy"]
         """
-        assert isinstance(self.store, Store)
-        return self._health(self.store.backend.records(JOB_LOCK_PREFIX))
+        records: dict[str, str] = self._locks.records_of.records(JOB_LOCK_PREFIX)
+        return self._health(records)
 
     def __enter__(self) -> Worker:
         self.start()
