@@ -97,9 +97,9 @@ def test_registration_mistakes_are_explained() -> None:
 
     with pytest.raises(tenure.InvalidArgument, match="already registered"):
         worker.every(60)(report)
-    with pytest.raises(tenure.InvalidArgumentType, match="tenure.aio.Worker"):
+    with pytest.raises(tenure.InvalidArgumentType, match=r"tenure\.aio\.Worker"):
         Worker(tenure.aio.connect("memory://"))  # type: ignore[arg-type]
-    with pytest.raises(tenure.InvalidArgumentType, match="tenure.Worker"):
+    with pytest.raises(tenure.InvalidArgumentType, match=r"tenure\.Worker"):
         AsyncWorker(tenure.connect("memory://"))  # type: ignore[arg-type]
     with pytest.raises(tenure.InvalidArgument, match="nothing to run"):
         Worker(tenure.connect("memory://")).run()

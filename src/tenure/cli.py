@@ -1,8 +1,10 @@
-"""The `tenure` command: list the live leases of a store, or break one.
+"""The `tenure` command: run a worker's jobs, list the jobs of a store, list the live leases of
+a store, or break one.
 
 `--store` falls back to the TENURE_STORE environment variable. Every error is one line on
 stderr, starting with "tenure: error: ", with exit code 2 for bad usage or input and 1 when the
-store fails. Secrets in store URLs are never printed.
+store fails (or the application raised while it was imported). Secrets in store URLs are never
+printed.
 
 Example::
 
@@ -13,17 +15,24 @@ Example::
     $ tenure locks --json --prefix nightly --store sqlite:////var/lib/app/locks.db
     $ TENURE_STORE=file:///var/lib/app/locks tenure locks break nightly-report
     broke 1 lease on 'nightly-report'
+    $ tenure run myapp.jobs:worker --store sqlite:////var/lib/app/locks.db --health-port 8080
+    $ tenure jobs myapp.jobs:worker --store sqlite:////var/lib/app/locks.db
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import importlib
 import json
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import NoReturn
+from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from rich import box
@@ -35,8 +44,12 @@ import tenure
 from tenure._urls import parse_store_url, redact
 
 ENV_VAR = "TENURE_STORE"
+CONFIG_ENV_VAR = "TENURE_CONFIG"
 USAGE_ERROR = 2
 STORE_ERROR = 1
+JOB_PREFIX = "job:"  # the job runner's lock and record names (tenure.jobs._periodic)
+
+log = logging.getLogger("tenure.cli")
 
 
 class _UsageError(Exception):
@@ -44,7 +57,7 @@ class _UsageError(Exception):
 
 
 class _StoreError(Exception):
-    """The store cannot be used (exit 1)."""
+    """The store cannot be used, or the application failed (exit 1)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -63,8 +76,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         0
     """
     url: str | None = None
+    args = argparse.Namespace()
     try:
         args = _parser().parse_args(argv)
+        if args.command == "run":
+            return _run(args)
         url = getattr(args, "store", None)
         if url is None:
             url = os.environ.get(ENV_VAR)
@@ -73,21 +89,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"no store given: pass --store URL or set {ENV_VAR} "
                 "(e.g. sqlite:////var/lib/app/locks.db)"
             )
+        args.store_url = url
         with _connect(url) as store:
             args.run(store, args)
         return 0
     except (_UsageError, tenure.InvalidArgument, tenure.InvalidArgumentType) as exc:
-        return _fail(str(exc), USAGE_ERROR, url)
+        return _fail(str(exc), USAGE_ERROR, url or getattr(args, "resolved_store", None))
     except (_StoreError, tenure.TenureError) as exc:
-        return _fail(str(exc), STORE_ERROR, url)
+        return _fail(str(exc), STORE_ERROR, url or getattr(args, "resolved_store", None))
     except OSError as exc:
+        url = url or getattr(args, "resolved_store", None)
         return _fail(f"{_safe_url(url)}: {exc}" if url else str(exc), STORE_ERROR, url)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130, url)
+        return _fail("interrupted", 130, url or getattr(args, "resolved_store", None))
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="tenure", description="Inspect and break the leases of a tenure store.")
+    parser = _Parser(prog="tenure", description="Run a worker's jobs, list the jobs and the live "
+                     "leases of a tenure store, or break a lease.")
     parser.add_argument("--version", action="version", version=f"tenure {tenure.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     store = _Parser(add_help=False)
@@ -111,6 +130,40 @@ def _parser() -> argparse.ArgumentParser:
     )
     breaker.add_argument("name", metavar="NAME")
     breaker.set_defaults(run=_break)
+    runner = commands.add_parser(
+        "run", help="run a worker's jobs until SIGTERM/SIGINT",
+        usage="tenure run APP [--store URL] [--config FILE] [--health-port N] "
+              "[--health-host HOST] [--log-level LEVEL] [--check]",
+        description="Import APP (module:attribute, the attribute a tenure.Worker or "
+                    "tenure.aio.Worker, or a function returning one), apply the configuration "
+                    "and run its jobs until SIGTERM or SIGINT. The store URL is exported to the "
+                    f"application as ${ENV_VAR} before APP is imported.",
+    )
+    runner.add_argument("app", metavar="APP", help="e.g. myapp.jobs:worker")
+    runner.add_argument("--store", metavar="URL", default=None,
+                        help=f"store URL (default: ${ENV_VAR}, then the file's [tenure] store)")
+    runner.add_argument("--config", metavar="FILE", default=None,
+                        help=f"TOML file with a [tenure] table (default: ${CONFIG_ENV_VAR})")
+    runner.add_argument("--health-port", metavar="N", type=int, default=None,
+                        help="serve GET /health and /ready on port N (0: any free port)")
+    runner.add_argument("--health-host", metavar="HOST", default=None,
+                        help="address of the health endpoint (default: 127.0.0.1)")
+    runner.add_argument("--log-level", metavar="LEVEL", default=None,
+                        help="DEBUG, INFO (default), WARNING or ERROR")
+    runner.add_argument("--check", action="store_true",
+                        help="validate APP and its configuration, print the effective settings "
+                             "as JSON with where each came from, and exit")
+    jobs = commands.add_parser(
+        "jobs", parents=[store], help="list jobs: last period, outcome, holder, next due",
+        usage="tenure jobs [APP] [--store URL] [--json]",
+        description="List the jobs recorded in a store: last completed period, last outcome, "
+                    "current holder. With APP (as for 'tenure run') also each job's schedule "
+                    "and next due time, and jobs that never ran.",
+    )
+    jobs.add_argument("app", metavar="APP", nargs="?", default=None,
+                      help="e.g. myapp.jobs:worker, for schedules and next due times")
+    jobs.add_argument("--json", action="store_true", help="print a JSON list, not a table")
+    jobs.set_defaults(run=_jobs)
     return parser
 
 
@@ -124,6 +177,266 @@ def _connect(url: str) -> tenure.Store:
             "(a store is created by the applications that use it)"
         )
     return tenure.connect(url)
+
+
+# -- tenure run --------------------------------------------------------------------------------
+
+def _run(args: argparse.Namespace) -> int:
+    from tenure.jobs._config import load_config
+
+    config_path = args.config or os.environ.get(CONFIG_ENV_VAR) or None
+    config = load_config(config_path, os.environ, cli={
+        "store": args.store, "health_port": args.health_port, "health_host": args.health_host,
+        "log_level": args.log_level})
+    store = config.worker_value("store")
+    if store is not None:
+        args.resolved_store = store.value
+        try:
+            parse_store_url(store.value)
+        except (tenure.InvalidArgument, tenure.InvalidArgumentType) as exc:
+            raise type(exc)(f"{store.source}: {exc}") from None
+        os.environ[ENV_VAR] = store.value  # how the application finds its store
+    if not args.check:
+        level = config.worker_value("log_level")
+        logging.basicConfig(level=level.value if level else "INFO", stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        for warning in config.warnings:
+            log.warning("tenure: %s", warning)
+    worker = _load_worker(args.app)
+    try:
+        return _check(worker, config, args) if args.check else _serve(worker, config, args)
+    finally:
+        _close_store(worker)
+
+
+def _check(worker: Any, config: Any, args: argparse.Namespace) -> int:
+    from tenure.jobs._config import apply_config
+
+    settings = apply_config(worker, config, app=args.app)
+    if "store" in settings:
+        settings["store"]["value"] = _safe_url(settings["store"]["value"])
+    settings["app"] = args.app
+    settings["worker"] = type(worker).__name__
+    settings["warnings"] = [*config.warnings, *_store_warnings(worker, config, args.app)]
+    print(json.dumps(settings, indent=2))
+    return 0
+
+
+def _serve(worker: Any, config: Any, args: argparse.Namespace) -> int:
+    from tenure.jobs import AsyncWorker
+    from tenure.jobs._config import apply_config
+
+    apply_config(worker, config, app=args.app)
+    for warning in _store_warnings(worker, config, args.app):
+        log.warning("tenure: %s", warning)
+    log.info("tenure: running %d job(s) of %s on %s as %s", len(worker.jobs), args.app,
+             worker.store.url, worker.instance)
+    if isinstance(worker, AsyncWorker):
+
+        async def main() -> None:
+            with _health_server(worker, config, asyncio.get_running_loop()):
+                await worker.run()
+
+        asyncio.run(main())
+    else:
+        with _health_server(worker, config, None):
+            worker.run()
+    log.info("tenure: %s stopped", args.app)
+    return 0
+
+
+@contextmanager
+def _health_server(worker: Any, config: Any,
+                   loop: asyncio.AbstractEventLoop | None) -> Iterator[None]:
+    from tenure.jobs._health_http import serve_health
+
+    port = config.worker_value("health_port")
+    if port is None:
+        yield
+        return
+    host = config.worker_value("health_host")
+    server = serve_health(worker, port=port.value, host=host.value if host else "127.0.0.1",
+                          loop=loop)
+    try:
+        server.start()
+    except OSError as exc:
+        raise _StoreError(f"cannot serve health on {server.url} ({port.source}): "
+                          f"{exc.strerror or exc}; choose another port") from None
+    try:
+        yield
+    finally:
+        server.close()
+
+
+def _load_worker(app: str) -> Any:
+    """Import `app` (module:attribute) with the working directory on sys.path, as uvicorn
+    does, and return its Worker (calling the attribute when it is a function)."""
+    from tenure.jobs import AsyncWorker, Worker
+
+    module_name, _, attribute = app.partition(":")
+    if not module_name or not attribute:
+        raise _UsageError(f"APP {app!r} must be module:attribute, e.g. myapp.jobs:worker")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name + ".").startswith(exc.name + "."):
+            raise _UsageError(f"cannot import {module_name!r}: {exc}; run tenure from the "
+                              "directory that holds it, or set PYTHONPATH") from None
+        raise _app_error(f"importing {module_name!r} failed") from None
+    except (tenure.InvalidArgument, tenure.InvalidArgumentType, tenure.TenureError):
+        raise
+    except Exception:
+        raise _app_error(f"importing {module_name!r} failed") from None
+    found: Any = module
+    for part in attribute.split("."):
+        if not hasattr(found, part):
+            raise _UsageError(f"{module_name!r} has no attribute {attribute!r}; APP is "
+                              "module:attribute, the attribute a tenure.Worker or "
+                              "tenure.aio.Worker, or a function returning one")
+        found = getattr(found, part)
+    if not isinstance(found, (Worker, AsyncWorker)) and callable(found):
+        try:
+            found = found()
+        except (tenure.InvalidArgument, tenure.InvalidArgumentType, tenure.TenureError):
+            raise
+        except Exception:
+            raise _app_error(f"calling {app} failed") from None
+    if not isinstance(found, (Worker, AsyncWorker)):
+        raise _UsageError(f"{app} is a {type(found).__name__}, not a tenure.Worker or "
+                          "tenure.aio.Worker (or a function returning one)")
+    return found
+
+
+def _app_error(what: str) -> _StoreError:
+    """The application raised: its traceback goes to the log, the summary to the error line."""
+    exc = sys.exc_info()[1]
+    log.error("tenure: %s", what, exc_info=True)
+    return _StoreError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def _store_warnings(worker: Any, config: Any, app: str) -> list[str]:
+    configured = config.worker_value("store")
+    if configured is None or _same_store(configured.value, worker.store.url):
+        return []
+    return [f"{app} uses the store {worker.store.url}, not {_safe_url(configured.value)} from "
+            f"{configured.source}; build the worker's store from os.environ[{ENV_VAR!r}]"]
+
+
+def _same_store(configured: str, actual: str) -> bool:
+    try:
+        return parse_store_url(redact(configured)) == parse_store_url(actual)
+    except (tenure.InvalidArgument, tenure.InvalidArgumentType):
+        return False
+
+
+def _close_store(worker: Any) -> None:
+    store = worker.store
+    try:
+        if isinstance(store, tenure.Store):
+            store.close()
+        else:
+            asyncio.run(store.close())
+    except Exception as exc:  # closing is best effort; leases were released by the worker
+        log.debug("tenure: closing the store failed: %s", exc)
+
+
+# -- tenure jobs -------------------------------------------------------------------------------
+
+def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
+    from tenure.jobs import JobRecord
+    from tenure.jobs._schedule import parse_schedule
+
+    schedules: dict[str, Any] = {}
+    if args.app:
+        os.environ[ENV_VAR] = args.store_url  # the application's store, as for 'tenure run'
+        worker = _load_worker(args.app)
+        schedules = {name: spec.schedule for name, spec in worker.jobs.items()}
+        _close_store(worker)
+    leases = {info.name: info for info in store.leases(JOB_PREFIX)}
+    if not hasattr(store.backend, "records"):
+        raise _StoreError(f"{store.url}: this store does not keep job records yet")
+    records = store.backend.records(JOB_PREFIX)
+    names = sorted({name[len(JOB_PREFIX):] for name in [*records, *leases]} | set(schedules))
+    now = datetime.now(timezone.utc)
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        text = records.get(JOB_PREFIX + name)
+        record = None
+        unreadable = False
+        if text is not None:
+            try:
+                record = JobRecord.parse(text)
+            except (ValueError, TypeError, KeyError):
+                unreadable = True
+        lease = leases.get(JOB_PREFIX + name)
+        schedule = schedules.get(name)
+        if schedule is None and record is not None and record.schedule:
+            with contextlib.suppress(ValueError):  # written by a newer or older tenure
+                schedule = parse_schedule(record.schedule)
+        rows.append({
+            "job": name,
+            "schedule": schedule.describe() if schedule else None,
+            "last_period": _iso(record.period if record else None),
+            "last_outcome": "unreadable record" if unreadable else (
+                record.outcome if record else None),
+            "attempts": record.attempts if record else None,
+            "last_success": _iso(record.last_success if record else None),
+            "last_holder": record.holder if record else None,
+            "last_error": record.error if record else None,
+            "holder": lease.holder if lease else None,
+            "token": lease.token if lease else None,
+            "next_due": _iso(_next_due(schedule, record, now)) if schedule else None,
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        print(f"no jobs recorded in {store.url}")
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    timed = any(row["schedule"] for row in rows)
+    columns = ["job", *(["schedule"] if timed else []), "last period", "outcome",
+               "last success", "holder", *(["next due"] if timed else [])]
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        cells = [Text(row["job"])]
+        if timed:
+            cells.append(Text(row["schedule"] or "unknown"))
+        cells += [Text(_short_time(row["last_period"])), Text(row["last_outcome"] or "never ran"),
+                  Text(_short_time(row["last_success"])), Text(row["holder"] or "-")]
+        if timed:
+            cells.append(Text(_short_time(row["next_due"])))
+        table.add_row(*cells)
+    console = Console(highlight=False)
+    if not console.is_terminal:  # piped: the table's natural width, never wrap a name
+        console.width = 100_000
+    console.print(table)
+    if not timed:
+        console.print(Text("next due times need the schedules: pass APP, e.g. 'tenure jobs "
+                           "myapp.jobs:worker', or let a run record them", style="dim"))
+
+
+def _next_due(schedule: Any, record: Any, now: datetime) -> datetime:
+    """The current period when it is not recorded as done yet, else the next one."""
+    current: datetime = schedule.period_at(now)
+    if record is None or record.period < current:
+        return current
+    upcoming: datetime = schedule.next_after(now)
+    return upcoming
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(timezone.utc).isoformat()
+
+
+def _short_time(iso: str | None) -> str:
+    if iso is None:
+        return "-"
+    moment = datetime.fromisoformat(iso)
+    return moment.strftime("%Y-%m-%d %H:%M:%S") + "Z"
 
 
 def _list(store: tenure.Store, args: argparse.Namespace) -> None:

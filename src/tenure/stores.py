@@ -37,4 +37,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["AzureBlobStore", "Backend", "Capabilities", "FileStore", "Grant", "LostReason",
-           "MemoryStore", "MySQLStore", "PostgresStore", "RecordKeeper", "RedisStore", "SQLiteStore"]
+           "MemoryStore", "MySQLStore", "PostgresStore", "RecordKeeper", "RedisStore",
+           "SQLiteStore"]

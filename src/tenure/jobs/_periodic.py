@@ -275,7 +275,8 @@ class PeriodicJob:
         last_success = now if error is None else (previous.last_success if previous else None)
         record = JobRecord(period=period, outcome="ok" if error is None else "failed",
                            attempts=attempts, finished=now, holder=self.locks.holder,
-                           last_success=last_success, error=error)
+                           last_success=last_success, error=error,
+                           schedule=self.spec.schedule.spec())
         try:
             written = await self.locks.write_record(lease, record.dump())
         except TenureError as exc:

@@ -82,6 +82,7 @@ class JobRecord:
     holder: str = ""
     last_success: datetime | None = None
     error: str | None = None
+    schedule: str | None = None  # Schedule.spec(), so `tenure jobs` can tell the next due time
 
     def dump(self) -> str:
         """The record as compact JSON text."""
@@ -108,7 +109,7 @@ class JobRecord:
         return cls(period=period, outcome=values.get("outcome", "ok"),
                    attempts=int(values.get("attempts", 1)), finished=when("finished"),
                    holder=values.get("holder", ""), last_success=when("last_success"),
-                   error=values.get("error"))
+                   error=values.get("error"), schedule=values.get("schedule"))
 
     def then(self, **changes: Any) -> JobRecord:
         """A copy with `changes` applied."""

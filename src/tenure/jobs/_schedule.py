@@ -42,6 +42,10 @@ class Schedule(Protocol):
         """A short human description, e.g. 'every 5m' or 'cron */5 * * * * (UTC)'."""
         ...
 
+    def spec(self) -> str:
+        """A text that `parse_schedule` turns back into this schedule (kept in job records)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Every:
@@ -79,6 +83,10 @@ class Every:
     def next_after(self, moment: datetime) -> datetime:
         """The first period start strictly after `moment`, in UTC."""
         return self.period_at(moment) + self.interval
+
+    def spec(self) -> str:
+        """The schedule as text for parse_schedule, e.g. 'every 300 0'."""
+        return f"every {self.interval.total_seconds():g} {self.offset.total_seconds():g}"
 
     def describe(self) -> str:
         """A short description for tables and logs."""
@@ -128,9 +136,47 @@ class Cron:
         local = _utc(moment).astimezone(ZoneInfo(self.timezone))
         return _utc(next(CronSim(self.expression, local)))
 
+    def spec(self) -> str:
+        """The schedule as text for parse_schedule, e.g. 'cron UTC */5 * * * *'."""
+        return f"cron {self.timezone} {self.expression}"
+
     def describe(self) -> str:
         """A short description for tables and logs."""
         return f"cron {self.expression} ({self.timezone})"
+
+
+def parse_schedule(text: str) -> Schedule:
+    """The schedule that `spec()` wrote as `text`; ValueError when it is not one.
+
+    Example:
+        >>> parse_schedule(Cron("0 3 * * *", "Europe/Paris").spec()).describe()
+        'cron 0 3 * * * (Europe/Paris)'
+    """
+    kind, _, rest = text.partition(" ")
+    if kind == "every":
+        interval, offset = rest.split()
+        return Every(timedelta(seconds=float(interval)), timedelta(seconds=float(offset)))
+    if kind == "cron":
+        zone, _, expression = rest.partition(" ")
+        try:
+            return Cron(expression, zone)
+        except InvalidArgument as exc:
+            raise ValueError(str(exc)) from exc
+    raise ValueError(f"not a schedule: {text!r}")
+
+
+def period_seconds(schedule: Schedule) -> float:
+    """A schedule's period length in seconds (for cron: the gap between its next two times),
+    from which job defaults such as the start jitter are derived.
+
+    Example:
+        >>> period_seconds(Every(timedelta(minutes=5)))
+        300.0
+    """
+    if isinstance(schedule, Every):
+        return schedule.interval.total_seconds()
+    first = schedule.next_after(datetime.now(timezone.utc))
+    return (schedule.next_after(first) - first).total_seconds()
 
 
 def _utc(moment: datetime) -> datetime:

@@ -40,12 +40,17 @@ from tenure.jobs._election import Election
 from tenure.jobs._health import job_health
 from tenure.jobs._locks import AnyStore, LockPort
 from tenure.jobs._periodic import JOB_LOCK_PREFIX, JobSpec, PeriodicJob, _parse, utc_now
-from tenure.jobs._schedule import Cron, Every, Schedule
+from tenure.jobs._run import Run
+from tenure.jobs._schedule import Cron, Every, Schedule, period_seconds
 
 log = logging.getLogger("tenure.jobs")
 F = TypeVar("F", bound=Callable[..., Any])
 
 MISFIRE_POLICIES = ("coalesce", "skip")
+
+
+def _no_job(run: Run) -> None:
+    """Stands in for the job function while a decorator checks its options."""
 
 
 class _Registry:
@@ -59,7 +64,19 @@ class _Registry:
         self._runners: dict[str, PeriodicJob] = {}
         self._consumers: list[Any] = []
         self._elections: dict[str, Election] = {}
+        self._options: dict[str, dict[str, Any]] = {}  # as registered, for configure()
         self._started: datetime | None = None
+        self._serving: anyio.Event | None = None  # the stop event while the worker runs
+
+    @property
+    def running(self) -> bool:
+        """True while the worker runs and has not been asked to stop.
+
+        Example::
+
+            assert not worker.running
+        """
+        return self._serving is not None and not self._serving.is_set()
 
     @property
     def instance(self) -> str:
@@ -83,10 +100,9 @@ class _Registry:
             def process_invoices(run: tenure.Run) -> None:
                 ...
         """
-        seconds = to_seconds(interval, "interval")
-        schedule = Every(timedelta(seconds=seconds),
+        schedule = Every(timedelta(seconds=to_seconds(interval, "interval")),
                          timedelta(seconds=to_seconds(offset, "offset")))
-        return self._register(schedule, seconds, name, options)
+        return self._register(schedule, name, options)
 
     def cron(self, expression: str, *, timezone: str = "UTC", name: str | None = None,
              **options: Any) -> Callable[[F], F]:
@@ -99,10 +115,7 @@ class _Registry:
             async def nightly_rollup(run: tenure.Run) -> None:
                 ...
         """
-        schedule = Cron(expression, timezone)
-        first = schedule.next_after(utc_now())
-        seconds = (schedule.next_after(first) - first).total_seconds()
-        return self._register(schedule, seconds, name, options)
+        return self._register(Cron(expression, timezone), name, options)
 
     def election(self, name: str, *, on_elected: Callable[[], Any] | None = None,
                  on_lost: Callable[[], Any] | None = None, ttl: float | timedelta = 30.0,
@@ -154,14 +167,54 @@ class _Registry:
 
     # -- validation ----------------------------------------------------------------------------
 
-    def _register(self, schedule: Schedule, period: float, name: str | None,
+    def configure(self, job: str, **options: Any) -> None:
+        """Change options of a registered job (before the worker runs), checked exactly as the
+        decorator checks them; options left out keep their registered values, and defaults
+        derived from others (poll from ttl, jitter from the period) follow the new values.
+
+        Example::
+
+            worker.configure("app.jobs.process_invoices", ttl=60, retries=3)
+        """
+        if job not in self.jobs:
+            known = ", ".join(map(repr, self.jobs)) or "none"
+            raise InvalidArgument(f"no job {job!r} on this worker; registered jobs: {known}")
+        if self.running:
+            raise InvalidArgument("configure() jobs before the worker runs")
+        old = self.jobs[job]
+        merged = {**self._options[job], **options}
+        self.jobs[job] = self._spec(old.schedule, job, old.function, merged)
+        self._runners[job] = PeriodicJob(self.jobs[job], self._locks)
+        self._options[job] = merged
+
+    def _register(self, schedule: Schedule, name: str | None,
                   options: dict[str, Any]) -> Callable[[F], F]:
+        self._spec(schedule, "check", _no_job, options)  # bad options fail at the decorator
+
+        def register(function: F) -> F:
+            if not callable(function):
+                raise InvalidArgumentType(f"a job must be a function taking a tenure.Run, got "
+                                          f"{type(function).__name__}")
+            job = self._job_name(function, name)
+            if job in self.jobs:
+                raise InvalidArgument(f"job {job!r} is already registered on this worker; pass "
+                                      "name= to register the same function twice")
+            self.jobs[job] = self._spec(schedule, job, function, options)
+            self._runners[job] = PeriodicJob(self.jobs[job], self._locks)
+            self._options[job] = dict(options)
+            return function
+
+        return register
+
+    def _spec(self, schedule: Schedule, job: str, function: Callable[[Run], Any],
+              options: dict[str, Any]) -> JobSpec:
         allowed = {"leader", "ttl", "retries", "retry_backoff", "jitter", "misfire",
                    "misfire_grace", "poll", "unhealthy_after"}
         unknown = sorted(set(options) - allowed)
         if unknown:
             raise InvalidArgument(f"unknown job option(s) {', '.join(unknown)}; accepted: "
                                   f"{', '.join(sorted(allowed))}")
+        period = period_seconds(schedule)
         leader = options.get("leader", False)
         if not isinstance(leader, bool):
             raise InvalidArgumentType(f"leader must be True or False, got {leader!r}")
@@ -188,25 +241,10 @@ class _Registry:
             " (how late a period may still start; a waking timer is a few ms late)")
         backoff = check_range(to_seconds(options.get("retry_backoff", 1.0), "retry_backoff"),
                               "retry_backoff", 0.001, 3600.0)
-
-        def register(function: F) -> F:
-            if not callable(function):
-                raise InvalidArgumentType(f"a job must be a function taking a tenure.Run, got "
-                                          f"{type(function).__name__}")
-            job = self._job_name(function, name)
-            if job in self.jobs:
-                raise InvalidArgument(f"job {job!r} is already registered on this worker; pass "
-                                      "name= to register the same function twice")
-            spec = JobSpec(name=job, function=function, schedule=schedule, leader=leader,
-                           ttl=ttl, retries=retries, retry_backoff=backoff, jitter=spec_jitter,
-                           misfire=misfire, misfire_grace=misfire_grace,
-                           poll=self._poll(options.get("poll"), ttl),
-                           unhealthy_after=unhealthy_after)
-            self.jobs[job] = spec
-            self._runners[job] = PeriodicJob(spec, self._locks)
-            return function
-
-        return register
+        return JobSpec(name=job, function=function, schedule=schedule, leader=leader, ttl=ttl,
+                       retries=retries, retry_backoff=backoff, jitter=spec_jitter,
+                       misfire=misfire, misfire_grace=misfire_grace,
+                       poll=self._poll(options.get("poll"), ttl), unhealthy_after=unhealthy_after)
 
     def _ttl(self, ttl: Any) -> float:
         capabilities = self.store.backend.capabilities
@@ -237,12 +275,12 @@ class _Registry:
     async def _serve(self, stopping: anyio.Event, started: anyio.Event | None = None,
                      signals: bool = False) -> None:
         """Run everything until `stopping` is set, then allow `grace` and cancel the rest."""
-        self._started = utc_now()
         runs = self._runs()
         if not runs:
             raise InvalidArgument("the worker has nothing to run: register a job with "
                                   "@worker.every, @worker.cron, @worker.queue or worker.election")
         finished = anyio.Event()
+        self._started, self._serving = utc_now(), stopping
         async with anyio.create_task_group() as group:
             if signals:
                 group.start_soon(self._on_signals, stopping)
@@ -263,6 +301,7 @@ class _Registry:
                 log.warning("tenure: work still running after the %g s grace period is being "
                             "cancelled", self.grace)
             group.cancel_scope.cancel()
+        self._serving = None
 
     @staticmethod
     async def _on_signals(stopping: anyio.Event) -> None:
