@@ -14,6 +14,7 @@ from typing import TypeVar
 import pytest
 from servers import (
     Azurite,
+    AzuriteQueue,
     LocalServer,
     MariaDBServer,
     PostgresServer,
@@ -55,6 +56,15 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
 
 
 @pytest.fixture(scope="session")
+def azurite_queue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AzuriteQueue]:
+    """Azurite's queue service in memory; connection string in
+    TENURE_TEST_AZURE_QUEUE_CONNECTION_STRING."""
+    yield from _serve(AzuriteQueue(tmp_path_factory.mktemp("azurite-queue")),
+                      "TENURE_TEST_AZURE_QUEUE_CONNECTION_STRING",
+                      lambda server: server.connection_string)
+
+
+@pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """redis-server without persistence; URL in TENURE_TEST_REDIS_URL."""
     server = RedisServer(tmp_path_factory.mktemp("redis"))
@@ -62,6 +72,28 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         # A new server grants no unknown name for its first 2 s (the store's restart_grace).
         wait_until(lambda: server.uptime() >= 2, timeout=10, what="redis restart grace")
         yield started
+
+
+@pytest.fixture(scope="session")
+def redis_masters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[RedisServer]]:
+    """Three independent redis-servers for the quorum store; their URL (all three masters) in
+    TENURE_TEST_REDIS_QUORUM_URL."""
+    servers = [RedisServer(tmp_path_factory.mktemp(f"redis-master{i}")) for i in range(3)]
+    try:
+        for server in servers:
+            try:
+                server.start()
+            except ServiceMissing as exc:
+                service_missing(str(exc))
+        hosts = ",".join(f"127.0.0.1:{server.port}" for server in servers)
+        os.environ["TENURE_TEST_REDIS_QUORUM_URL"] = f"redis://{hosts}/0"
+        # Each grants no unknown name for its first 2 s.
+        wait_until(lambda: min(server.uptime() for server in servers) >= 2, timeout=10,
+                   what="redis restart grace")
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
 
 
 @pytest.fixture(scope="session")

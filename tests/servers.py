@@ -30,6 +30,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 AZURITE_BLOB = ROOT / "node_modules" / ".bin" / "azurite-blob"
+AZURITE_QUEUE = ROOT / "node_modules" / ".bin" / "azurite-queue"
 # Azurite's published, well-known development account and key (not a secret).
 DEV_ACCOUNT = "devstoreaccount1"
 DEV_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
@@ -197,6 +198,34 @@ class Azurite(LocalServer):
 
     def stop(self, graceful: bool = False) -> None:
         super().stop(graceful)  # in memory: nothing to flush
+
+
+class AzuriteQueue(Azurite):
+    """One Azurite queue service in memory, for the queue-message jobs.
+
+    Example::
+
+        server = AzuriteQueue(tmp_path); server.start()
+        AzureQueue("invoices", connection_string=server.connection_string)
+    """
+
+    name = "azurite-queue"
+
+    @property
+    def connection_string(self) -> str:
+        return (f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
+                f"QueueEndpoint={self.endpoint};")
+
+    def prepare(self) -> None:
+        if not AZURITE_QUEUE.exists():
+            raise ServiceMissing(
+                f"Azurite is not installed ({AZURITE_QUEUE.relative_to(ROOT)} is missing): run "
+                "`make test`, which runs `npm ci` (needs node and npm)")
+
+    def command(self, port: int) -> list[str]:
+        return [str(AZURITE_QUEUE), "--inMemoryPersistence", "--skipApiVersionCheck",
+                "--disableTelemetry", "--loose", "--silent", "--queueHost", "127.0.0.1",
+                "--queuePort", str(port)]
 
 
 class RedisServer(LocalServer):

@@ -21,6 +21,8 @@ Singleton jobs (one instance runs each period; see tenure.jobs)::
     worker.run()
 """
 
+import importlib
+
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -35,8 +37,16 @@ from tenure._sync._lock import Lock, Semaphore
 from tenure._sync._store import Store, connect
 from tenure._types import LeaseInfo, LostReason
 from tenure.jobs import Run, Worker
+from tenure.jobs.queues._source import Message
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    if name == "queues":  # tenure.queues loads on first use (its sources import their drivers)
+        return importlib.import_module("tenure.queues")
+    raise AttributeError(f"module 'tenure' has no attribute {name!r}")
+
 
 __all__ = [
     "InvalidArgument",
@@ -47,6 +57,7 @@ __all__ = [
     "Lock",
     "LockTimeout",
     "LostReason",
+    "Message",
     "MissingExtra",
     "Run",
     "Semaphore",

@@ -18,6 +18,7 @@ from tenure._async._shim import AsyncAcquiring
 from tenure._async._store import AsyncStore, connect
 from tenure.jobs import AsyncWorker as Worker
 from tenure.jobs import Run
+from tenure.jobs.queues._source import Message
 
-__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore", "Run",
-           "Worker", "connect"]
+__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore", "Message",
+           "Run", "Worker", "connect"]

@@ -63,7 +63,6 @@ class LockPort:
         self.records_of: Any = backend  # the store's AsyncRecordKeeper or RecordKeeper
         self.is_async = isinstance(store, AsyncStore)
         self.holder = store.holder
-        self._locks: dict[tuple[str, float, float], Any] = {}
         self._on_loss: dict[int, list[Callable[[], None]]] = {}
 
     def __repr__(self) -> str:
@@ -75,12 +74,8 @@ class LockPort:
         return await anyio.to_thread.run_sync(function, *args)
 
     def _lock(self, name: str, ttl: float, max_wait: float) -> Any:
-        key = (name, ttl, max_wait)
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self.store.lock(name, ttl, max_wait=max_wait, on_lost=self._lost)
-            self._locks[key] = lock
-        return lock
+        # A new lock object per call (cheap: no I/O): queue scope keys are unbounded, so no cache
+        return self.store.lock(name, ttl, max_wait=max_wait, on_lost=self._lost)
 
     async def try_acquire(self, name: str, ttl: float, max_wait: float = 1.0) -> AnyLease | None:
         """The lease of `name` if it is free now, else None."""
