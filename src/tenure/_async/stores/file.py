@@ -12,6 +12,10 @@ held file as replaced and renames a fresh copy into its place: the old holder se
 its next check, and nobody can newly take the old file. Semaphores keep one file per slot and
 their counter in a `.sem` file; do not use one name both as a lock and as a semaphore.
 
+Records (`write_record`) are `<key>.record` files next to the lock file, holding the name and
+the record as JSON. A record is written to a temporary file, flushed to disk and renamed into
+place (readers never see a torn record), and only by a holder whose lock file is not replaced.
+
 Local file systems only: flock over NFS is not reliable. Linux and macOS (no Windows).
 
 Example::
@@ -21,8 +25,10 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import itertools
+import json
 import mmap
 import os
 import secrets
@@ -32,10 +38,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tenure._async import _shim
-from tenure._async.stores._protocol import AsyncBackend
+from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._errors import MissingExtra, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
-from tenure._names import name_digest, safe_key
+from tenure._names import name_digest, safe_key, safe_key_prefix
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import local_url
@@ -54,6 +60,7 @@ _BOOT = bytes.fromhex(name_digest(BOOT_ID))
 _FILE_SIZE = 8192  # header + 256-char holder + 1,024-char name in UTF-8, with room to spare
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 _MAX_IDLE_FILES = 256
+_RECORD_SUFFIX = ".record"
 
 
 def _parse(data: bytes | mmap.mmap) -> tuple[int | None, bool, bool, str, str]:
@@ -98,7 +105,7 @@ class _LockFile:
         os.close(self.fd)
 
 
-class AsyncFileStore(AsyncBackend):
+class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
     """Locks as files in one directory, held by the kernel.
 
     Example::
@@ -335,12 +342,77 @@ class AsyncFileStore(AsyncBackend):
     async def wait_released(self, name: str, timeout: float) -> None:
         await _shim.sleep(timeout)  # no portable release notification; the core polls
 
+    def _record_path(self, name: str) -> str:
+        return str(self.directory / f"{safe_key(name)}{_RECORD_SUFFIX}")
+
+    async def read_record(self, name: str) -> str | None:
+        try:
+            stored = _read_record_file(self._record_path(name))
+        except OSError as exc:
+            raise self._failure("reading the record", name, exc) from exc
+        return stored[1] if stored is not None and stored[0] == name else None
+
+    async def write_record(self, grant: Grant, record: str) -> bool:
+        record_bytes(record)
+        lock_file = self._held.get(grant.lease_id)
+        if lock_file is None or lock_file.replaced:
+            return False
+        path = self._record_path(grant.name)
+        temporary = f"{path}.{secrets.token_hex(6)}.tmp"
+        data = json.dumps({"name": grant.name, "record": record}).encode("ascii")
+        try:
+            fd = os.open(temporary, _OPEN_FLAGS | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)  # renamed before its data is on disk, a crash could leave it empty
+            finally:
+                os.close(fd)
+            # Checked again right before the rename: a break_lease since the first check (the
+            # only way to lose a flock we hold) stops the write here, not after it.
+            if lock_file.replaced or self._held.get(grant.lease_id) is not lock_file:
+                os.unlink(temporary)
+                return False
+            os.replace(temporary, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise self._failure("writing the record", grant.name, exc) from exc
+        return True
+
+    async def records(self, prefix: str = "") -> dict[str, str]:
+        start = safe_key_prefix(prefix)
+        found: dict[str, str] = {}
+        try:
+            for entry in os.scandir(self.directory):
+                if entry.name.startswith(start) and entry.name.endswith(_RECORD_SUFFIX):
+                    stored = _read_record_file(entry.path)
+                    if stored is not None and stored[0].startswith(prefix):
+                        found[stored[0]] = stored[1]
+        except OSError as exc:
+            raise self._failure("listing the records", prefix, exc) from exc
+        return dict(sorted(found.items()))
+
     async def close(self) -> None:
         idle, self._idle = self._idle, {}
         self._idle_count = 0
         held, self._held = self._held, {}
         for lock_file in [*held.values()] + [f for files in idle.values() for f in files]:
             lock_file.close()
+
+
+def _read_record_file(path: str) -> tuple[str, str] | None:
+    """(name, record) kept in the record file at `path`; None when there is none."""
+    try:
+        with open(path, "rb") as handle:
+            stored = json.loads(handle.read())
+    except FileNotFoundError:
+        return None
+    except ValueError:  # not ours, or left empty by a crash of the host on an unsafe mount
+        return None
+    if not isinstance(stored, dict) or not isinstance(stored.get("name"), str) or (
+            not isinstance(stored.get("record"), str)):
+        return None
+    return stored["name"], stored["record"]
 
 
 def _probe_free(fd: int) -> bool:

@@ -5,8 +5,8 @@ Every name has its own virtual directory `tenure/<readable prefix>-<digest>/` (s
 tenure._names.safe_key), so any name maps to a legal blob name and distinct names never share
 one. A lock is the page blob `lock` there; a semaphore of `limit` has the blobs `slot-0` ..
 `slot-<limit-1>`, tried in a random order, and a `counter` blob. Lock blobs are page blobs of
-size 0 created when missing and never deleted by tenure; the original name is kept in their
-metadata (base64, since metadata is ASCII).
+size 0 (until they keep a record) created when missing and never deleted by tenure; the
+original name is kept in their metadata (base64, since metadata is ASCII).
 
 A lease is an Azure blob lease of 15 to 60 s (the service's range) with a lease id proposed by
 the client (uuid4), so an acquire retried after a lost response is idempotent. The fencing
@@ -15,6 +15,12 @@ on the server, and nobody can move it without the lease. A lock blob created afr
 sequence number at the wall clock in microseconds, so tokens never go backwards even when the
 blob was deleted. A semaphore's token comes from incrementing its shared counter blob (tokens
 grow across slots), then is copied into the slot blob's sequence number under the lease.
+
+A record (`write_record`) is kept in the pages of the lock blob: one Put Page under the
+grant's lease, so only a live holder can write it (the first record of a name also grows the
+blob from 0 to RECORD_BLOB_SIZE bytes). Metadata is not used for records: it is limited to
+8 KiB in all, base64 would cut that to 6 KiB, and the holder's description rewrites it. Records
+need a lock: a semaphore of several slots has no blob that one lease guards for the name.
 
 The holder's identity is written into the blob's metadata in the background 0.25 s after the
 grant, unless the lease was released by then (short holds cost no extra request, and nothing is
@@ -32,13 +38,19 @@ import binascii
 import contextlib
 import os
 import random
+import struct
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import (
+    MAX_RECORD_BYTES,
+    Backend,
+    RecordKeeper,
+    record_bytes,
+)
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
 from tenure._hostclock import wall_us
 from tenure._names import safe_key, safe_key_prefix
@@ -74,6 +86,12 @@ _BROKEN = {"LeaseIsBrokenAndCannotBeRenewed", "LeaseIsBreakingAndCannotBeAcquire
 # the lease was released before: short holds never pay that request, and `leases()` still shows
 # the holder within a second.
 DESCRIBE_AFTER = 0.25
+# A record in the lock blob's pages: magic, length of the UTF-8 that follows; page-aligned.
+_RECORD_HEADER = struct.Struct(">4sI")
+_RECORD_MAGIC = b"TNR1"
+_PAGE = 512
+RECORD_BLOB_SIZE = -(-(_RECORD_HEADER.size + MAX_RECORD_BYTES) // _PAGE) * _PAGE
+_REMEMBERED_RELEASES = 4096
 
 
 def encode(text: str) -> str:
@@ -121,6 +139,36 @@ def blob_name(name: str, slot: int, limit: int) -> str:
     return directory(name) + ("lock" if limit == 1 else f"slot-{slot}")
 
 
+def record_pages(record: bytes) -> bytes:
+    """The pages that keep `record` (UTF-8) in a lock blob: header, record, zero padding.
+
+    Example:
+        >>> len(record_pages(b"{}")), parse_record(record_pages(b"{}"))
+        (512, '{}')
+    """
+    data = _RECORD_HEADER.pack(_RECORD_MAGIC, len(record)) + record
+    return data + bytes(-len(data) % _PAGE)
+
+
+def parse_record(data: bytes) -> str | None:
+    """The record kept in a lock blob's content, or None when it holds none.
+
+    Example:
+        >>> parse_record(b"") is None
+        True
+    """
+    if len(data) < _RECORD_HEADER.size:
+        return None
+    magic, length = _RECORD_HEADER.unpack_from(data)
+    end = _RECORD_HEADER.size + length
+    if magic != _RECORD_MAGIC or len(data) < end:
+        return None
+    try:
+        return data[_RECORD_HEADER.size:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _sequence_number(answer: dict[str, Any]) -> int:
     value = answer.get("blob_sequence_number")
     if not isinstance(value, int):
@@ -138,7 +186,7 @@ def _status(exc: AzureError) -> int | None:
     return status if isinstance(status, int) else None
 
 
-class AzureBlobStore(Backend):
+class AzureBlobStore(Backend, RecordKeeper):
     """Leases on blobs of one Azure Storage container, through a ContainerClient you configured
     (credentials, retries, proxies are then yours). Needs tenure[azure].
 
@@ -173,6 +221,9 @@ class AzureBlobStore(Backend):
         self._credential = credential
         self._blobs: dict[str, BlobClient] = {}
         self._describing: dict[str, _shim.Scheduled] = {}  # holder writes not yet made, by lease
+        # Lease ids this store released. Azurite lets a released lease id write to the blob
+        # until someone leases it again; write_record refuses those ids here instead.
+        self._released: dict[str, None] = {}
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -360,6 +411,12 @@ class AzureBlobStore(Backend):
         scheduled = self._describing.pop(grant.lease_id, None)
         if scheduled is not None:
             scheduled.cancel()  # one already writing fails harmlessly once the lease is gone
+        self._released[grant.lease_id] = None
+        if len(self._released) > _REMEMBERED_RELEASES:
+            # Forget the oldest; threads releasing at once may race here, and losing that race
+            # only forgets one id fewer.
+            with contextlib.suppress(RuntimeError, KeyError, StopIteration):
+                del self._released[next(iter(self._released))]
         try:
             BlobLeaseClient(self._blob(grant.key), grant.lease_id).release()
             return True
@@ -411,6 +468,76 @@ class AzureBlobStore(Backend):
 
     def wait_released(self, name: str, timeout: float) -> None:
         _shim.sleep(timeout)  # blob leases have no notifications; the core polls
+
+    def read_record(self, name: str) -> str | None:
+        return self._read_record_blob(blob_name(name, 0, 1), name)
+
+    def _read_record_blob(self, key: str, name: str) -> str | None:
+        try:
+            download = self._blob(key).download_blob()
+            data = download.readall()
+        except HttpResponseError as exc:
+            if _status(exc) == 404:  # no blob, or no container: never recorded
+                return None
+            raise self._failure("reading the record", name, exc) from None
+        except AzureError as exc:
+            raise self._failure("reading the record", name, exc) from None
+        return parse_record(data)
+
+    def write_record(self, grant: Grant, record: str) -> bool:
+        pages = record_pages(record_bytes(record))
+        if not grant.key.endswith("/lock"):
+            raise InvalidArgument(
+                f"write_record needs a lock's grant on azblob:// stores, and {grant.name!r} is "
+                "held as a semaphore slot: a record is kept in the pages of the lock blob, "
+                "under its lease; keep records under a lock (limit=1)"
+            )
+        if grant.lease_id in self._released:
+            return False
+        blob = self._blob(grant.key)
+        try:
+            try:
+                blob.upload_page(pages, offset=0, length=len(pages), lease=grant.lease_id)
+            except HttpResponseError as exc:
+                if _status(exc) != 416:  # 416: the blob is still 0 bytes, never recorded
+                    raise
+                blob.resize_blob(RECORD_BLOB_SIZE, lease=grant.lease_id)
+                blob.upload_page(pages, offset=0, length=len(pages), lease=grant.lease_id)
+        except HttpResponseError as exc:
+            if _status(exc) in (404, 412):  # lease released, expired, broken or taken; blob gone
+                return False
+            if _code(exc) == "InvalidBlobType":
+                raise StoreUnavailable(redact(
+                    f"{self.url}: writing the record of {grant.name!r} failed: the blob "
+                    f"{grant.key!r} is not a page blob, so it cannot keep a record; delete it "
+                    "(tenure creates it again as a page blob)")) from None
+            raise self._failure("writing the record", grant.name, exc) from None
+        except AzureError as exc:
+            raise self._failure("writing the record", grant.name, exc) from None
+        return True
+
+    def records(self, prefix: str = "") -> dict[str, str]:
+        recorded: list[tuple[str, str]] = []  # (blob, name) of lock blobs that were recorded
+        try:
+            for blob in self.container.list_blobs(
+                    name_starts_with=ROOT + safe_key_prefix(prefix), include=["metadata"]):
+                name = decode((blob.metadata or {}).get(_NAME))
+                if (blob.name.endswith("/lock") and blob.size and name is not None
+                        and name.startswith(prefix)):
+                    recorded.append((blob.name, name))
+        except HttpResponseError as exc:
+            if _code(exc) == "ContainerNotFound":
+                return {}
+            raise self._failure("listing the records of", prefix, exc) from None
+        except AzureError as exc:
+            raise self._failure("listing the records of", prefix, exc) from None
+        recorded.sort(key=lambda listed: listed[1])
+        found = _shim.run_all(self._read_listed, recorded) if recorded else []
+        return {name: record for (_, name), record in zip(recorded, found, strict=True)
+                if record is not None}
+
+    def _read_listed(self, listed: tuple[str, str]) -> str | None:
+        return self._read_record_blob(*listed)
 
     def close(self) -> None:
         for scheduled in list(self._describing.values()):

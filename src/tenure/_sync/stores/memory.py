@@ -1,8 +1,9 @@
 # GENERATED from src/tenure/_async/stores/memory.py by scripts/unasync.py: do not edit.
 """`memory://`: leases in this process's memory, for tests and examples.
 
-Expiry uses this process's monotonic clock; release wakes waiters at once. Nothing is shared
-with other processes, and everything is gone when the process exits.
+Expiry uses this process's monotonic clock; release wakes waiters at once. Records live in a
+dict next to the leases, like the counters. Nothing is shared with other processes, and
+everything is gone when the process exits.
 
 Example::
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._hostclock import wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -30,7 +31,7 @@ class _Held:
     expires_at: float
 
 
-class MemoryStore(Backend):
+class MemoryStore(Backend, RecordKeeper):
     """An in-process lease store.
 
     Example::
@@ -46,6 +47,7 @@ class MemoryStore(Backend):
         self._mutex = threading.Lock()
         self._held: dict[tuple[str, int], _Held] = {}
         self._counters: dict[str, int] = {}
+        self._records: dict[str, str] = {}
         self._released: dict[str, _shim.Event] = {}
 
     def _live(self, name: str, slot: int, now: float) -> _Held | None:
@@ -124,6 +126,24 @@ class MemoryStore(Backend):
             event = self._released.pop(name, None)
         if event is not None:
             event.set()
+
+    def read_record(self, name: str) -> str | None:
+        with self._mutex:
+            return self._records.get(name)
+
+    def write_record(self, grant: Grant, record: str) -> bool:
+        record_bytes(record)
+        with self._mutex:
+            held = self._live(grant.name, grant.slot, _shim.monotonic())
+            if held is None or held.grant.lease_id != grant.lease_id:
+                return False
+            self._records[grant.name] = record
+            return True
+
+    def records(self, prefix: str = "") -> dict[str, str]:
+        with self._mutex:
+            return {name: self._records[name] for name in sorted(self._records)
+                    if name.startswith(prefix)}
 
     def close(self) -> None:
         with self._mutex:

@@ -8,7 +8,8 @@ restarts at reboot. A lock is taken and released with ONE autocommit statement e
 costs what two bare write transactions cost. Journal: WAL; synchronous=NORMAL by default (a
 crash of the host may lose the last commits; counters written before a reboot are reseeded from
 the wall clock, so tokens still never go backwards). `?synchronous=full` makes every commit
-durable at the price of an fsync.
+durable at the price of an fsync. Records (`write_record`) are rows of `tenure_records`, written
+by one statement that takes effect only while the writer's lease row is live.
 
 Example::
 
@@ -29,14 +30,14 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import local_url
 
-_SCHEMA = """
+_SCHEMA = ["""
 CREATE TABLE IF NOT EXISTS tenure_leases (
     name       TEXT    NOT NULL,
     slot       INTEGER NOT NULL,
@@ -47,7 +48,12 @@ CREATE TABLE IF NOT EXISTS tenure_leases (
     expires_at REAL    NOT NULL,  -- host monotonic clock, seconds
     PRIMARY KEY (name, slot)
 ) WITHOUT ROWID
-"""
+""", """
+CREATE TABLE IF NOT EXISTS tenure_records (
+    name   TEXT NOT NULL PRIMARY KEY,
+    record TEXT NOT NULL  -- kept across releases, expiries and breaks, like the counter
+) WITHOUT ROWID
+"""]
 
 # A lock (limit 1) in one statement: take slot 0 when it is free, bumping the name's counter.
 # Parameters: name, holder, lease_id, seed (wall clock µs), boot, expires_at, now.
@@ -74,6 +80,16 @@ _RENEW = f"UPDATE tenure_leases SET expires_at = ? WHERE {_OURS}"
 _RELEASE = f"UPDATE tenure_leases SET lease_id = '', expires_at = 0 WHERE {_OURS}"
 _BREAK = ("UPDATE tenure_leases SET lease_id = '', expires_at = 0 "
           "WHERE name = ? AND boot = ? AND expires_at > ?")
+# One statement that writes only while the writer's lease row is live (_OURS), so a holder
+# that lost its lease cannot overwrite its successor's record. Parameters: name, record, _OURS's.
+_WRITE_RECORD = f"""
+INSERT INTO tenure_records (name, record)
+SELECT ?, ? WHERE EXISTS (SELECT 1 FROM tenure_leases WHERE {_OURS})
+ON CONFLICT (name) DO UPDATE SET record = excluded.record
+"""
+_READ_RECORD = "SELECT record FROM tenure_records WHERE name = ?"
+_LIST_RECORDS = ("SELECT name, record FROM tenure_records WHERE substr(name, 1, ?) = ? "
+                 "ORDER BY name")
 _LIST = ("SELECT name, slot, holder, token, expires_at FROM tenure_leases "
          "WHERE boot = ? AND expires_at > ? AND substr(name, 1, ?) = ? ORDER BY name, slot")
 
@@ -90,7 +106,7 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
-class SQLiteStore(Backend):
+class SQLiteStore(Backend, RecordKeeper):
     """Leases in a SQLite database file shared by the processes of one host.
 
     Example::
@@ -144,7 +160,8 @@ class SQLiteStore(Backend):
             try:
                 if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
                     connection.execute("PRAGMA journal_mode = WAL")
-                connection.execute(_SCHEMA)
+                for statement in _SCHEMA:
+                    connection.execute(statement)
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
@@ -292,6 +309,53 @@ class SQLiteStore(Backend):
 
     def wait_released(self, name: str, timeout: float) -> None:
         _shim.sleep(timeout)  # SQLite has no notifications; the core polls with backoff
+
+    def read_record(self, name: str) -> str | None:
+        record: str | None = _shim.offload(self._read_record_now, name)
+        return record
+
+    def _read_record_now(self, name: str) -> str | None:
+        try:
+            db = self._take()
+            try:
+                row = db.execute(_READ_RECORD, (name,)).fetchone()
+            finally:
+                self._idle.append(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("reading the record", name, exc) from exc
+        return None if row is None else str(row[0])
+
+    def write_record(self, grant: Grant, record: str) -> bool:
+        record_bytes(record)
+        written: bool = _shim.offload(self._write_record_now, grant, record)
+        return written
+
+    def _write_record_now(self, grant: Grant, record: str) -> bool:
+        try:
+            db = self._take()
+            try:
+                cursor = db.execute(_WRITE_RECORD, (grant.name, record, grant.name, grant.slot,
+                                                    grant.lease_id, BOOT_ID, _shim.monotonic()))
+                return bool(cursor.rowcount == 1)
+            finally:
+                self._idle.append(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("writing the record", grant.name, exc) from exc
+
+    def records(self, prefix: str = "") -> dict[str, str]:
+        found: dict[str, str] = _shim.offload(self._records_now, prefix)
+        return found
+
+    def _records_now(self, prefix: str) -> dict[str, str]:
+        try:
+            db = self._take()
+            try:
+                rows = db.execute(_LIST_RECORDS, (len(prefix), prefix)).fetchall()
+            finally:
+                self._idle.append(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("listing the records", prefix, exc) from exc
+        return {name: record for name, record in rows}
 
     def close(self) -> None:
         with self._mutex:
