@@ -81,6 +81,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "run":
             return _run(args)
+        if args.command == "demo":
+            from tenure.demo import _command
+
+            return _command.run(args)
         url = getattr(args, "store", None)
         if url is None:
             url = os.environ.get(ENV_VAR)
@@ -164,6 +168,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="e.g. myapp.jobs:worker, for schedules and next due times")
     jobs.add_argument("--json", action="store_true", help="print a JSON list, not a table")
     jobs.set_defaults(run=_jobs)
+    from tenure.demo import _command
+
+    _command.add_parser(commands)
     return parser
 
 

@@ -15,13 +15,17 @@ import pytest
 import tenure
 import tenure.aio
 import tenure.aio.stores
+import tenure.claims
+import tenure.demo
+import tenure.idempotency
 import tenure.jobs
+import tenure.outbox
 import tenure.queues
 import tenure.stores
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_MODULES = [tenure, tenure.aio, tenure.stores, tenure.aio.stores, tenure.jobs,
-                  tenure.queues]
+                  tenure.queues, tenure.claims, tenure.idempotency, tenure.outbox, tenure.demo]
 PURE_MODULES = ["tenure._timing", "tenure._names", "tenure._urls", "tenure._errors",
                 "tenure._types", "tenure._hostclock", "tenure._async._shim", "tenure._sync._shim",
                 "tenure.jobs._schedule", "tenure.jobs._run"]

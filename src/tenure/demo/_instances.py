@@ -1,0 +1,122 @@
+"""The demo's instances as OS processes, and the faults it injects into them: SIGKILL of the
+holder mid-invoice (then a restart), and a freeze of the holder longer than its ttl (SIGSTOP
+until well after the lease expired, then SIGCONT: the GC-pause case).
+
+Example::
+
+    fleet = Fleet(settings, count=5)
+    fleet.start()
+    fleet.kill(fleet.holder(events))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Instance:
+    """One app instance: its number, its current process, and what happened to it."""
+
+    number: int
+    process: subprocess.Popen[bytes] | None = None
+    state: str = "starting"  # running, killed, frozen
+    kills: int = 0
+    freezes: int = 0
+    frozen_until: float = 0.0
+    restart_at: float = 0.0
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+
+@dataclass
+class Fault:
+    """A fault the demo injected: when (monotonic), what, into which instance and process."""
+
+    at: float
+    kind: str  # "kill" or "freeze"
+    instance: int
+    pid: int
+
+
+@dataclass
+class Fleet:
+    """The demo's instances."""
+
+    settings: dict[str, Any]
+    count: int
+    instances: list[Instance] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    log: Path | None = None
+
+    def start(self) -> None:
+        """Start every instance."""
+        self.instances = [Instance(number) for number in range(1, self.count + 1)]
+        for instance in self.instances:
+            self._spawn(instance)
+
+    def _spawn(self, instance: Instance) -> None:
+        settings = {**self.settings, "instance": instance.number}
+        output = subprocess.DEVNULL if self.log is None else self.log.open("ab")
+        instance.process = subprocess.Popen(
+            [sys.executable, "-m", "tenure.demo._instance", json.dumps(settings)],
+            stdout=output, stderr=output, start_new_session=True)
+        instance.state = "running"
+
+    def by_pid(self, pid: int) -> Instance | None:
+        """The instance whose current process is `pid`."""
+        return next((i for i in self.instances if i.pid == pid), None)
+
+    def kill(self, instance: Instance, restart_after: float) -> None:
+        """SIGKILL the instance now; it is restarted after `restart_after` seconds."""
+        assert instance.process is not None
+        self.faults.append(Fault(time.monotonic(), "kill", instance.number, instance.process.pid))
+        instance.process.kill()
+        instance.process.wait()
+        instance.state, instance.kills = "killed", instance.kills + 1
+        instance.restart_at = time.monotonic() + restart_after
+
+    def freeze(self, instance: Instance, seconds: float) -> None:
+        """Ask the instance to freeze at its next invoice (SIGUSR1); thawed after `seconds`."""
+        assert instance.process is not None
+        self.faults.append(Fault(time.monotonic(), "freeze", instance.number,
+                                 instance.process.pid))
+        os.kill(instance.process.pid, signal.SIGUSR1)
+        instance.state, instance.freezes = "frozen", instance.freezes + 1
+        instance.frozen_until = time.monotonic() + seconds
+
+    def tick(self) -> None:
+        """Thaw and restart instances whose time has come."""
+        now = time.monotonic()
+        for instance in self.instances:
+            if instance.state == "frozen" and now >= instance.frozen_until:
+                assert instance.process is not None
+                os.kill(instance.process.pid, signal.SIGCONT)
+                instance.state = "running"
+            elif instance.state == "killed" and now >= instance.restart_at:
+                self._spawn(instance)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Thaw, then SIGTERM every instance and wait (SIGKILL past `timeout`)."""
+        running = [i.process for i in self.instances if i.process is not None
+                   and i.process.poll() is None]
+        for process in running:
+            os.kill(process.pid, signal.SIGCONT)
+            process.terminate()
+        deadline = time.monotonic() + timeout
+        for process in running:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -1,0 +1,642 @@
+"""The transactional outbox and inbox: a message is written in the same transaction as the
+business change that causes it (no dual write), a relay delivers it afterwards, at least once, in
+order per key, with retries and a dead-letter state; a consumer's inbox drops redeliveries
+atomically with the consumer's own writes.
+
+Example::
+
+    from tenure import outbox
+
+    with engine.begin() as conn:                     # the business change and its message
+        conn.execute(sa.update(invoices).where(invoices.c.id == 7).values(paid=True))
+        outbox.add(conn, "invoice.paid", {"invoice": 7}, key="customer-3")
+
+    relay = outbox.Relay(engine, handler=lambda message: publish(message.topic,
+                                                                 message.payload))
+    relay.register(worker)                            # a leader job on a tenure.Worker
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from opentelemetry import metrics
+
+from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure.exactly_once._sql import (
+    Bind,
+    Connection,
+    Engine,
+    connection_only,
+    db_now,
+    epoch_column,
+    insert_if_absent,
+    positive_seconds,
+    sa,
+    transaction,
+)
+
+log = logging.getLogger("tenure.outbox")
+
+PENDING = "pending"
+DELIVERED = "delivered"
+DEAD = "dead"
+MAX_ERROR_CHARS = 2000
+
+_meter = metrics.get_meter("tenure")
+_delivered = _meter.create_counter("tenure.outbox.delivered", unit="{message}",
+                                   description="Outbox messages delivered to the handler")
+_retried = _meter.create_counter("tenure.outbox.retried", unit="{message}",
+                                 description="Failed deliveries scheduled for a retry")
+_dead = _meter.create_counter("tenure.outbox.dead_lettered", unit="{message}",
+                              description="Messages moved to the dead-letter state")
+_latest: dict[str, OutboxStats] = {}  # per outbox table, refreshed by the relays of this process
+
+
+def _observe(field: str) -> Callable[[Any], Iterable[metrics.Observation]]:
+    def callback(_options: Any) -> Iterable[metrics.Observation]:
+        return [metrics.Observation(getattr(stats, field), {"table": table})
+                for table, stats in list(_latest.items())]
+    return callback
+
+
+_meter.create_observable_gauge("tenure.outbox.pending", [_observe("pending")],
+                               unit="{message}", description="Messages not yet delivered")
+_meter.create_observable_gauge("tenure.outbox.oldest_pending_age",
+                               [_observe("oldest_pending_age")], unit="s",
+                               description="Age of the oldest undelivered message")
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message as the relay hands it to your handler. `id` is unique (a UUID): use it as the
+    inbox's message id. `attempt` counts from 1.
+
+    Example:
+        >>> Message(id="6f1c", seq=1, topic="invoice.paid", key="c-3", payload={"invoice": 7},
+        ...         attempt=1, created_at=0.0).topic
+        'invoice.paid'
+    """
+
+    id: str
+    seq: int
+    topic: str
+    key: str | None
+    payload: Any
+    attempt: int
+    created_at: float
+
+
+@dataclass(frozen=True)
+class OutboxStats:
+    """Counts by state and the age in seconds of the oldest pending message (0 when none).
+
+    Example:
+        >>> OutboxStats(pending=2, oldest_pending_age=1.5, delivered=10, dead=0).pending
+        2
+    """
+
+    pending: int
+    oldest_pending_age: float
+    delivered: int
+    dead: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message that failed `max_attempts` times, with its last error.
+
+    Example:
+        >>> DeadLetter(id="6f1c", topic="t", key=None, payload={}, attempts=8,
+        ...            last_error="ConnectionError: refused").attempts
+        8
+    """
+
+    id: str
+    topic: str
+    key: str | None
+    payload: Any
+    attempts: int
+    last_error: str | None
+
+
+def _text(value: object, argument: str, maximum: int = 255) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentType(f"{argument} must be a str, got {type(value).__name__}")
+    if not 0 < len(value) <= maximum:
+        raise InvalidArgument(f"{argument} must be a non-empty str of at most {maximum} "
+                              "characters")
+    return value
+
+
+class Outbox:
+    """An outbox table (default `tenure_outbox`). The module-level `add`, `stats`, ... use a
+    default `Outbox()`; make your own for another table name or schema.
+
+    Example::
+
+        orders_outbox = Outbox(table_name="orders_outbox")
+        orders_outbox.create_table(engine)
+    """
+
+    def __init__(self, *, table_name: str = "tenure_outbox", metadata: sa.MetaData | None = None,
+                 schema: str | None = None) -> None:
+        _text(table_name, "table_name", 63)
+        self.table = sa.Table(
+            table_name, metadata or sa.MetaData(),
+            # INTEGER on SQLite: only an INTEGER PRIMARY KEY autoincrements there.
+            sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+                      primary_key=True, autoincrement=True),
+            sa.Column("id", sa.String(36), nullable=False, unique=True),
+            sa.Column("topic", sa.String(255), nullable=False),
+            sa.Column("key", sa.String(255), nullable=True),
+            sa.Column("payload", sa.Text, nullable=False),
+            sa.Column("status", sa.String(16), nullable=False),
+            sa.Column("attempts", sa.Integer, nullable=False),
+            sa.Column("last_error", sa.Text, nullable=True),
+            sa.Column("claimed_by", sa.String(255), nullable=True),
+            epoch_column("claim_expires"),
+            epoch_column("available_at", nullable=False),
+            epoch_column("created_at", nullable=False),
+            epoch_column("delivered_at"),
+            sa.Index(f"{table_name}_due", "status", "available_at"),
+            sa.Index(f"{table_name}_key", "key", "status", "seq"),
+            schema=schema,
+        )
+
+    def create_table(self, bind: Bind) -> None:
+        """Create the outbox table if missing (or use your migrations).
+
+        Example::
+
+            outbox.create_table(engine)
+        """
+        with transaction(bind, "bind") as conn:
+            self.table.create(conn, checkfirst=True)
+
+    def add(self, conn: Bind, topic: str, payload: Any, *, key: str | None = None) -> str:
+        """Insert a message in YOUR transaction (`conn`: a Connection or ORM Session, never an
+        Engine): it commits or rolls back with your business change. Messages of one `key` are
+        delivered in the order added; messages without a key in no particular order. Returns
+        the message id.
+
+        Example::
+
+            with engine.begin() as conn:
+                conn.execute(sa.insert(orders).values(id=17, total=900))
+                outbox.add(conn, "order.created", {"order": 17}, key="customer-3")
+        """
+        connection = connection_only(conn)
+        _text(topic, "topic")
+        if key is not None:
+            _text(key, "key")
+        try:
+            text = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentType(f"payload must be JSON-serializable: {exc}") from None
+        message_id = str(uuid.uuid4())
+        now = db_now(connection)
+        connection.execute(sa.insert(self.table).values(
+            id=message_id, topic=topic, key=key, payload=text, status=PENDING, attempts=0,
+            available_at=now, created_at=now))
+        return message_id
+
+    def stats(self, bind: Bind) -> OutboxStats:
+        """Pending, delivered and dead counts, and the oldest pending message's age (s).
+
+        Example::
+
+            assert outbox.stats(engine).pending == 0
+        """
+        t = self.table
+        with transaction(bind, "bind") as conn:
+            now = conn.execute(sa.select(db_now(conn))).scalar_one()
+            rows = conn.execute(sa.select(t.c.status, sa.func.count(), sa.func.min(t.c.created_at))
+                                .group_by(t.c.status)).all()
+        counts = {row[0]: (int(row[1]), row[2]) for row in rows}
+        pending, oldest = counts.get(PENDING, (0, None))
+        return OutboxStats(pending=pending,
+                           oldest_pending_age=0.0 if oldest is None else max(0.0, now - oldest),
+                           delivered=counts.get(DELIVERED, (0, None))[0],
+                           dead=counts.get(DEAD, (0, None))[0])
+
+    def dead_letters(self, bind: Bind, *, limit: int = 100) -> list[DeadLetter]:
+        """Messages in the dead-letter state, oldest first.
+
+        Example::
+
+            for dead in outbox.dead_letters(engine):
+                print(dead.id, dead.last_error)
+        """
+        t = self.table
+        with transaction(bind, "bind") as conn:
+            rows = conn.execute(sa.select(t).where(t.c.status == DEAD).order_by(t.c.seq)
+                                .limit(limit)).all()
+        return [DeadLetter(id=row.id, topic=row.topic, key=row.key,
+                           payload=json.loads(row.payload), attempts=row.attempts,
+                           last_error=row.last_error) for row in rows]
+
+    def redeliver(self, bind: Bind, message_id: str) -> bool:
+        """Put a dead-lettered message back to pending with a fresh attempt count.
+
+        Example::
+
+            outbox.redeliver(engine, dead.id)
+        """
+        t = self.table
+        with transaction(bind, "bind") as conn:
+            statement = (sa.update(t).where(t.c.id == message_id, t.c.status == DEAD)
+                         .values(status=PENDING, attempts=0, available_at=db_now(conn)))
+            return conn.execute(statement).rowcount == 1
+
+    def purge(self, bind: Bind, *, older_than: float | timedelta = timedelta(days=7)) -> int:
+        """Delete messages delivered more than `older_than` ago; returns how many.
+
+        Example::
+
+            outbox.purge(engine, older_than=timedelta(days=1))
+        """
+        age = positive_seconds(older_than, "older_than")
+        t = self.table
+        with transaction(bind, "bind") as conn:
+            statement = sa.delete(t).where(t.c.status == DELIVERED,
+                                           t.c.delivered_at < db_now(conn) - age)
+            return conn.execute(statement).rowcount
+
+
+DEFAULT = Outbox()
+
+
+def add(conn: Bind, topic: str, payload: Any, *, key: str | None = None) -> str:
+    """`Outbox.add` on the default outbox table `tenure_outbox`.
+
+    Example::
+
+        with engine.begin() as conn:
+            outbox.add(conn, "invoice.paid", {"invoice": 7}, key="customer-3")
+    """
+    return DEFAULT.add(conn, topic, payload, key=key)
+
+
+def create_table(bind: Bind) -> None:
+    """`Outbox.create_table` for the default outbox table.
+
+    Example::
+
+        outbox.create_table(engine)
+    """
+    DEFAULT.create_table(bind)
+
+
+def stats(bind: Bind) -> OutboxStats:
+    """`Outbox.stats` of the default outbox table.
+
+    Example::
+
+        print(outbox.stats(engine).pending)
+    """
+    return DEFAULT.stats(bind)
+
+
+@dataclass
+class RelayCounts:
+    """What one Relay did since it was made (this process).
+
+    Example:
+        >>> RelayCounts(delivered=3).delivered
+        3
+    """
+
+    delivered: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+
+
+class Relay:
+    """Delivers outbox messages to `handler(message)`: a callable, or a publisher's bound
+    method. A handler that returns delivered the message; one that raises gets it again after
+    exponential backoff (`backoff` x 2^(attempt-1), jittered, at most `max_backoff`), and after
+    `max_attempts` the message is dead-lettered with the last error.
+
+    Delivery is at least once (a relay that dies mid-batch leaves its claimed messages to be
+    claimed again after `claim_ttl`), so consumers dedupe with an `Inbox`. Per key, a message is
+    delivered only once every earlier message of that key is delivered or dead.
+
+    Run it as a leader job (`relay.register(worker)`: one relay at a time, the embedded default),
+    or as N competing relays (`relay.run_forever()` in N processes): on PostgreSQL they claim
+    rows with FOR UPDATE SKIP LOCKED; elsewhere with a conditional UPDATE, correct too, just
+    serialized by the database.
+
+    Example::
+
+        relay = outbox.Relay(engine, handler=send_email, max_attempts=8)
+        relay.register(worker, every=timedelta(seconds=1))
+    """
+
+    def __init__(self, engine: Engine, handler: Callable[[Message], Any], *,
+                 outbox: Outbox | None = None, topics: Sequence[str] | None = None,
+                 batch: int = 100, max_attempts: int = 10, backoff: float | timedelta = 1.0,
+                 max_backoff: float | timedelta = 300.0,
+                 claim_ttl: float | timedelta = 60.0) -> None:
+        if not isinstance(engine, Engine):
+            raise InvalidArgumentType(f"engine must be a SQLAlchemy Engine, got "
+                                      f"{type(engine).__name__}")
+        if not callable(handler):
+            raise InvalidArgumentType(f"handler must be callable with a Message, got "
+                                      f"{type(handler).__name__}")
+        for value, argument, top in ((batch, "batch", 10_000), (max_attempts, "max_attempts",
+                                                                  1000)):
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= top:
+                raise InvalidArgument(f"{argument}={value!r} must be an int from 1 to {top}")
+        self.engine = engine
+        self.handler = handler
+        self.outbox = outbox or DEFAULT
+        if not isinstance(self.outbox, Outbox):
+            raise InvalidArgumentType("outbox must be a tenure.outbox.Outbox")
+        self.topics = None if topics is None else [_text(topic, "topics[]") for topic in topics]
+        self.batch = batch
+        self.max_attempts = max_attempts
+        self.backoff = positive_seconds(backoff, "backoff")
+        self.max_backoff = positive_seconds(max_backoff, "max_backoff")
+        self.claim_ttl = positive_seconds(claim_ttl, "claim_ttl")
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.counts = RelayCounts()
+
+    def delay(self, attempts: int) -> float:
+        """Seconds before attempt `attempts + 1`: exponential with jitter (50-100 %).
+
+        Example::
+
+            relay.delay(3)   # between 2 and 4 s with backoff=1
+        """
+        ceiling = min(self.max_backoff, self.backoff * 2.0 ** max(0, min(attempts - 1, 60)))
+        return ceiling * (0.5 + random.random() / 2)
+
+    def _claim(self) -> tuple[str, list[sa.Row[Any]]]:
+        t = self.outbox.table
+        claim_id = f"{self.holder}:{uuid.uuid4().hex[:8]}"
+        head = t.alias("head")
+        earlier = t.alias("earlier")
+        with self.engine.begin() as conn:
+            now = db_now(conn)
+            blocked = sa.exists().where(earlier.c.key == head.c.key,
+                                        earlier.c.status == PENDING, earlier.c.seq < head.c.seq)
+            free = sa.or_(head.c.claim_expires.is_(None), head.c.claim_expires < now)
+            heads = (sa.select(head.c.seq)
+                     .where(head.c.status == PENDING, head.c.available_at <= now, free, ~blocked)
+                     .order_by(head.c.seq).limit(self.batch))
+            if self.topics is not None:
+                heads = heads.where(head.c.topic.in_(self.topics))
+            if conn.dialect.name == "postgresql":
+                heads = heads.with_for_update(skip_locked=True, of=head)
+            statement = (sa.update(t)
+                         .where(t.c.seq.in_(heads), t.c.status == PENDING,
+                                sa.or_(t.c.claim_expires.is_(None), t.c.claim_expires < now))
+                         .values(claimed_by=claim_id, claim_expires=now + self.claim_ttl)
+                         .returning(*t.c))
+            rows = sorted(conn.execute(statement).all(), key=lambda row: row.seq)
+        return claim_id, rows
+
+    def deliver_batch(self) -> int:
+        """Claim the due messages (the oldest pending message of each key), deliver them in
+        order, record the outcomes; returns how many were claimed (0: nothing due).
+
+        Example::
+
+            while relay.deliver_batch():
+                pass
+        """
+        claim_id, rows = self._claim()
+        claimed = len(rows)
+        t = self.outbox.table
+        try:
+            while rows:
+                row = rows[0]
+                message = Message(id=row.id, seq=row.seq, topic=row.topic, key=row.key,
+                                  payload=json.loads(row.payload), attempt=row.attempts + 1,
+                                  created_at=row.created_at)
+                try:
+                    self.handler(message)
+                except Exception as exc:  # the handler's failure is data: retry or dead-letter
+                    self._failed(claim_id, message, exc)
+                else:
+                    with self.engine.begin() as conn:
+                        # Delivered even if our claim expired meanwhile: it did happen.
+                        conn.execute(sa.update(t).where(t.c.seq == row.seq,
+                                                        t.c.status == PENDING)
+                                     .values(status=DELIVERED, delivered_at=db_now(conn),
+                                             attempts=t.c.attempts + 1, claimed_by=None,
+                                             claim_expires=None))
+                    self.counts.delivered += 1
+                    _delivered.add(1, {"topic": message.topic})
+                rows.pop(0)
+        finally:
+            if rows:  # interrupted: hand the rest back at once
+                with self.engine.begin() as conn:
+                    conn.execute(sa.update(t).where(t.c.seq.in_([row.seq for row in rows]),
+                                                    t.c.claimed_by == claim_id)
+                                 .values(claimed_by=None, claim_expires=None))
+        return claimed
+
+    def run_once(self, run: Any = None, *, max_batches: int = 100) -> int:
+        """Deliver batches until nothing is due (or `max_batches`); returns messages claimed.
+        Given a tenure.Run (as a job), checks the lease before each batch and stops early when
+        the worker stops.
+
+        Example::
+
+            worker.every(timedelta(seconds=1), leader=True, name="outbox")(relay.run_once)
+        """
+        total = 0
+        for _ in range(max_batches):
+            if run is not None:
+                if run.stopping:
+                    break
+                run.check()
+            claimed = self.deliver_batch()
+            total += claimed
+            if claimed == 0:
+                break
+        self.refresh_metrics()
+        return total
+
+    def run_forever(self, *, poll: float | timedelta = 1.0,
+                    stop: threading.Event | None = None) -> None:
+        """A competing relay: deliver whatever is due, wait `poll` when idle, until `stop` is
+        set. Run one per process, as many processes as you like.
+
+        Example::
+
+            stop = threading.Event()
+            threading.Thread(target=relay.run_forever, kwargs={"stop": stop}).start()
+        """
+        interval = positive_seconds(poll, "poll")
+        stopping = stop or threading.Event()
+        while not stopping.is_set():
+            try:
+                claimed = self.run_once()
+            except sa.exc.OperationalError as exc:  # a busy or restarting database: next round
+                log.warning("outbox relay: database error, retrying in %g s: %s", interval,
+                            exc.orig)
+                claimed = 0
+            if claimed == 0:
+                stopping.wait(interval)
+
+    def register(self, worker: Any, *, every: float | timedelta = 1.0,
+                 name: str = "tenure.outbox.relay", **options: Any) -> Callable[[Any], int]:
+        """Run this relay on `worker` as a leader job: one instance relays at a time and keeps
+        its lease between periods. `options` go to `worker.every` (ttl, ...).
+
+        Example::
+
+            relay.register(worker, every=timedelta(seconds=1), ttl=30)
+        """
+        seconds = positive_seconds(every, "every")
+
+        def relay_outbox(run: Any) -> int:
+            return self.run_once(run)
+
+        worker.every(timedelta(seconds=seconds), leader=True, name=name, **options)(
+            relay_outbox)
+        return relay_outbox
+
+    def refresh_metrics(self) -> OutboxStats:
+        """Query the outbox's stats and publish them to the pending / oldest-age gauges.
+
+        Example::
+
+            print(relay.refresh_metrics().oldest_pending_age)
+        """
+        current = self.outbox.stats(self.engine)
+        _latest[self.outbox.table.name] = current
+        return current
+
+    def _failed(self, claim_id: str, message: Message, exc: Exception) -> None:
+        t = self.outbox.table
+        error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
+        dead = message.attempt >= self.max_attempts
+        with self.engine.begin() as conn:
+            mine = (t.c.seq == message.seq, t.c.claimed_by == claim_id, t.c.status == PENDING)
+            values: dict[str, Any] = {"attempts": message.attempt, "last_error": error,
+                                      "claimed_by": None, "claim_expires": None}
+            if dead:
+                values["status"] = DEAD
+            else:
+                values["available_at"] = db_now(conn) + self.delay(message.attempt)
+            updated = conn.execute(sa.update(t).where(*mine).values(**values)).rowcount
+        if not updated:
+            return
+        if dead:
+            self.counts.dead_lettered += 1
+            _dead.add(1, {"topic": message.topic})
+            log.error("outbox message %s (%s) dead-lettered after %d attempts: %s", message.id,
+                      message.topic, message.attempt, error)
+        else:
+            self.counts.retried += 1
+            _retried.add(1, {"topic": message.topic})
+            log.warning("outbox message %s (%s) attempt %d failed, will retry: %s", message.id,
+                        message.topic, message.attempt, error)
+
+
+class Inbox:
+    """A consumer's memory of the message ids it processed (default table `tenure_inbox`), so a
+    redelivered message is dropped. `accept` runs in the consumer's own transaction: the id and
+    the consumer's writes commit together, or neither does. Ids are kept at least `window`
+    (`purge` deletes older ones; a duplicate arriving later than that is processed again).
+
+    Example::
+
+        inbox = Inbox()
+        inbox.create_table(engine)
+
+        def handle(message: Message) -> None:
+            with engine.begin() as conn:
+                if not inbox.accept(conn, message.id, consumer="mailer"):
+                    return                               # a duplicate: already done
+                conn.execute(sa.insert(emails).values(invoice=message.payload["invoice"]))
+    """
+
+    def __init__(self, *, table_name: str = "tenure_inbox",
+                 window: float | timedelta = timedelta(days=7),
+                 metadata: sa.MetaData | None = None, schema: str | None = None) -> None:
+        _text(table_name, "table_name", 63)
+        self.window = positive_seconds(window, "window")
+        self.table = sa.Table(
+            table_name, metadata or sa.MetaData(),
+            sa.Column("consumer", sa.String(255), primary_key=True),
+            sa.Column("message_id", sa.String(255), primary_key=True),
+            epoch_column("received_at", nullable=False),
+            sa.Index(f"{table_name}_received", "received_at"),
+            schema=schema,
+        )
+
+    def create_table(self, bind: Bind) -> None:
+        """Create the inbox table if missing.
+
+        Example::
+
+            inbox.create_table(engine)
+        """
+        with transaction(bind, "bind") as conn:
+            self.table.create(conn, checkfirst=True)
+
+    def accept(self, conn: Bind, message_id: str, *, consumer: str = "default") -> bool:
+        """Record `message_id` for `consumer` in YOUR transaction; False when it was already
+        recorded (a duplicate: skip the work). Of two concurrent deliveries of one id, exactly
+        one gets True (the other waits for its commit, or gets False at once).
+
+        Example::
+
+            with engine.begin() as conn:
+                if inbox.accept(conn, message.id, consumer="billing"):
+                    apply(conn, message.payload)
+        """
+        connection = connection_only(conn)
+        _text(message_id, "message_id")
+        _text(consumer, "consumer")
+        return insert_if_absent(connection, self.table, {
+            "consumer": consumer, "message_id": message_id,
+            "received_at": db_now(connection)})
+
+    def process(self, engine: Engine, message_id: str, work: Callable[[Connection], Any], *,
+                consumer: str = "default") -> bool:
+        """Run `work(conn)` in a new transaction together with `accept`, unless `message_id`
+        was processed already; True when the work ran (and committed).
+
+        Example::
+
+            inbox.process(engine, message.id, lambda conn: apply(conn, message.payload),
+                          consumer="billing")
+        """
+        if not isinstance(engine, Engine):
+            raise InvalidArgumentType(f"engine must be a SQLAlchemy Engine, got "
+                                      f"{type(engine).__name__}")
+        if not callable(work):
+            raise InvalidArgumentType("work must be callable with a Connection")
+        with engine.begin() as conn:
+            if not self.accept(conn, message_id, consumer=consumer):
+                return False
+            work(conn)
+        return True
+
+    def purge(self, bind: Bind) -> int:
+        """Forget ids received more than `window` ago; returns how many.
+
+        Example::
+
+            inbox.purge(engine)
+        """
+        t = self.table
+        with transaction(bind, "bind") as conn:
+            statement = sa.delete(t).where(t.c.received_at < db_now(conn) - self.window)
+            return conn.execute(statement).rowcount

@@ -1,0 +1,259 @@
+"""tenure.outbox: a message commits or rolls back with the business change; a crash (SIGKILL)
+between the business commit and the delivery loses nothing; failing handlers are retried with
+backoff, then dead-lettered with the last error; order per key holds with retries and with
+competing relays; the inbox drops duplicates, also under concurrent deliveries."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+from collections import defaultdict
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from exactly_once_support import Child, children, db_url, engine
+from exactly_once_tables import create_all
+from waiting import wait_until
+
+import tenure
+from tenure import outbox
+from tenure.outbox import Inbox, Message, Relay
+
+__all__ = ["children", "db_url", "engine"]  # fixtures used by the tests below
+
+FAST = {"backoff": 0.001, "max_backoff": 0.005}
+
+
+def test_a_message_commits_or_rolls_back_with_the_business_change(engine: sa.Engine) -> None:
+    invoices, _ = create_all(engine, rows=2)
+    outbox.create_table(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.update(invoices).where(invoices.c.id == 0).values(paid_by="a"))
+        kept = outbox.add(conn, "invoice.paid", {"invoice": 0})
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        conn.execute(sa.update(invoices).where(invoices.c.id == 1).values(paid_by="a"))
+        outbox.add(conn, "invoice.paid", {"invoice": 1})
+        raise RuntimeError("the business change failed")
+    delivered: list[Message] = []
+    relay = Relay(engine, delivered.append)
+    assert relay.run_once() == 1
+    assert [(m.id, m.topic, m.payload, m.attempt) for m in delivered] == [
+        (kept, "invoice.paid", {"invoice": 0}, 1)]
+    stats = outbox.stats(engine)
+    assert (stats.pending, stats.delivered, stats.dead) == (0, 1, 0)
+    assert relay.run_once() == 0
+
+
+def test_a_crash_between_commit_and_delivery_loses_nothing(db_url: str, engine: sa.Engine,
+                                                           children: list[Child]) -> None:
+    count = 6
+    invoices, _ = create_all(engine, rows=count)
+    outbox.create_table(engine)
+    crashing = Child("outbox-crash", db_url, str(count))
+    children.append(crashing)
+    crashing.expect(f"committed {count - 1}")
+    crashing.expect("delivering")      # its relay claimed a batch and is mid-delivery
+    crashing.signal(signal.SIGKILL)
+    assert crashing.wait() == -signal.SIGKILL
+    assert outbox.stats(engine).pending == count
+
+    delivered: list[int] = []
+    relay = Relay(engine, lambda message: delivered.append(message.payload["invoice"]))
+
+    def all_delivered() -> bool:  # the dead relay's claims expire after its claim_ttl (0.5 s)
+        relay.run_once()
+        return outbox.stats(engine).pending == 0
+
+    wait_until(all_delivered, timeout=20, what="every committed message to be delivered")
+    assert sorted(delivered) == list(range(count))
+    with engine.connect() as conn:
+        paid = conn.execute(sa.select(invoices.c.id).where(invoices.c.paid_by == "child"))
+        assert sorted(paid.scalars()) == list(range(count))
+
+
+def test_failures_are_retried_then_dead_lettered(engine: sa.Engine,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    outbox.create_table(engine)
+    with engine.begin() as conn:
+        flaky = outbox.add(conn, "t", {"name": "flaky"})
+        broken = outbox.add(conn, "t", {"name": "broken"})
+    tries: dict[str, int] = defaultdict(int)
+
+    def handler(message: Message) -> None:
+        tries[message.payload["name"]] += 1
+        assert message.attempt == tries[message.payload["name"]]
+        if message.payload["name"] == "broken" or message.attempt < 3:
+            raise ConnectionError(f"broker refused attempt {message.attempt}")
+
+    relay = Relay(engine, handler, max_attempts=4, **FAST)
+
+    def settled() -> bool:
+        relay.run_once()
+        stats = outbox.stats(engine)
+        return stats.pending == 0
+
+    wait_until(settled, timeout=20, what="both messages to be delivered or dead")
+    assert dict(tries) == {"flaky": 3, "broken": 4}
+    assert (relay.counts.delivered, relay.counts.retried, relay.counts.dead_lettered) == (1, 5, 1)
+    [dead] = outbox.DEFAULT.dead_letters(engine)
+    assert (dead.id, dead.attempts) == (broken, 4)
+    assert dead.last_error == "ConnectionError: broker refused attempt 4"
+    assert "dead-lettered after 4 attempts" in caplog.text
+    assert flaky != broken
+    assert outbox.DEFAULT.redeliver(engine, broken)
+    assert outbox.stats(engine).pending == 1
+
+
+def test_backoff_grows_exponentially_with_jitter(engine: sa.Engine) -> None:
+    relay = Relay(engine, print, backoff=1.0, max_backoff=10.0)
+    assert 0.5 <= relay.delay(1) <= 1.0
+    assert 4.0 <= relay.delay(4) <= 8.0
+    assert 5.0 <= relay.delay(30) <= 10.0
+
+
+def add_interleaved(engine: sa.Engine, keys: int, per_key: int) -> dict[str, list[int]]:
+    order: dict[str, list[int]] = defaultdict(list)
+    with engine.begin() as conn:
+        for number in range(per_key):
+            for key in range(keys):
+                outbox.add(conn, "t", {"key": f"k{key}", "n": number}, key=f"k{key}")
+                order[f"k{key}"].append(number)
+    return order
+
+
+def test_order_per_key_holds_with_retries(engine: sa.Engine) -> None:
+    outbox.create_table(engine)
+    expected = add_interleaved(engine, keys=4, per_key=6)
+    chance = random.Random(7)
+    seen: dict[str, list[int]] = defaultdict(list)
+
+    def handler(message: Message) -> None:
+        if chance.random() < 0.3:
+            raise TimeoutError("broker slow")
+        seen[message.key or ""].append(message.payload["n"])
+
+    relay = Relay(engine, handler, max_attempts=100, **FAST)
+    wait_until(lambda: relay.run_once() == 0 and outbox.stats(engine).pending == 0,
+               timeout=30, what="every message to be delivered")
+    assert dict(seen) == dict(expected)
+    assert relay.counts.retried > 0
+
+
+def test_competing_relays_keep_order_per_key_and_deliver_once(db_url: str,
+                                                              engine: sa.Engine) -> None:
+    """Three relays at once (FOR UPDATE SKIP LOCKED on PostgreSQL, conditional claims on
+    SQLite): every message delivered exactly once, in order per key."""
+    outbox.create_table(engine)
+    expected = add_interleaved(engine, keys=5, per_key=8)
+    lock = threading.Lock()
+    seen: dict[str, list[int]] = defaultdict(list)
+    busy: set[str] = set()
+    overlaps: list[str] = []
+
+    def handler(message: Message) -> None:
+        key = message.key or ""
+        with lock:
+            if key in busy:
+                overlaps.append(key)
+            busy.add(key)
+        try:
+            if random.random() < 0.2:
+                raise TimeoutError("broker slow")
+            with lock:
+                seen[key].append(message.payload["n"])
+        finally:
+            with lock:
+                busy.discard(key)
+
+    stop = threading.Event()
+    relays = [Relay(engine, handler, batch=3, max_attempts=100, **FAST) for _ in range(3)]
+    threads = [threading.Thread(target=relay.run_forever, kwargs={"poll": 0.01, "stop": stop})
+               for relay in relays]
+    for thread in threads:
+        thread.start()
+    try:
+        wait_until(lambda: sum(len(v) for v in seen.values()) == 40, timeout=30,
+                   what="every message to be delivered")
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert dict(seen) == dict(expected) and overlaps == []
+    assert sum(relay.counts.delivered for relay in relays) == 40
+    assert outbox.stats(engine).pending == 0
+
+
+def test_the_inbox_drops_duplicates_atomically(engine: sa.Engine) -> None:
+    _, ledger = create_all(engine)
+    inbox = Inbox()
+    inbox.create_table(engine)
+
+    def apply(message_id: str) -> bool:
+        return inbox.process(engine, message_id, lambda conn: conn.execute(
+            sa.insert(ledger).values(reference=message_id, writer="consumer")),
+            consumer="billing")
+
+    assert apply("m1") and not apply("m1") and apply("m2")
+    with pytest.raises(RuntimeError), engine.begin() as conn:  # the consumer's write failed:
+        assert inbox.accept(conn, "m3", consumer="billing")     # the id is not kept either
+        raise RuntimeError("consumer failed")
+    assert apply("m3")
+    with engine.begin() as conn:
+        assert inbox.accept(conn, "m1", consumer="another-consumer")
+    with engine.connect() as conn:
+        references = conn.execute(sa.select(ledger.c.reference)).scalars().all()
+    assert sorted(references) == ["m1", "m2", "m3"]
+    assert inbox.purge(engine) == 0
+
+
+def test_concurrent_duplicate_deliveries_are_processed_once(engine: sa.Engine) -> None:
+    _, ledger = create_all(engine)
+    inbox = Inbox()
+    inbox.create_table(engine)
+    barrier = threading.Barrier(4)
+    results: list[bool] = []
+
+    def deliver() -> None:
+        barrier.wait(10)
+        results.append(inbox.process(engine, "same-id", lambda conn: conn.execute(
+            sa.insert(ledger).values(reference="same-id", writer="consumer"))))
+
+    threads = [threading.Thread(target=deliver) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(results) == [False, False, False, True]
+    with engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(ledger)).scalar_one() == 1
+
+
+def test_the_relay_registers_as_a_leader_job(engine: sa.Engine, tmp_path: Any) -> None:
+    outbox.create_table(engine)
+    with engine.begin() as conn:
+        outbox.add(conn, "t", {"n": 1})
+    delivered: list[Message] = []
+    store = tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}")
+    worker = tenure.Worker(store)
+    Relay(engine, delivered.append).register(worker, every=0.2)
+    assert worker.jobs["tenure.outbox.relay"].leader
+    with worker:
+        wait_until(lambda: delivered, timeout=20, what="the leader job to relay the message")
+    store.close()
+    assert [m.payload for m in delivered] == [{"n": 1}]
+
+
+def test_bad_arguments_fail_before_any_io(engine: sa.Engine) -> None:
+    with pytest.raises(tenure.InvalidArgumentType, match="not an Engine"):
+        outbox.add(engine, "t", {})
+    with engine.connect() as conn:
+        with pytest.raises(tenure.InvalidArgumentType, match="JSON"):
+            outbox.add(conn, "t", {"x": object()})
+        with pytest.raises(tenure.InvalidArgument, match="topic"):
+            outbox.add(conn, "", {})
+    with pytest.raises(tenure.InvalidArgument, match="max_attempts"):
+        Relay(engine, print, max_attempts=0)
+    with pytest.raises(tenure.InvalidArgumentType, match="handler"):
+        Relay(engine, "print")  # type: ignore[arg-type]
