@@ -1,0 +1,286 @@
+"""Contended hand-off: N OS processes loop acquire / hold 1 ms / release on one name.
+
+One harness for every library: a `Contender` says which library (tenure or a peer), the URL
+and the options; `run_contender` starts the processes (this file, `--worker`), waits until
+each is connected and warmed up, starts them all at one monotonic instant, and merges what
+they recorded. Each process keeps, per acquisition, the monotonic time right after its acquire
+returned and right before it called release; CLOCK_MONOTONIC is one clock for every process of
+the host, so the records of all processes merge in time order.
+
+"Release to next acquire" runs from a release call to the next acquire's return, whoever
+acquired (the release's own round trip included); a hand-off is such a pair where another
+process took the lock. An acquire that returned before the previous holder called release is
+an overlap: two holders at once.
+
+Example::
+
+    contender = Contender("tenure: `with lock.acquire(timeout=60)`", "tenure", url)
+    result = run_contender(contender, processes=8, seconds=3.0)
+    print(result.handoffs_per_second, percentile(result.handoffs, 0.5))
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import select
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PROCESSES = 8
+HOLD_SECONDS = 0.001
+LEASE_SECONDS = 30  # tenure's default ttl; the peers' expiry is set to the same
+READY_TIMEOUT = 120.0  # seconds for every process to import, connect and warm up
+
+
+@dataclass
+class Contender:
+    """One library's way to take the contended lock, as the worker processes build it.
+
+    `library` is "tenure", "redis-py", "python-redis-lock", "pottery", "portalocker" or "tooz";
+    `options` go to `store.lock()` (tenure) or the peer's acquire; `connect` to
+    `tenure.connect()`; `goal` marks the run the hand-off goal is judged on.
+
+    Example::
+
+        Contender("tenure, polling", "tenure", url, {"min_wait": 0.001}, {"notify": False})
+    """
+
+    label: str
+    library: str
+    url: str
+    options: dict[str, Any] = field(default_factory=dict)
+    connect: dict[str, Any] = field(default_factory=dict)
+    goal: bool = False
+
+
+@dataclass
+class HandOff:
+    """One contended run: acquisitions, hand-offs between processes, latencies (seconds).
+
+    Example::
+
+        result.handoffs_per_second, percentile(result.handoffs, 0.99)
+    """
+
+    label: str
+    seconds: float
+    acquisitions: int
+    latencies: list[float]  # from each release call to the next acquire, whoever took it
+    handoffs: list[float]  # the same, where another process than the releaser took it
+    overlaps: int  # acquires that returned before the previous holder called release
+    goal: bool = False  # the run the hand-off goal is judged on
+
+    @property
+    def acquisitions_per_second(self) -> float:
+        return self.acquisitions / self.seconds
+
+    @property
+    def handoffs_per_second(self) -> float:
+        return len(self.handoffs) / self.seconds
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """The nearest-rank value below which `fraction` of `values` fall (nan when empty).
+
+    Example:
+        >>> percentile([3.0, 1.0, 2.0], 0.5)
+        2.0
+    """
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def run_contender(contender: Contender, processes: int = PROCESSES, seconds: float = 3.0,
+                  workdir: Path | None = None) -> HandOff:
+    """`processes` OS processes loop acquire / hold 1 ms / release for `seconds`.
+
+    Raises RuntimeError when a process fails to start or to finish.
+
+    Example::
+
+        result = run_contender(Contender("redis-py Lock", "redis-py", url))
+    """
+    name = f"contended-{contender.library}-{time.monotonic_ns()}"
+    with tempfile.TemporaryDirectory(prefix="tenure-handoff-", dir=workdir) as tmp:
+        outputs = [Path(tmp) / f"{index}.json" for index in range(processes)]
+        spec = {**asdict(contender), "name": name, "seconds": seconds}
+        workers = [subprocess.Popen(
+            [sys.executable, __file__, "--worker", json.dumps({**spec, "out": str(out)})],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for out in outputs]
+        try:
+            _wait_ready(workers, contender.library)
+            start = time.monotonic() + 0.05
+            for worker in workers:
+                assert worker.stdin is not None
+                worker.stdin.write(f"{start}\n")
+                worker.stdin.close()
+            for worker in workers:
+                if worker.wait(timeout=seconds + READY_TIMEOUT) != 0:
+                    raise RuntimeError(f"a {contender.library} contender exited with "
+                                       f"{worker.returncode}")
+        finally:
+            for worker in workers:
+                if worker.poll() is None:
+                    worker.kill()
+                    worker.wait()
+                if worker.stdout is not None:
+                    worker.stdout.close()
+        records = [(acquired, pid, releasing) for out in outputs
+                   for pid, acquired, releasing in _read(out)]
+    result = merge(contender.label, seconds, records)
+    result.goal = contender.goal
+    return result
+
+
+def _wait_ready(workers: list[subprocess.Popen[str]], library: str) -> None:
+    """Wait until every worker printed "ready" (each connected and warmed up)."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    waiting = {worker.stdout: worker for worker in workers if worker.stdout is not None}
+    while waiting:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RuntimeError(f"{len(waiting)} {library} contender(s) not ready in "
+                               f"{READY_TIMEOUT:g} s")
+        readable, _, _ = select.select(list(waiting), [], [], left)
+        for stream in readable:
+            line = stream.readline()
+            if line.strip() == "ready":
+                del waiting[stream]
+            elif not line:
+                code = waiting[stream].wait()
+                raise RuntimeError(f"a {library} contender exited with {code} before it was "
+                                   "ready (its error is above, on stderr)")
+
+
+def _read(out: Path) -> list[tuple[int, int, int]]:
+    data = json.loads(out.read_text())
+    return [(data["pid"], acquired, releasing) for acquired, releasing in data["records"]]
+
+
+def merge(label: str, seconds: float, records: list[tuple[int, int, int]]) -> HandOff:
+    """A HandOff from every process's (acquired ns, pid, release-called ns) records.
+
+    Example:
+        >>> merge("x", 1.0, [(10, 1, 20), (25, 2, 30), (31, 2, 40)]).handoffs
+        [5e-09]
+    """
+    events = sorted(records)
+    latencies, handoffs, overlaps = [], [], 0
+    for (_, previous, released), (acquired, pid, _) in itertools.pairwise(events):
+        latency = (acquired - released) / 1e9
+        overlaps += latency < 0
+        latencies.append(latency)
+        if pid != previous:
+            handoffs.append(latency)
+    return HandOff(label, seconds, len(events), latencies, handoffs, overlaps)
+
+
+# -- the worker process ---------------------------------------------------------------------------
+
+
+Hold = Callable[[], AbstractContextManager[Any]]  # a new acquire-on-enter context each call
+
+
+def holder(spec: dict[str, Any]) -> tuple[Hold, Callable[[], None]]:
+    """What a worker holds: a factory of context managers that acquire and release the lock,
+    and a close function.
+
+    Example::
+
+        hold, close = holder({"library": "tenure", "url": url, "name": "x", "options": {},
+                              "connect": {}})
+    """
+    library, url, name, options = spec["library"], spec["url"], spec["name"], spec["options"]
+    if library == "tenure":
+        import tenure
+
+        store = tenure.connect(url, **spec["connect"])
+        lock = store.lock(name, ttl=LEASE_SECONDS, **options)
+        return (lambda: lock.acquire(timeout=60)), store.close
+    if library == "tooz":
+        from tooz import coordination
+
+        coordinator = coordination.get_coordinator(url, f"w{os.getpid()}".encode())
+        coordinator.start()
+        peer = coordinator.get_lock(name.encode())
+        return _held(lambda: peer.acquire(**options), peer.release), coordinator.stop
+    import redis
+
+    client = redis.Redis.from_url(url)
+    if library == "redis-py":
+        redis_py = client.lock(name, timeout=LEASE_SECONDS, **options)
+        return (lambda: redis_py), client.close
+    if library == "python-redis-lock":
+        import redis_lock
+
+        python_redis_lock = redis_lock.Lock(client, name, expire=LEASE_SECONDS, **options)
+        return (lambda: python_redis_lock), client.close
+    if library == "pottery":
+        from pottery import Redlock
+
+        redlock = Redlock(key=name, masters={client}, auto_release_time=LEASE_SECONDS, **options)
+        return (lambda: redlock), client.close
+    if library == "portalocker":
+        import portalocker
+
+        portalock = portalocker.RedisLock(name, connection=client, **options)
+        return _held(lambda: portalock.acquire(timeout=60), portalock.release), client.close
+    raise ValueError(f"unknown library {library!r}")
+
+
+class _held(AbstractContextManager[Any]):
+    """A context manager from an acquire call (which must succeed) and a release call."""
+
+    def __init__(self, acquire: Callable[[], Any], release: Callable[[], Any]) -> None:
+        self.acquire, self.release = acquire, release
+
+    def __call__(self) -> _held:
+        return self
+
+    def __enter__(self) -> _held:
+        if self.acquire() is False:
+            raise RuntimeError("acquire gave up")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def worker(spec: dict[str, Any]) -> None:
+    """One contended process (see `run_contender`): says "ready" once connected and warmed up,
+    starts at the monotonic time it reads from stdin, writes its records to spec["out"]."""
+    warnings.simplefilter("ignore", DeprecationWarning)  # tooz deprecates its SQL drivers
+    hold, close = holder(spec)
+    with hold():  # connects, creates tables, starts listeners
+        pass
+    print("ready", flush=True)
+    start = float(sys.stdin.readline())
+    time.sleep(max(0.0, start - time.monotonic()))
+    deadline = time.monotonic_ns() + int(spec["seconds"] * 1e9)
+    records = []
+    while time.monotonic_ns() < deadline:
+        with hold():
+            acquired = time.monotonic_ns()
+            time.sleep(HOLD_SECONDS)
+            records.append((acquired, time.monotonic_ns()))
+    close()
+    Path(spec["out"]).write_text(json.dumps({"pid": os.getpid(), "records": records}))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        worker(json.loads(sys.argv[2]))
+        sys.exit(0)
+    sys.exit("usage: handoff.py --worker SPEC (started by run_contender)")

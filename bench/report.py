@@ -1,0 +1,283 @@
+"""BENCHMARKS.md from measured cases: one table renderer for every store, the goals, the method.
+
+Example::
+
+    text = render(cases, sections, extras, Header(started, elapsed, facts, rounds, args))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cases import Case, Extras, GoalRow, ServerSection, median_ratio, per_round, where
+from handoff import HOLD_SECONDS, percentile
+
+METHOD = Path(__file__).with_name("method.md")
+HANDOFF_GOAL_ROUND_TRIPS = 3.0  # hand-off p50 under this many round trips
+_KIND_ORDER = ("tenure", "floor", "peer")
+
+
+@dataclass
+class Header:
+    """What the report's top says: when, how long, on what, and how it was measured.
+
+    Example::
+
+        Header(datetime.now(timezone.utc), 300.0, facts, "make bench", {"repeats": 11})
+    """
+
+    started: datetime
+    elapsed: float
+    facts: list[tuple[str, str]]
+    command: str
+    settings: dict[str, Any]
+
+
+def _x(value: float | None) -> str:
+    return "" if value is None or math.isnan(value) else f"{value:.2f}x"
+
+
+def _num(value: float) -> str:
+    """A count per tick: up to 2 decimals, no trailing zeros (1, 1.17, 52.67)."""
+    return f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _range(ratios: list[float]) -> str:
+    return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""
+
+
+def _slowest_margin(case: Case) -> tuple[float, Case]:
+    """This ÷ peer for the peer it leads least (the fastest peer), and that peer."""
+    return min(((median_ratio(case, peer), peer) for peer in case.peers if peer.rates),
+               key=lambda pair: pair[0])
+
+
+# -- the uncontended table --------------------------------------------------------------------
+
+
+def section_table(cases: list[Case]) -> str:
+    """A markdown table of one section's rows; ratio columns empty for every row are left out.
+
+    "floor ÷ this" compares with the row's floor (named when it is not the section's usual
+    one), "other floors ÷ this" with its `also` floors, "this ÷ peer" with its peer (the
+    fastest one, named, when it has several).
+
+    Example::
+
+        print(section_table([case for case in cases if case.section == "file://"]))
+    """
+    usual = next((case.floor for case in cases if case.floor is not None), None)
+
+    def floor_cell(case: Case) -> str:
+        if case.floor is None or not case.floor.rates:
+            return ""
+        named = "" if case.floor is usual else f" ({case.floor.name})"
+        return _x(median_ratio(case.floor, case)) + named
+
+    def also_cell(case: Case) -> str:
+        return "; ".join(f"{_x(median_ratio(other, case))} ({other.name})"
+                         for other in case.also if other.rates)
+
+    def peer_cell(case: Case) -> str:
+        if not any(peer.rates for peer in case.peers):
+            return ""
+        value, peer = _slowest_margin(case)
+        return _x(value) + (f" ({peer.name})" if len(case.peers) > 1 else "")
+
+    ordered = sorted(cases, key=lambda case: _KIND_ORDER.index(case.kind))
+    columns = [(title, cell) for title, cell in (("floor ÷ this", floor_cell),
+                                                  ("other floors ÷ this", also_cell),
+                                                  ("this ÷ peer", peer_cell))
+               if any(cell(case) for case in ordered)]
+    lines = ["| case | cycles/s (median) | µs/cycle (median) | spread, cycles/s (min-max) "
+             + "".join(f"| {title} " for title, _ in columns) + "|",
+             "|---|---:|---:|---:|" + "---:|" * len(columns)]
+    for case in ordered:
+        lines.append(f"| {case.label} | {case.median:,.0f} | {1e6 / case.median:,.1f} "
+                     f"| {min(case.rates):,.0f} - {max(case.rates):,.0f} "
+                     + "".join(f"| {cell(case)} " for _, cell in columns) + "|")
+    return "\n".join(lines)
+
+
+# -- goals ------------------------------------------------------------------------------------
+
+
+def uncontended_goals(cases: list[Case]) -> list[GoalRow]:
+    """Goal rows of the timed cases: floor ÷ this at most `goal_limit`, this ÷ every peer at
+    least `peer_limit`.
+
+    Example::
+
+        rows = uncontended_goals(cases)
+    """
+    rows = []
+    for case in cases:
+        if case.goal_limit is not None and case.floor is not None and case.floor.rates:
+            value = median_ratio(case.floor, case)
+            rows.append(GoalRow(case.goal, where(case),
+                                f"{case.median:,.0f}, floor {case.floor.median:,.0f}",
+                                _x(value), _range(per_round(case.floor, case)),
+                                value <= case.goal_limit))
+        if case.peer_limit is not None and any(peer.rates for peer in case.peers):
+            value, peer = _slowest_margin(case)
+            rows.append(GoalRow(case.peer_goal, where(case),
+                                f"{case.median:,.0f}, {peer.name} {peer.median:,.0f}",
+                                _x(value), _range(per_round(case, peer)),
+                                value >= case.peer_limit))
+    return rows
+
+
+def server_goals(section: ServerSection) -> list[GoalRow]:
+    """The hand-off goal (p50 under 3 round trips) and the renewal goal (1 round trip per tick
+    at every size) of one server store.
+
+    Example::
+
+        rows = server_goals(section)
+    """
+    rows = []
+    goal = f"{section.title}: hand-off p50 < {HANDOFF_GOAL_ROUND_TRIPS:g} round trips"
+    for result in section.handoffs:
+        if result.goal:
+            p50 = percentile(result.handoffs, 0.5)
+            trips = p50 / section.rtt
+            rows.append(GoalRow(goal, result.label,
+                                f"p50 {p50 * 1e3:.2f} ms, round trip {section.rtt * 1e3:.3f} ms",
+                                f"{trips:.1f} round trips",
+                                f"p99 {percentile(result.handoffs, 0.99) * 1e3:.2f} ms",
+                                trips < HANDOFF_GOAL_ROUND_TRIPS))
+    for label, why in section.handoff_errors:
+        if label.startswith("tenure"):
+            rows.append(GoalRow(goal, label, "", "", "", None, why))
+    goal = f"{section.title}: 1 round trip per renewal tick at every size"
+    if section.renewal_error:
+        rows.append(GoalRow(goal, "tenure's lease monitor", "", "", "", None,
+                            section.renewal_error))
+    elif section.renewals:
+        trips = [renewal.round_trips for renewal in section.renewals]
+        sizes = ", ".join(f"{renewal.leases:,}" for renewal in section.renewals)
+        measured = all(value > 0 for value in trips)
+        rows.append(GoalRow(goal, f"tenure's lease monitor, {sizes} leases",
+                            "round trips per tick: " + ", ".join(_num(v) for v in trips),
+                            f"max {_num(max(trips))}", "", max(trips) <= 1.0 if measured else None,
+                            "" if measured else "the driver's requests were not counted"))
+    return rows
+
+
+def goals_table(rows: list[GoalRow]) -> str:
+    """The goals section: one table, then a verdict line.
+
+    Example::
+
+        print(goals_table(uncontended_goals(cases)))
+    """
+    lines = ["| goal | case | figures (medians) | ratio | spread | met? |",
+             "|---|---|---:|---:|---:|:---:|"]
+    for row in rows:
+        verdict = ("met" if row.met else "**not met**") if row.met is not None else \
+            f"not measured: {row.why}"
+        lines.append(f"| {row.goal} | {row.where} | {row.numbers} | {row.value} | {row.spread} "
+                     f"| {verdict} |")
+    missed = sum(row.met is False for row in rows)
+    unmeasured = sum(row.met is None for row in rows)
+    verdict = "All goals met." if not missed else f"**{missed} of {len(rows)} goals not met.**"
+    if unmeasured:
+        verdict += f" {unmeasured} goal(s) could not be measured in this run."
+    return "\n".join([*lines, "", verdict])
+
+
+# -- hand-off and renewal tables --------------------------------------------------------------
+
+
+def _ms(values: list[float]) -> str:
+    return f"{percentile(values, 0.5) * 1e3:.2f}, {percentile(values, 0.99) * 1e3:.2f} ms"
+
+
+def handoff_table(section: ServerSection, processes: int) -> str:
+    """Markdown: acquisitions/s, hand-offs/s and latency percentiles per library.
+
+    Example::
+
+        print(handoff_table(section, 8))
+    """
+    lines = [f"| {processes} processes, hold {HOLD_SECONDS * 1e3:g} ms | acquisitions/s "
+             "| release to next acquire: p50, p99 | hand-offs to another process /s "
+             "| hand-off latency: p50, p99 | hand-off p50 in round trips | overlapping holds |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for result in section.handoffs:
+        trips = percentile(result.handoffs, 0.5) / section.rtt
+        lines.append(f"| {result.label} | {result.acquisitions_per_second:,.0f} "
+                     f"| {_ms(result.latencies)} | {result.handoffs_per_second:,.0f} "
+                     f"| {_ms(result.handoffs)} | {trips:.1f} | {result.overlaps} |")
+    lines += [f"| {label} | not measured: {why} | | | | | |"
+              for label, why in section.handoff_errors]
+    return "\n".join(lines)
+
+
+def renewal_table(section: ServerSection) -> str:
+    """Markdown: what one renewal tick costs, by number of held leases.
+
+    Example::
+
+        print(renewal_table(section))
+    """
+    server = section.counter.columns if section.counter is not None else ()
+    lines = ["| leases held | ticks measured | ticks per renewal interval (ttl/3) "
+             "| leases renewed per tick | round trips per tick "
+             + "".join(f"| {title} per tick " for title in server) + "|",
+             "|---:|---:|---:|---:|---:|" + "---:|" * len(server)]
+    for row in section.renewals:
+        lines.append(f"| {row.leases:,} | {row.ticks} | {row.per_interval:.2f} "
+                     f"| {_num(row.renewed)} | {_num(row.round_trips)} "
+                     + "".join(f"| {_num(value)} " for value in row.server) + "|")
+    return "\n".join(lines)
+
+
+# -- the whole report -------------------------------------------------------------------------
+
+
+def render(cases: list[Case], sections: list[ServerSection], extras: Extras,
+           header: Header) -> str:
+    """The whole BENCHMARKS.md.
+
+    Example::
+
+        Path("BENCHMARKS.md").write_text(render(cases, sections, extras, header))
+    """
+    by_title = {section.title: section for section in sections}
+    titles = list(dict.fromkeys([*(case.section for case in cases), *by_title, *extras.notes]))
+    goal_rows = uncontended_goals(cases)
+    for section in sections:
+        goal_rows += server_goals(section)
+    processes = header.settings["processes"]
+    parts = [
+        "# Benchmarks", "",
+        "Lock cycles per second of tenure's stores next to each store's raw floor and the peer "
+        "libraries, the contended hand-off and the renewal cost of the server stores, all "
+        "measured in one run. The azblob:// figures come from the Azurite emulator on "
+        "loopback, not from Azure (see Method).", "",
+        f"- Command: {header.command}",
+        f"- Date: {header.started:%Y-%m-%d %H:%M} UTC; the run took {header.elapsed:.0f} s",
+        *(f"- {name}: {value}" for name, value in header.facts), "",
+        "## Goals", "", goals_table([*goal_rows, *extras.goals]), ""]
+    for title in titles:
+        rows = [case for case in cases if case.section == title]
+        parts += [f"## {title}", ""]
+        if rows:
+            parts += [section_table(rows), ""]
+        parts += [block for text in extras.notes.get(title, []) for block in (text, "")]
+        section = by_title.get(title)
+        if section is not None and (section.handoffs or section.handoff_errors):
+            parts += ["### Contended hand-off", "",
+                      f"One round trip: {section.rtt * 1e3:.3f} ms ({section.rtt_label}).", "",
+                      handoff_table(section, processes), ""]
+        if section is not None and (section.renewals or section.renewal_error):
+            parts += ["### Renewal", "", section.renewal_note, ""]
+            parts += ([f"**Not measured**: {section.renewal_error}", ""]
+                      if section.renewal_error else [renewal_table(section), ""])
+    parts += ["## Method", "", METHOD.read_text().format(**header.settings)]
+    return "\n".join(parts)
