@@ -20,7 +20,10 @@ import time
 import uuid
 from contextlib import ExitStack
 
-from cases import LOCK_NAME, Case, Extras, async_case, tenure_cases
+from cases import LOCK_NAME, Case, Extras, ServerSection, async_case, tenure_cases
+from handoff import Contender
+from libraries import AZURE_POLL_SECONDS
+from lineup import Entry, footprints, takers
 from servers import Server
 from timing import Runner, timed_loop
 
@@ -34,6 +37,9 @@ GOAL_VS_FLOOR = 1.1  # bare-SDK floor cycles/s / tenure cycles/s at most this
 FENCING_ON_GOAL = (f"azblob fencing on: SDK acquire + increment + release ÷ tenure "
                    f"<= {GOAL_VS_FLOOR:g}")
 FENCING_OFF_GOAL = f"azblob fencing off: SDK acquire + release ÷ tenure <= {GOAL_VS_FLOOR:g}"
+MIN_TTL = 15.0  # the service's shortest blob lease
+MEMORY_HOLD = 5.5  # past tenure's first renewal (ttl/3 = 5 s)
+MEMORY_LEASES = 200  # scaled to 1,000: taking a lease costs ~3 requests of ~10 ms on Azurite
 
 
 def cases(server: Server | str, stack: ExitStack, extras: Extras) -> list[Case]:
@@ -56,6 +62,37 @@ def cases(server: Server | str, stack: ExitStack, extras: Extras) -> list[Case]:
     extras.unmeasured(FENCING_ON_GOAL, TITLE, why)
     extras.unmeasured(FENCING_OFF_GOAL, TITLE, why)
     return []
+
+
+def section(server: Server | str) -> ServerSection | None:
+    """The multi-process benchmarks on Azurite (a container of their own): the contended
+    hand-off, takeover after a SIGKILL and a clean release (ttl 15 s, the service's minimum),
+    memory per 1,000 held leases; tenure next to the bare SDK's lease calls. None when Azurite
+    did not start (`cases` says why).
+
+    Example::
+
+        more = section(servers.start_azurite(Path(tmp) / "azurite", stack))
+    """
+    if not isinstance(server, Server):
+        return None
+    secret = server.details["connection_string"]
+    container = container_name()
+    url = f"azblob:///{container}"
+    entries = [
+        Entry("tenure (backoff 10 ms .. 1 s)", "tenure", url,
+              connect={"connection_string": secret}, tenure=True),
+        Entry(f"bare SDK: `BlobLeaseClient.acquire`, retried every {AZURE_POLL_SECONDS:g} s "
+              "while refused (409)", "azure-sdk", url,
+              connect={"connection_string": secret, "container": container}),
+    ]
+    contended = [Contender(entry.label, entry.library, entry.url, connect=entry.connect)
+                 for entry in entries]
+    memory = footprints(entries, MIN_TTL, MEMORY_HOLD)
+    for run in memory:
+        run.leases = MEMORY_LEASES
+    return ServerSection(TITLE, url, [], contended, takers=takers(entries, MIN_TTL),
+                         footprints=memory)
 
 
 def _rows(secret: str, stack: ExitStack, extras: Extras) -> list[Case]:

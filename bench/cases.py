@@ -334,12 +334,14 @@ def progress(message: str) -> None:
 
 @dataclass
 class ServerSection:
-    """What a server store's bench module hands to run.py, and what run.py measured with it.
+    """What a store's bench module hands to run.py, and what run.py measured with it.
 
-    Besides the uncontended `cases`: the hand-off `contenders` (one round trip lasts `rtt`
-    seconds, measured as `rtt_label` says), the renewal `counter` (and the `tenure.connect`
-    options of each size's store), and hooks run around the rounds (`before`) or after them
-    (`after`: markdown for below the table).
+    Besides the uncontended `cases` (server stores; the embedded stores' are listed apart): the
+    hand-off `contenders` (one round trip lasts `rtt` seconds, measured as `rtt_label` says;
+    nan where the store has no round trip), the renewal `counter` (and the `tenure.connect`
+    options of each size's store; None: no renewal table), the takeover `takers` and memory
+    `footprints`, and hooks run around the rounds (`before`) or after them (`after`: markdown
+    for below the table).
 
     Example::
 
@@ -361,3 +363,10 @@ class ServerSection:
     handoff_errors: list[tuple[str, str]] = field(default_factory=list)  # label, why
     renewals: list[Any] = field(default_factory=list)  # renewal.Renewal, filled by run.py
     renewal_error: str = ""
+    takers: list[Any] = field(default_factory=list)  # takeover.Taker
+    footprints: list[Any] = field(default_factory=list)  # footprint.Footprint
+    takeovers: list[Any] = field(default_factory=list)  # takeover.Takeover, filled by run.py
+    takeover_errors: list[tuple[str, str, str]] = field(default_factory=list)  # label, mode, why
+    memories: list[Any] = field(default_factory=list)  # footprint.Memory, filled by run.py
+    memory_errors: list[tuple[str, str, bool]] = field(default_factory=list)  # label, why, and
+    # whether the library could not run at all (False: it ran but cannot hold that many locks)

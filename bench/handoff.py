@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from libraries import PeerLock, open_library
+
 PROCESSES = 8
 HOLD_SECONDS = 0.001
 LEASE_SECONDS = 30  # tenure's default ttl; the peers' expiry is set to the same
@@ -46,9 +48,8 @@ READY_TIMEOUT = 120.0  # seconds for every process to import, connect and warm u
 class Contender:
     """One library's way to take the contended lock, as the worker processes build it.
 
-    `library` is "tenure", "redis-py", "python-redis-lock", "pottery", "portalocker" or "tooz";
-    `options` go to `store.lock()` (tenure) or the peer's acquire; `connect` to
-    `tenure.connect()`; `goal` marks the run the hand-off goal is judged on.
+    `library` is one of bench/libraries.py's; `options` and `connect` go to its
+    `open_library`; `goal` marks the run the hand-off goal is judged on.
 
     Example::
 
@@ -116,10 +117,13 @@ def run_contender(contender: Contender, processes: int = PROCESSES, seconds: flo
     with tempfile.TemporaryDirectory(prefix="tenure-handoff-", dir=workdir) as tmp:
         outputs = [Path(tmp) / f"{index}.json" for index in range(processes)]
         spec = {**asdict(contender), "name": name, "seconds": seconds}
-        workers = [subprocess.Popen(
-            [sys.executable, __file__, "--worker", json.dumps({**spec, "out": str(out)})],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for out in outputs]
+        workers = [subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, text=True) for _ in outputs]
         try:
+            for worker, out in zip(workers, outputs, strict=True):  # on stdin: may hold secrets
+                assert worker.stdin is not None
+                worker.stdin.write(json.dumps({**spec, "out": str(out)}) + "\n")
+                worker.stdin.flush()
             _wait_ready(workers, contender.library)
             start = time.monotonic() + 0.05
             for worker in workers:
@@ -194,73 +198,41 @@ Hold = Callable[[], AbstractContextManager[Any]]  # a new acquire-on-enter conte
 
 
 def holder(spec: dict[str, Any]) -> tuple[Hold, Callable[[], None]]:
-    """What a worker holds: a factory of context managers that acquire and release the lock,
-    and a close function.
+    """What a worker holds: a factory of context managers that acquire (waiting up to 60 s, the
+    library's way) and release the lock, and a close function.
 
     Example::
 
         hold, close = holder({"library": "tenure", "url": url, "name": "x", "options": {},
                               "connect": {}})
     """
-    library, url, name, options = spec["library"], spec["url"], spec["name"], spec["options"]
-    if library == "tenure":
-        import tenure
-
-        store = tenure.connect(url, **spec["connect"])
-        lock = store.lock(name, ttl=LEASE_SECONDS, **options)
-        return (lambda: lock.acquire(timeout=60)), store.close
-    if library == "tooz":
-        from tooz import coordination
-
-        coordinator = coordination.get_coordinator(url, f"w{os.getpid()}".encode())
-        coordinator.start()
-        peer = coordinator.get_lock(name.encode())
-        return _held(lambda: peer.acquire(**options), peer.release), coordinator.stop
-    import redis
-
-    client = redis.Redis.from_url(url)
-    if library == "redis-py":
-        redis_py = client.lock(name, timeout=LEASE_SECONDS, **options)
-        return (lambda: redis_py), client.close
-    if library == "python-redis-lock":
-        import redis_lock
-
-        python_redis_lock = redis_lock.Lock(client, name, expire=LEASE_SECONDS, **options)
-        return (lambda: python_redis_lock), client.close
-    if library == "pottery":
-        from pottery import Redlock
-
-        redlock = Redlock(key=name, masters={client}, auto_release_time=LEASE_SECONDS, **options)
-        return (lambda: redlock), client.close
-    if library == "portalocker":
-        import portalocker
-
-        portalock = portalocker.RedisLock(name, connection=client, **options)
-        return _held(lambda: portalock.acquire(timeout=60), portalock.release), client.close
-    raise ValueError(f"unknown library {library!r}")
+    library = open_library(spec["library"], spec["url"], LEASE_SECONDS, spec["options"],
+                           spec["connect"])
+    return _held(library.lock(spec["name"])), library.close
 
 
 class _held(AbstractContextManager[Any]):
-    """A context manager from an acquire call (which must succeed) and a release call."""
+    """A context manager around a PeerLock: acquire (which must succeed) and release."""
 
-    def __init__(self, acquire: Callable[[], Any], release: Callable[[], Any]) -> None:
-        self.acquire, self.release = acquire, release
+    def __init__(self, lock: PeerLock) -> None:
+        self.lock = lock
 
     def __call__(self) -> _held:
         return self
 
     def __enter__(self) -> _held:
-        if self.acquire() is False:
+        if not self.lock.acquire(60.0):
             raise RuntimeError("acquire gave up")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.release()
+        self.lock.release()
 
 
 def worker(spec: dict[str, Any]) -> None:
-    """One contended process (see `run_contender`): says "ready" once connected and warmed up,
-    starts at the monotonic time it reads from stdin, writes its records to spec["out"]."""
+    """One contended process (see `run_contender`; its spec is the first line on stdin): says
+    "ready" once connected and warmed up, starts at the monotonic time it reads from stdin,
+    writes its records to spec["out"]."""
     warnings.simplefilter("ignore", DeprecationWarning)  # tooz deprecates its SQL drivers
     hold, close = holder(spec)
     with hold():  # connects, creates tables, starts listeners
@@ -280,7 +252,7 @@ def worker(spec: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        worker(json.loads(sys.argv[2]))
+    if sys.argv[1:] == ["--worker"]:
+        worker(json.loads(sys.stdin.readline()))
         sys.exit(0)
-    sys.exit("usage: handoff.py --worker SPEC (started by run_contender)")
+    sys.exit("usage: handoff.py --worker (started by run_contender; reads its spec on stdin)")

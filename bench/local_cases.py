@@ -6,10 +6,16 @@
 - sqlite:// with synchronous=normal and =full: tenure sync and async next to two bare
   autocommit writes with tenure's pragmas (goal: floor ÷ tenure <= 1.5).
 
+`sections` adds the multi-process benchmarks: the contended hand-off (file, sqlite), takeover
+after a SIGKILL and after a clean release, and memory per 1,000 held leases, for tenure and, on
+file://, filelock, portalocker's `Lock` and tooz's file driver (no peer of issue #7 runs on
+SQLite; memory:// is one process: clean releases between threads only).
+
 Example::
 
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         cases = local_cases.cases(Path(tmp), stack, {"memory", "file", "sqlite"})
+        more = local_cases.sections(Path(tmp), {"memory", "file", "sqlite"})
 """
 
 from __future__ import annotations
@@ -18,11 +24,22 @@ import fcntl
 import os
 import sqlite3
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 
 import filelock
-from cases import LOCK_NAME, Case, async_case, tenure_cases
+from cases import (
+    LOCK_NAME,
+    Case,
+    Extras,
+    ServerSection,
+    async_case,
+    optional_case,
+    tenure_cases,
+)
+from handoff import Contender
+from lineup import Entry, footprints, takers
 from timing import Runner, timed_loop
 
 import tenure
@@ -31,13 +48,14 @@ GOAL_FILE_VS_FILELOCK = 10.0  # file store cycles/s at least this many times fil
 GOAL_SQLITE_VS_FLOOR = 1.5  # SQLite floor cycles/s / tenure cycles/s at most this
 
 
-def cases(directory: Path, stack: ExitStack, stores: set[str]) -> list[Case]:
+def cases(directory: Path, stack: ExitStack, stores: set[str],
+          extras: Extras | None = None) -> list[Case]:
     """The rows of the embedded `stores` ("memory", "file", "sqlite"), each tenure row listed
     next to the floor or peer it is compared with; stores close with `stack`.
 
     Example::
 
-        rows = cases(Path(tmp), stack, {"file"})
+        rows = cases(Path(tmp), stack, {"file"}, Extras())
     """
 
     def store_cases(section: str, url: str, suffix: str = "") -> list[Case]:
@@ -45,6 +63,7 @@ def cases(directory: Path, stack: ExitStack, stores: set[str]) -> list[Case]:
         stack.callback(store.close)
         return tenure_cases(section, store.lock(LOCK_NAME), suffix)
 
+    extras = extras if extras is not None else Extras()
     rows: list[Case] = []
     if "memory" in stores:
         rows += store_cases("memory://", "memory://")
@@ -54,14 +73,25 @@ def cases(directory: Path, stack: ExitStack, stores: set[str]) -> list[Case]:
                      "LOCK_UN)", flock_floor(directory / "raw.lock", stack), short="flock")
         peer = Case("file://", "peer", "peer: `with filelock.FileLock(path): pass`",
                     filelock_peer(directory / "peer.lock"), short="filelock")
+        made = [optional_case("file://", "peer", "peer: portalocker `Lock` (`acquire()` with "
+                              "`fail_when_locked=True` + `release()`)",
+                              lambda: portalocker_cycle(directory / "portalocker.lock"), extras,
+                              short="portalocker"),
+                optional_case("file://", "peer", "peer: tooz file driver "
+                              "(`acquire(blocking=False)` + `release()`)",
+                              lambda: tooz_file_cycle(directory / "tooz", stack), extras,
+                              short="tooz")]
+        others = [case for case in made if case is not None]
         try_row, with_row = store_cases("file://", file_url)
         async_row = async_case("file://", file_url)
         for row in (try_row, with_row, async_row):
-            row.floor, row.peers = flock, [peer]
+            row.floor, row.peers = flock, [peer]  # the goal's reference: filelock
         for row in (try_row, with_row):
             row.peer_goal = f"file store >= {GOAL_FILE_VS_FILELOCK:g}x filelock"
             row.peer_limit = GOAL_FILE_VS_FILELOCK
-        rows += [try_row, flock, with_row, peer, async_row]  # compared rows side by side
+        for other in others:
+            other.floor = flock
+        rows += [try_row, flock, with_row, peer, async_row, *others]  # compared rows side by side
     if "sqlite" in stores:
         for synchronous, query in (("NORMAL", ""), ("FULL", "?synchronous=full")):
             section = f"sqlite:// (synchronous={synchronous.lower()})"
@@ -140,3 +170,83 @@ def filelock_peer(path: Path) -> Runner:
             pass
 
     return timed_loop(cycle)
+
+
+def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
+    """The multi-process benchmarks of the embedded `stores`: hand-off, takeover, memory.
+
+    Example::
+
+        more = sections(Path(tmp), {"file", "sqlite"})
+    """
+    found = []
+    waits = "backoff 10 ms .. 1 s"
+    if "memory" in stores:
+        entries = [Entry("tenure (two threads of one process)", "tenure", "memory://",
+                         tenure=True, kill=False)]
+        found.append(ServerSection("memory://", "memory://", [], takers=takers(entries),
+                                   footprints=footprints(entries)))
+    if "file" in stores:
+        url = f"file://{directory / 'multi-file-store'}"
+        peers = f"file://{directory / 'multi-peers'}"
+        entries = [
+            Entry(f"tenure (kernel `flock`; the waiter polls, {waits})", "tenure", url,
+                  tenure=True),
+            Entry("filelock `FileLock` (polls every 0.05 s)", "filelock", peers,
+                  expires=False, renewal="nothing to renew (no expiry)"),
+            Entry("portalocker `Lock` (polls every 0.25 s)", "portalocker-file", peers,
+                  expires=False, renewal="nothing to renew (no expiry)"),
+            Entry("tooz file driver (`fasteners` lock, polls)", "tooz", peers,
+                  expires=False, renewal="nothing to renew (no expiry)"),
+        ]
+        contended = [Contender(entry.label, entry.library, entry.url) for entry in entries]
+        found.append(ServerSection("file://", url, [], contended, takers=takers(entries),
+                                   footprints=footprints(entries)))
+    if "sqlite" in stores:
+        url = f"sqlite:///{directory / 'multi-store.db'}"
+        entries = [Entry(f"tenure ({waits})", "tenure", url, tenure=True)]
+        found.append(ServerSection("sqlite:// (synchronous=normal)", url, [],
+                                   [Contender(entries[0].label, "tenure", url)],
+                                   takers=takers(entries), footprints=footprints(entries)))
+    return found
+
+
+def portalocker_cycle(path: Path) -> Callable[[], object]:
+    """portalocker's file `Lock`: a non-blocking acquire + release, one Lock object reused.
+
+    Example::
+
+        cycle = portalocker_cycle(Path("/tmp/portalocker.lock"))
+    """
+    import portalocker
+
+    peer = portalocker.Lock(str(path), timeout=0, fail_when_locked=True)
+
+    def cycle() -> None:
+        peer.acquire()
+        peer.release()
+
+    return cycle
+
+
+def tooz_file_cycle(directory: Path, stack: ExitStack) -> Callable[[], object]:
+    """tooz's file driver: `acquire(blocking=False)` + `release()`, one lock object reused.
+
+    Example::
+
+        with ExitStack() as stack:
+            cycle = tooz_file_cycle(Path("/tmp/tooz"), stack)
+    """
+    from tooz import coordination
+
+    coordinator = coordination.get_coordinator(f"file://{directory}", b"bench-peer")
+    coordinator.start()
+    stack.callback(coordinator.stop)
+    lock = coordinator.get_lock(b"bench")
+
+    def cycle() -> None:
+        if not lock.acquire(blocking=False):
+            raise RuntimeError("tooz refused an uncontended lock")
+        lock.release()
+
+    return cycle

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from cases import LOCK_NAME, Case, Extras, ServerSection, async_case, optional_case, tenure_cases
 from handoff import Contender
+from lineup import Entry, footprints, takers
 from servers import Server
 from timing import Runner, timed_loop
 
@@ -78,12 +79,28 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
     return ServerSection(
         TITLE, url, cases, contended, rtt=rtt,
         rtt_label="`SELECT 1` through PyMySQL, median of 2,000",
-        counter=MySQLCounter(server.details["socket"]),
+        counter=MySQLCounter(server.details["socket"]), takers=takers(lineup(url)),
+        footprints=footprints(lineup(url)),
         renewal_options=lambda size: {"table": f"bench_renewal_{size}"},
         renewal_note="One store holds 1, 100 or 1,000 leases while tenure's lease monitor "
                      "renews them. Round trips are PyMySQL `Connection.query` calls (one "
                      "COM_QUERY each) during the store's `renew` calls; statements are the "
                      "server's `Questions` counter (the counter's own SHOW left out).")
+
+
+def lineup(url: str) -> list[Entry]:
+    """tenure and tooz for the takeover and memory runs.
+
+    Example::
+
+        entries = lineup("mysql://root@127.0.0.1:3307/tenure")
+    """
+    return [
+        Entry("tenure (backoff 10 ms .. 1 s)", "tenure", url, tenure=True),
+        Entry("tooz mysql driver (`blocking=30`: GET_LOCK waits on the server; no expiry: "
+              "ends with its connection)", "tooz", url, {"blocking": 30}, expires=False,
+              renewal="nothing to renew (a connection per lock)"),
+    ]
 
 
 def _pymysql(url: str) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 
 from cases import LOCK_NAME, Case, Extras, ServerSection, async_case, optional_case, tenure_cases
 from handoff import Contender
+from lineup import Entry, footprints, takers
 from servers import Server
 from timing import Runner, timed_loop
 
@@ -95,7 +96,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
     return ServerSection(
         TITLE, url, cases, contended, rtt=rtt,
         rtt_label="`SELECT 1` through psycopg, median of 2,000",
-        counter=PostgresCounter(url, statements),
+        counter=PostgresCounter(url, statements), takers=takers(lineup(url)),
+        footprints=footprints(lineup(url)),
         renewal_options=lambda size: {"schema": f"bench_renewal_{size}"},
         renewal_note="One store holds 1, 100 or 1,000 leases while tenure's lease monitor "
                      "renews them. Round trips are psycopg `Cursor.execute` calls during the "
@@ -103,6 +105,29 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
                      + ("" if statements else " (not available on this server: n/a)") + ".",
         before=[lambda: reset_statements(url)] if statements else [],
         after=[lambda: statement_table(url)] if statements else [])
+
+
+def lineup(url: str) -> list[Entry]:
+    """tenure (lease table; and `?mode=advisory` where the store has it) and tooz, for the
+    takeover and memory runs.
+
+    Example::
+
+        entries = lineup("postgresql://postgres@127.0.0.1:5433/postgres")
+    """
+    entries = [Entry("tenure (LISTEN/NOTIFY; backoff 10 ms .. 1 s)", "tenure",
+                     f"{url}?schema={SCHEMA}", tenure=True)]
+    try:
+        tenure.connect(f"{url}?mode=advisory").close()
+    except Exception:  # InvalidArgument: no such mode (the uncontended section says so)
+        pass
+    else:
+        entries.append(Entry("tenure `?mode=advisory` (session advisory lock)", "tenure",
+                             f"{url}?mode=advisory", tenure=True))
+    entries.append(Entry("tooz postgresql driver (`blocking=True`: pg_advisory_lock waits on "
+                         "the server; no expiry: ends with its connection)", "tooz", url,
+                         expires=False, renewal="nothing to renew (a connection per lock)"))
+    return entries
 
 
 def advisory_mode_cases(url: str, advisory: Case, stack: ExitStack,

@@ -34,6 +34,7 @@ from cases import (
     tenure_cases,
 )
 from handoff import LEASE_SECONDS, Contender
+from lineup import TAKEOVER_TTL, Entry, footprints, takers
 from servers import Server
 from timing import Runner, timed_loop
 
@@ -91,7 +92,7 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
     return ServerSection(
         TITLE, url, cases, contenders(url), rtt=api,
         rtt_label="`PING` through redis-py's client API, median of 2,000",
-        counter=RedisCounter(url),
+        counter=RedisCounter(url), takers=takers(lineup(url)), footprints=footprints(lineup(url)),
         renewal_note="One store holds 1, 100 or 1,000 leases while tenure's lease monitor "
                      "renews them. Round trips are the requests redis-py's connections sent "
                      "during the store's `renew` calls; scripts and the commands they ran "
@@ -266,9 +267,35 @@ def contenders(url: str) -> list[Contender]:
         Contender(f"pottery `with Redlock(...)` (one master; retries after a random sleep of "
                   f"up to {retry})", "pottery", url),
         Contender("portalocker `RedisLock.acquire(timeout=60)` (pub/sub channel, polls)",
-                  "portalocker", url),
+                  "portalocker-redis", url),
         Contender("tooz redis driver `with lock` (redis-py `Lock` inside: polls every 0.1 s)",
                   "tooz", url),
+    ]
+
+
+def lineup(url: str) -> list[Entry]:
+    """tenure and every peer for the takeover and memory runs, each waiting its default way.
+
+    Example::
+
+        entries = lineup("redis://127.0.0.1:6399/0")
+    """
+    seconds = round(TAKEOVER_TTL)  # tooz and python-redis-lock take whole seconds
+    return [
+        Entry("tenure (woken by the release's notification; backoff 10 ms .. 1 s)", "tenure",
+              url, tenure=True),
+        Entry("redis-py `Lock` (`acquire(blocking_timeout=...)`: polls every 0.1 s)",
+              "redis-py", url),
+        Entry("python-redis-lock `Lock` (`acquire()`: BLPOP on a signal list, up to expire)",
+              "python-redis-lock", url, renewal="its `auto_renewal=True`: a thread per lock",
+              memory_options={"auto_renewal": True}),
+        Entry("pottery `Redlock` (one master; retries after a random sleep)", "pottery", url),
+        Entry("portalocker `RedisLock` (held by a pub/sub subscription, no expiry)",
+              "portalocker-redis", url, expires=False,
+              renewal="nothing to renew (a subscription per lock)"),
+        Entry("tooz redis driver (redis-py `Lock` inside: polls every 0.1 s)", "tooz",
+              f"{url}?lock_timeout={seconds}", renewal="tooz's heartbeat thread",
+              memory_connect={"start_heart": True}),
     ]
 
 

@@ -15,9 +15,12 @@ from typing import Any
 
 from cases import Case, Extras, GoalRow, ServerSection, median_ratio, per_round, where
 from handoff import HOLD_SECONDS, percentile
+from takeover import Takeover
 
 METHOD = Path(__file__).with_name("method.md")
 HANDOFF_GOAL_ROUND_TRIPS = 3.0  # hand-off p50 under this many round trips
+KILL_GOAL_MARGIN = 1.0  # issue #1: a SIGKILLed holder's lease is taken over within ttl + 1 s
+FILE_KILL_GOAL = 1.0  # ...the file store's "at once": within the waiter's longest backoff (1 s)
 _KIND_ORDER = ("tenure", "floor", "peer")
 
 
@@ -212,7 +215,8 @@ def handoff_table(section: ServerSection, processes: int) -> str:
         trips = percentile(result.handoffs, 0.5) / section.rtt
         lines.append(f"| {result.label} | {result.acquisitions_per_second:,.0f} "
                      f"| {_ms(result.latencies)} | {result.handoffs_per_second:,.0f} "
-                     f"| {_ms(result.handoffs)} | {trips:.1f} | {result.overlaps} |")
+                     f"| {_ms(result.handoffs)} | {'' if math.isnan(trips) else f'{trips:.1f}'} "
+                     f"| {result.overlaps} |")
     lines += [f"| {label} | not measured: {why} | | | | | |"
               for label, why in section.handoff_errors]
     return "\n".join(lines)
@@ -237,6 +241,143 @@ def renewal_table(section: ServerSection) -> str:
     return "\n".join(lines)
 
 
+def _seconds(values: list[float]) -> str:
+    finite = [value for value in values if math.isfinite(value)]
+    return f"{min(finite):.3f}-{max(finite):.3f}" if finite else ""
+
+
+def _result(section: ServerSection, label: str, mode: str) -> Takeover | str | None:
+    """The takeover of `label` after `mode`, or why it was not measured, or None (not run)."""
+    for result in section.takeovers:
+        if result.taker.label == label and result.mode == mode:
+            return result if result.seconds else None
+    return next((why for name, kind, why in section.takeover_errors
+                 if name == label and kind == mode), None)
+
+
+def takeover_table(section: ServerSection) -> str:
+    """Markdown: seconds from a SIGKILL of the holder, and from a clean release, to a blocked
+    waiter's acquire returning, per library.
+
+    Example::
+
+        print(takeover_table(section))
+    """
+    lines = ["| library (how the waiter waits) | expiry (ttl) | after SIGKILL: median s "
+             "(min-max) | ÷ ttl | past the lease's expiry (median) | after a clean release: "
+             "median ms (min-max ms) | release in round trips |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for taker in section.takers:
+        kill, release = _result(section, taker.label, "kill"), _result(section, taker.label,
+                                                                       "release")
+        cells = [f"{taker.ttl:g} s" if taker.expires else "none"]
+        if "kill" not in taker.modes:
+            cells += ["not meaningful: one process", "", ""]
+        elif isinstance(kill, Takeover):
+            cells += _kill_cells(kill)
+        else:
+            cells += [f"not measured: {kill or 'not run'}", "", ""]
+        if isinstance(release, Takeover):
+            trips = release.median / section.rtt
+            cells += [f"{release.median * 1e3:.2f} ({_ms_range(release.seconds)})",
+                      "" if math.isnan(trips) or math.isinf(trips) else f"{trips:.1f}"]
+        else:
+            cells += [f"not measured: {release or 'not run'}", ""]
+        lines.append(f"| {taker.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _kill_cells(kill: Takeover) -> list[str]:
+    never = sum(math.isinf(value) for value in kill.seconds)
+    if math.isinf(kill.median):
+        return [f"never: not within {kill.deadline:g} s ({never} of {len(kill.seconds)})",
+                "", ""]
+    median = f"{kill.median:.3f} ({_seconds(kill.seconds)})"
+    if never:
+        median += f"; {never} of {len(kill.seconds)} never"
+    if not kill.taker.expires:
+        return [median, "no expiry", "freed by the holder's death"]
+    late = kill.past_expiry
+    past = f"{late:.3f} s" if late >= 0 else "freed before expiry"
+    return [median, f"{kill.median / kill.taker.ttl:.2f}", past]
+
+
+def _ms_range(values: list[float]) -> str:
+    finite = [value * 1e3 for value in values if math.isfinite(value)]
+    return f"{min(finite):.2f}-{max(finite):.2f}" if finite else "never"
+
+
+def memory_table(section: ServerSection) -> str:
+    """Markdown: peak RSS growth per 1,000 held leases, per library.
+
+    Example::
+
+        print(memory_table(section))
+    """
+    lines = ["| library | leases held per process | renewal while held | peak RSS growth per "
+             "1,000 leases (median) | spread (min-max) | ÷ tenure | taking them (median) |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+    base = next((memory.per_thousand_kib for memory in section.memories
+                 if memory.spec.library == "tenure"), math.nan)
+    for memory in section.memories:
+        scale = 1000 / memory.leases
+        ratio = memory.per_thousand_kib / base if base > 0 else math.nan
+        lines.append(f"| {memory.spec.label} | {memory.leases:,} | {memory.spec.renewal} "
+                     f"| {_mib(memory.per_thousand_kib)} "
+                     f"| {_mib(min(memory.growth_kib) * scale)} - "
+                     f"{_mib(max(memory.growth_kib) * scale)} | {_x(ratio)} "
+                     f"| {sorted(memory.take_seconds)[len(memory.take_seconds) // 2]:.2f} s |")
+    for label, why, missing in section.memory_errors:
+        verdict = "not measured" if missing else "cannot"
+        lines.append(f"| {label} | | | {verdict}: {why} | | | |")
+    return "\n".join(lines)
+
+
+def _mib(kib: float) -> str:
+    return f"{kib / 1024:.2f} MiB"
+
+
+def lifecycle_goals(section: ServerSection) -> list[GoalRow]:
+    """Goal rows of the takeover runs: tenure takes over a SIGKILLed holder's lease within ttl
+    + 1 s (issue #1; the file store at once: within the waiter's 1 s backoff cap), every
+    repetition; and on the server stores the clean-release hand-off median under 3 round trips
+    (issue #4's hand-off goal, without contention).
+
+    Example::
+
+        rows = lifecycle_goals(section)
+    """
+    rows = []
+    for taker in (taker for taker in section.takers if taker.tenure):
+        kill = _result(section, taker.label, "kill") if "kill" in taker.modes else None
+        limit = FILE_KILL_GOAL if section.url.startswith("file:") else \
+            taker.ttl + KILL_GOAL_MARGIN
+        goal = (f"{section.title}: a SIGKILLed holder's lock is taken over at once (within "
+                f"{limit:g} s)" if section.url.startswith("file:") else
+                f"{section.title}: takeover after SIGKILL within ttl + {KILL_GOAL_MARGIN:g} s")
+        if isinstance(kill, Takeover):
+            worst = max(kill.seconds)
+            rows.append(GoalRow(goal, taker.label, f"median {kill.median:.3f} s, ttl "
+                                f"{taker.ttl:g} s", f"max {worst:.3f} s",
+                                _seconds(kill.seconds), worst <= limit))
+        elif isinstance(kill, str):
+            rows.append(GoalRow(goal, taker.label, "", "", "", None, kill))
+    first = next((taker for taker in section.takers if taker.tenure), None)
+    if first is not None and math.isfinite(section.rtt):
+        goal = (f"{section.title}: clean-release hand-off median < "
+                f"{HANDOFF_GOAL_ROUND_TRIPS:g} round trips (no contention)")
+        release = _result(section, first.label, "release")
+        if isinstance(release, Takeover):
+            trips = release.median / section.rtt
+            rows.append(GoalRow(goal, first.label, f"median {release.median * 1e3:.2f} ms, "
+                                f"round trip {section.rtt * 1e3:.3f} ms",
+                                f"{trips:.1f} round trips", _ms_range(release.seconds) + " ms",
+                                trips < HANDOFF_GOAL_ROUND_TRIPS))
+        elif isinstance(release, str):
+            rows.append(GoalRow(goal, first.label, "", "", "", None, release))
+    return rows
+
+
 # -- the whole report -------------------------------------------------------------------------
 
 
@@ -252,13 +393,14 @@ def render(cases: list[Case], sections: list[ServerSection], extras: Extras,
     titles = list(dict.fromkeys([*(case.section for case in cases), *by_title, *extras.notes]))
     goal_rows = uncontended_goals(cases)
     for section in sections:
-        goal_rows += server_goals(section)
+        goal_rows += server_goals(section) + lifecycle_goals(section)
     processes = header.settings["processes"]
     parts = [
         "# Benchmarks", "",
         "Lock cycles per second of tenure's stores next to each store's raw floor and the peer "
-        "libraries, the contended hand-off and the renewal cost of the server stores, all "
-        "measured in one run. The azblob:// figures come from the Azurite emulator on "
+        "libraries, the contended hand-off, the renewal cost of the server stores, the time to "
+        "take over after a SIGKILL and after a clean release, and the memory per 1,000 held "
+        "leases, all measured in one run. The azblob:// figures come from the Azurite emulator on "
         "loopback, not from Azure (see Method).", "",
         f"- Command: {header.command}",
         f"- Date: {header.started:%Y-%m-%d %H:%M} UTC; the run took {header.elapsed:.0f} s",
@@ -272,12 +414,19 @@ def render(cases: list[Case], sections: list[ServerSection], extras: Extras,
         parts += [block for text in extras.notes.get(title, []) for block in (text, "")]
         section = by_title.get(title)
         if section is not None and (section.handoffs or section.handoff_errors):
-            parts += ["### Contended hand-off", "",
-                      f"One round trip: {section.rtt * 1e3:.3f} ms ({section.rtt_label}).", "",
-                      handoff_table(section, processes), ""]
+            parts += ["### Contended hand-off", ""]
+            if math.isfinite(section.rtt):
+                parts += [f"One round trip: {section.rtt * 1e3:.3f} ms ({section.rtt_label}).",
+                          ""]
+            parts += [handoff_table(section, processes), ""]
         if section is not None and (section.renewals or section.renewal_error):
             parts += ["### Renewal", "", section.renewal_note, ""]
             parts += ([f"**Not measured**: {section.renewal_error}", ""]
                       if section.renewal_error else [renewal_table(section), ""])
+        if section is not None and section.takers:
+            parts += ["### Takeover after a SIGKILL and after a clean release", "",
+                      takeover_table(section), ""]
+        if section is not None and section.footprints:
+            parts += ["### Memory per 1,000 held leases", "", memory_table(section), ""]
     parts += ["## Method", "", METHOD.read_text().format(**header.settings)]
     return "\n".join(parts)

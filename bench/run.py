@@ -4,11 +4,13 @@ One process, one run: the servers (redis-server, PostgreSQL, MariaDB, Azurite) s
 the test suite's own launcher; then every store's uncontended rows, embedded and server alike,
 are measured in interleaved rounds (bench/cases.py); then, per server store, the contended
 hand-off with 8 processes per library (bench/handoff.py) and the renewal round trips with 1,
-100 and 1,000 held leases (bench/renewal.py); bench/report.py writes the markdown.
+100 and 1,000 held leases (bench/renewal.py); then, per store, the time to take over after a
+SIGKILL and after a clean release (bench/takeover.py) and the peak memory per 1,000 held leases
+(bench/footprint.py), tenure next to the peers; bench/report.py writes the markdown.
 
 Usage::
 
-    python bench/run.py --output BENCHMARKS.md     # what `make bench` runs (about 7 minutes)
+    python bench/run.py --output BENCHMARKS.md     # what `make bench` runs (about 20-25 minutes)
     python bench/run.py --quick                    # a smoke run of everything, nothing written
     python bench/run.py --stores redis,postgres    # some stores only
 """
@@ -36,9 +38,13 @@ import postgres_cases
 import redis_cases
 import servers
 from cases import ASYNC_WARMUP_CYCLES, MIN_CYCLES, Case, Extras, ServerSection, measure, progress
+from footprint import run_footprint
 from handoff import HOLD_SECONDS, run_contender
+from libraries import AZURE_POLL_SECONDS
+from lineup import MEMORY_HOLD, MEMORY_TTL, TAKEOVER_TTL
 from renewal import TICKS, renewal_costs
 from report import HANDOFF_GOAL_ROUND_TRIPS, Header, render
+from takeover import KILL_AFTER, SETTLE, run_taker
 
 import tenure
 
@@ -50,7 +56,15 @@ SERVER_STORES: dict[str, tuple[ModuleType, str]] = {  # store -> its bench modul
 }
 STORES = (*LOCAL, "azblob", *SERVER_STORES)
 RENEWAL_TTL = 1.5
-QUICK = {"repeats": 3, "seconds": 0.03, "budget": 15.0, "handoff_seconds": 0.3, "processes": 4}
+PEERS = {  # URL scheme -> the peers of issue #7 every multi-process benchmark must list there
+    "file": {"filelock", "portalocker-file", "tooz"},
+    "azblob": {"azure-sdk"},
+    "redis": {"redis-py", "python-redis-lock", "pottery", "portalocker-redis", "tooz"},
+    "postgresql": {"tooz"},
+    "mysql": {"tooz"},
+}
+QUICK = {"repeats": 3, "seconds": 0.03, "budget": 15.0, "handoff_seconds": 0.3, "processes": 4,
+         "takeover_repeats": 2, "memory_repeats": 1, "memory_leases": 100}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -79,6 +93,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="length of each library's contended run (default 3)")
     parser.add_argument("--processes", type=int, default=8,
                         help="contending processes per library (default 8)")
+    parser.add_argument("--takeover-repeats", type=int, default=5,
+                        help="repetitions of each takeover measure (default 5)")
+    parser.add_argument("--memory-repeats", type=int, default=3,
+                        help="fresh processes per memory measure (default 3)")
+    parser.add_argument("--memory-leases", type=int, default=0,
+                        help="leases each memory process holds (default: 1,000; azblob 200)")
     args = parser.parse_args(argv)
     if args.quick:
         for name, value in QUICK.items():
@@ -91,9 +111,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      f"choose from {','.join(STORES)}")
     args.stores = set(stores)
     if args.repeats < 1 or args.seconds <= 0 or args.budget <= 0 or args.processes < 2 \
-            or args.handoff_seconds <= 0:
-        parser.error("--repeats must be at least 1, --processes at least 2, --seconds, "
-                     "--budget and --handoff-seconds positive")
+            or args.handoff_seconds <= 0 or args.takeover_repeats < 1 \
+            or args.memory_repeats < 1 or args.memory_leases < 0:
+        parser.error("--repeats, --takeover-repeats and --memory-repeats must be at least 1, "
+                     "--processes at least 2, --seconds, --budget and --handoff-seconds "
+                     "positive, --memory-leases not negative")
     return args
 
 
@@ -155,12 +177,39 @@ def contend_and_renew(section: ServerSection, args: argparse.Namespace,
                                                   args.handoff_seconds, directory))
         except Exception as exc:
             section.handoff_errors.append((contender.label, _reason(exc)))
-    progress(f"{section.title}: renewal")
-    try:
-        section.renewals = renewal_costs(section.url, section.counter, ttl=RENEWAL_TTL,
-                                         options=section.renewal_options)
-    except Exception as exc:
-        section.renewal_error = _reason(exc)
+    if section.counter is not None:
+        progress(f"{section.title}: renewal")
+        try:
+            section.renewals = renewal_costs(section.url, section.counter, ttl=RENEWAL_TTL,
+                                             options=section.renewal_options)
+        except Exception as exc:
+            section.renewal_error = _reason(exc)
+
+
+def take_over_and_hold(section: ServerSection, args: argparse.Namespace) -> None:
+    """The section's takeover runs (each mode of each taker) and memory runs, into the
+    section (errors as reasons; a library that ran but cannot hold that many locks apart).
+
+    Example::
+
+        take_over_and_hold(section, parse_args(["--quick"]))
+    """
+    for taker in section.takers:
+        for mode in taker.modes:
+            progress(f"{section.title}: takeover after {mode}, {taker.label}")
+            try:
+                section.takeovers.append(run_taker(taker, mode, args.takeover_repeats))
+            except Exception as exc:
+                section.takeover_errors.append((taker.label, mode, _reason(exc)))
+    for spec in section.footprints:
+        progress(f"{section.title}: memory, {spec.label}")
+        leases = min(spec.leases, args.memory_leases) if args.memory_leases else None
+        try:
+            section.memories.append(run_footprint(spec, args.memory_repeats, leases))
+        except Exception as exc:
+            why = " ".join(str(exc).split())[:400]
+            cannot = why.startswith("could not hold") and spec.library != "tenure"
+            section.memory_errors.append((spec.label, why, not cannot))
 
 
 def _reason(exc: BaseException) -> str:
@@ -245,10 +294,13 @@ def main(argv: list[str] | None = None) -> int:
         wanted = [name for name in ("azblob", *SERVER_STORES) if name in args.stores]
         progress(f"starting {', '.join(wanted) or 'no servers'}")
         started = start_servers(wanted, directory, stack)
-        cases: list[Case] = local_cases.cases(directory, stack, args.stores)
+        cases: list[Case] = local_cases.cases(directory, stack, args.stores, extras)
         if "azblob" in started:
             cases += azblob_cases.cases(started["azblob"], stack, extras)
-        sections = server_sections(started, stack, extras)
+        sections = local_cases.sections(directory, args.stores)
+        azblob = azblob_cases.section(started["azblob"]) if "azblob" in started else None
+        sections += [azblob] if azblob is not None else []
+        sections += server_sections(started, stack, extras)
         for section in sections:
             cases += section.cases
             for hook in section.before:
@@ -257,11 +309,12 @@ def main(argv: list[str] | None = None) -> int:
         rounds = measure(cases, args.repeats, args.seconds, args.budget, extras,
                          3 if args.quick else MIN_CYCLES)
         for section in sections:
-            if not any(case in cases for case in section.cases):
+            if section.cases and not any(case in cases for case in section.cases):
                 continue  # its server failed during the rounds (see the section's note)
             for hook in section.after:
                 extras.note(section.title, hook())
             contend_and_renew(section, args, directory)
+            take_over_and_hold(section, args)
     facts += extras.facts
     facts.append(("load average at end (1, 5, 15 min)", load_average()))
     settings = {
@@ -273,6 +326,12 @@ def main(argv: list[str] | None = None) -> int:
         "file_goal": local_cases.GOAL_FILE_VS_FILELOCK, "processes": args.processes,
         "hold_ms": HOLD_SECONDS * 1e3, "handoff_seconds": args.handoff_seconds,
         "handoff_goal": HANDOFF_GOAL_ROUND_TRIPS, "renewal_ttl": RENEWAL_TTL, "ticks": TICKS,
+        "takeover_ttl": TAKEOVER_TTL, "kill_after": KILL_AFTER,
+        "takeover_repeats": args.takeover_repeats, "memory_ttl": MEMORY_TTL,
+        "memory_hold": MEMORY_HOLD, "memory_repeats": args.memory_repeats,
+        "az_ttl": azblob_cases.MIN_TTL, "az_hold": azblob_cases.MEMORY_HOLD,
+        "az_leases": azblob_cases.MEMORY_LEASES, "settle_ms": SETTLE * 1e3,
+        "az_poll": AZURE_POLL_SECONDS,
     }
     header = Header(started_at, time.perf_counter() - clock, facts, command(argv), settings)
     report = render(cases, sections, extras, header)
@@ -299,8 +358,29 @@ def unmeasured(sections: list[ServerSection], extras: Extras) -> list[str]:
                      for label, why in section.handoff_errors]
         if section.renewal_error:
             problems.append(f"{section.title} renewal: {section.renewal_error}")
+        problems += [f"{section.title} takeover after {mode}, {label}: {why}"
+                     for label, mode, why in section.takeover_errors]
+        problems += [f"{section.title} memory, {label}: {why}"
+                     for label, why, missing in section.memory_errors if missing]
     problems += [f"{title}: {text}" for title, texts in extras.notes.items() for text in texts
                  if "**Not measured**" in text]
+    return problems + missing_peers(sections)
+
+
+def missing_peers(sections: list[ServerSection]) -> list[str]:
+    """Peers of PEERS that a section does not list in its hand-off, takeover or memory runs.
+
+    Example::
+
+        missing_peers([])  # []
+    """
+    problems = []
+    for section in sections:
+        wanted = PEERS.get(section.url.split(":", 1)[0], set())
+        for kind, listed in (("hand-off", section.contenders), ("takeover", section.takers),
+                             ("memory", section.footprints)):
+            for library in sorted(wanted - {entry.library for entry in listed}):
+                problems.append(f"{section.title} {kind}: the peer {library} is missing")
     return problems
 
 

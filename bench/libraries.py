@@ -1,0 +1,237 @@
+"""One adapter per lock library, so every multi-process benchmark drives tenure and the peers
+through the same two calls: `lock.acquire(timeout) -> bool` and `lock.release()`.
+
+`open_library` opens one client (store, Redis client, tooz coordinator, Azure container) and
+makes locks on it; each library waits its own default way (tenure's backoff and notifications,
+redis-py's 0.1 s polling, tooz's server-side waits...). Where a library's blocking form has no
+timeout (tooz's `blocking=True`), `timeout` is ignored and the caller bounds the wait.
+
+Libraries: "tenure", "filelock", "portalocker-file", "portalocker-redis", "redis-py",
+"python-redis-lock", "pottery", "tooz", "azure-sdk".
+
+Example::
+
+    library = open_library("redis-py", "redis://127.0.0.1:6399/0", ttl=2.0)
+    lock = library.lock("jobs")
+    if lock.acquire(timeout=5.0):
+        lock.release()
+    library.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+AZURE_POLL_SECONDS = 0.25  # the bare SDK has no waiting: the adapter retries a refused lease
+
+
+class PeerLock(Protocol):
+    """One lock of one library."""
+
+    def acquire(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds (the library's way); False when it gave up."""
+
+    def release(self) -> None:
+        """Free the lock."""
+
+
+@dataclass
+class Library:
+    """An opened library: `lock(name)` makes a lock on its one client, `close()` closes it.
+
+    Example::
+
+        library = open_library("tenure", "memory://", ttl=2.0)
+    """
+
+    lock: Callable[[str], PeerLock]
+    close: Callable[[], None]
+
+
+class _Calls:
+    """A PeerLock from an acquire function (taking the timeout) and a release function."""
+
+    def __init__(self, acquire: Callable[[float], Any], release: Callable[[], Any]) -> None:
+        self._acquire, self._release = acquire, release
+
+    def acquire(self, timeout: float) -> bool:
+        return self._acquire(timeout) is not False
+
+    def release(self) -> None:
+        self._release()
+
+
+def open_library(library: str, url: str, ttl: float, options: dict[str, Any] | None = None,
+                 connect: dict[str, Any] | None = None) -> Library:
+    """Open `library` on `url`; its locks expire after `ttl` seconds where the library has an
+    expiry. `options` go to each lock (tenure: `store.lock`; tooz: `acquire`), `connect` to the
+    client (tenure: `tenure.connect`; tooz: {"start_heart": True}; azure-sdk: the connection
+    string and container).
+
+    Example::
+
+        library = open_library("filelock", "file:///tmp/locks", ttl=2.0)
+    """
+    options, connect = dict(options or {}), dict(connect or {})
+    if library == "tenure":
+        return _tenure(url, ttl, options, connect)
+    if library in ("filelock", "portalocker-file"):
+        return _file(library, url)
+    if library == "tooz":
+        return _tooz(url, options, connect)
+    if library == "azure-sdk":
+        return _azure(ttl, connect)
+    return _redis(library, url, ttl, options)
+
+
+def _tenure(url: str, ttl: float, options: dict[str, Any], connect: dict[str, Any]) -> Library:
+    import tenure
+
+    store = tenure.connect(url, **connect)
+
+    def lock(name: str) -> PeerLock:
+        one = store.lock(name, ttl=ttl, **options)
+        held: list[Any] = []
+
+        def acquire(timeout: float) -> bool:
+            try:
+                held.append(one.acquire(timeout=timeout))
+            except tenure.LockTimeout:
+                return False
+            return True
+
+        return _Calls(acquire, lambda: held.pop().release())
+
+    return Library(lock, store.close)
+
+
+def _file(library: str, url: str) -> Library:
+    directory = Path(urlsplit(url).path)
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def lock(name: str) -> PeerLock:
+        path = str(directory / f"{name}.lock")
+        if library == "filelock":
+            import filelock
+
+            peer = filelock.FileLock(path)
+
+            def acquire(timeout: float) -> bool:
+                try:
+                    peer.acquire(timeout=timeout)
+                except filelock.Timeout:
+                    return False
+                return True
+
+            return _Calls(acquire, peer.release)
+        import portalocker
+
+        portalock = portalocker.Lock(path, fail_when_locked=False)
+
+        def take(timeout: float) -> bool:
+            try:
+                portalock.acquire(timeout=timeout)
+            except portalocker.LockException:
+                return False
+            return True
+
+        return _Calls(take, portalock.release)
+
+    return Library(lock, lambda: None)
+
+
+def _redis(library: str, url: str, ttl: float, options: dict[str, Any]) -> Library:
+    import redis
+
+    client = redis.Redis.from_url(url)
+
+    def lock(name: str) -> PeerLock:
+        if library == "redis-py":
+            peer = client.lock(name, timeout=ttl, **options)
+            return _Calls(lambda timeout: peer.acquire(blocking_timeout=timeout), peer.release)
+        if library == "python-redis-lock":
+            import redis_lock
+
+            python_redis_lock = redis_lock.Lock(client, name, expire=max(1, round(ttl)),
+                                                **options)
+            # its timeout may not exceed expire: wait its default way (BLPOP up to expire)
+            return _Calls(lambda timeout: python_redis_lock.acquire(), python_redis_lock.release)
+        if library == "pottery":
+            from pottery import Redlock
+
+            redlock = Redlock(key=name, masters={client}, auto_release_time=ttl, **options)
+            return _Calls(lambda timeout: redlock.acquire(timeout=timeout), redlock.release)
+        if library == "portalocker-redis":
+            import portalocker
+
+            portalock = portalocker.RedisLock(name, connection=client, **options)
+            return _Calls(lambda timeout: portalock.acquire(timeout=timeout), portalock.release)
+        raise ValueError(f"unknown library {library!r}")
+
+    return Library(lock, client.close)
+
+
+def _tooz(url: str, options: dict[str, Any], connect: dict[str, Any]) -> Library:
+    import os
+    import warnings
+
+    from tooz import coordination
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # tooz deprecates its SQL drivers
+        coordinator = coordination.get_coordinator(url, f"m{os.getpid()}-{id(url)}".encode())
+    coordinator.start(start_heart=bool(connect.get("start_heart")))
+    waiting = options or {"blocking": True}  # tooz's default: wait forever, its own way
+
+    def lock(name: str) -> PeerLock:
+        peer = coordinator.get_lock(name.encode())
+        return _Calls(lambda timeout: peer.acquire(**waiting), peer.release)
+
+    return Library(lock, coordinator.stop)
+
+
+def _azure(ttl: float, connect: dict[str, Any]) -> Library:
+    from azure.core.exceptions import HttpResponseError, ResourceExistsError
+    from azure.storage.blob import BlobLeaseClient, ContainerClient
+
+    client = ContainerClient.from_connection_string(connect["connection_string"],
+                                                    connect["container"])
+    if not client.exists():
+        with contextlib.suppress(ResourceExistsError):  # another process created it first
+            client.create_container()
+    seconds = int(ttl)
+
+    def lock(name: str) -> PeerLock:
+        blob = client.get_blob_client(f"sdk/{name}")
+        try:
+            blob.upload_blob(b"", overwrite=False)
+        except HttpResponseError as exc:
+            if exc.status_code not in (409, 412):  # exists already, or leased by another
+                raise
+        held: list[Any] = []
+
+        def acquire(timeout: float) -> bool:
+            deadline = time.monotonic() + timeout
+            while True:
+                lease = BlobLeaseClient(blob)
+                try:
+                    lease.acquire(lease_duration=seconds)
+                except HttpResponseError as exc:
+                    if exc.status_code != 409:  # 409: leased by someone else
+                        raise
+                    if time.monotonic() + AZURE_POLL_SECONDS > deadline:
+                        return False
+                    time.sleep(AZURE_POLL_SECONDS)
+                    continue
+                held.append(lease)
+                return True
+
+        return _Calls(acquire, lambda: held.pop().release())
+
+    return Library(lock, client.close)
