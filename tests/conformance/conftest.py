@@ -85,9 +85,17 @@ STORE_KINDS = [
               lists_expiry=False, service="azurite"),
     StoreKind("redis", "redis", lambda tmp: server_url("TENURE_TEST_REDIS_URL", tmp, "prefix", ":"),
               service="redis_server", restart_keeps_data=True),
+    StoreKind("redis-quorum", "redis_quorum",
+              lambda tmp: server_url("TENURE_TEST_REDIS_QUORUM_URL", tmp, "prefix", ":"),
+              service="redis_masters"),
     StoreKind("postgres", "postgres",
               lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema"),
               service="postgres_server", restart_keeps_data=True),
+    # Session advisory locks: freed with the holder's connection, like a kernel's flock (so no
+    # server fault tests: a dropped connection IS the loss of the lease, see docs).
+    StoreKind("postgres-advisory", "postgres",
+              lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema", "&mode=advisory"),
+              kernel_expiry=True, service="postgres_server"),
     StoreKind("mysql", "mysql", lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table"),
               service="mariadb_server", restart_keeps_data=True),
 ]
@@ -144,7 +152,15 @@ class Target:
                 keys = list(client.scan_iter(f"{own_space(self.tmp)}:*"))
                 if keys:
                     client.delete(*keys)
-        elif self.kind.name == "postgres":
+        elif self.kind.name == "redis-quorum":
+            import redis
+
+            for port in urlsplit(os.environ["TENURE_TEST_REDIS_QUORUM_URL"]).netloc.split(","):
+                with redis.Redis.from_url(f"redis://{port}/0") as client:
+                    keys = list(client.scan_iter(f"{own_space(self.tmp)}:*"))
+                    if keys:
+                        client.delete(*keys)
+        elif self.kind.module == "postgres":
             import psycopg
 
             with psycopg.connect(os.environ["TENURE_TEST_POSTGRES_URL"], autocommit=True) as db:

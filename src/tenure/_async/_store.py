@@ -274,10 +274,10 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
 def _server_store(module: str, url: str, options: dict[str, Any]) -> AsyncBackend:
     """Redis, PostgreSQL and MySQL stores, imported here so each driver loads only when used;
     each validates its own URL and keyword options."""
-    if module == "redis":
-        from tenure._async.stores.redis import AsyncRedisStore
+    if module == "redis":  # one server, or several masters with a quorum
+        from tenure._async.stores.redis_quorum import open_store
 
-        return AsyncRedisStore(url, **options)
+        return open_store(url, **options)
     if module == "postgres":
         from tenure._async.stores.postgres import AsyncPostgresStore
 

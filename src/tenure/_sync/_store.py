@@ -275,10 +275,10 @@ def connect(url: str | Backend, *, holder: str | None = None,
 def _server_store(module: str, url: str, options: dict[str, Any]) -> Backend:
     """Redis, PostgreSQL and MySQL stores, imported here so each driver loads only when used;
     each validates its own URL and keyword options."""
-    if module == "redis":
-        from tenure._sync.stores.redis import RedisStore
+    if module == "redis":  # one server, or several masters with a quorum
+        from tenure._sync.stores.redis_quorum import open_store
 
-        return RedisStore(url, **options)
+        return open_store(url, **options)
     if module == "postgres":
         from tenure._sync.stores.postgres import PostgresStore
 

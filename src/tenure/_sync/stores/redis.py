@@ -12,6 +12,8 @@ tenure._names.safe_key; it never contains a brace), so each script touches one c
                               holder's next renewal reports BROKEN rather than EXPIRED
     <prefix>{<tag>}:signal    a list a release pushes one item onto (for 2 s): a waiter blocked
                               in BLPOP on it wakes at once, one waiter per release
+    <prefix>{<tag>}:record    the name's record (records API): JSON [name, token, seq, record];
+                              never expires, written only while the writer's lease is live
 
 Acquire, release and break are each ONE server-side Lua script (EVALSHA; the script is loaded
 when the server lacks it), and so is the renewal of every lease the process holds, in one call.
@@ -20,15 +22,18 @@ server loses its data (no persistence) or fails over to a replica that missed in
 long as the server's clock does not step back. Waiters block in BLPOP on the name's signal list.
 After a restart that lost the data, holders write their leases back (one pub/sub connection per
 store notices the restart at once), while the server grants no new name for `restart_grace`
-seconds. See docs/stores/redis.md.
+seconds. Several masters with a quorum (`redis://a,b,c?quorum=2`) are in redis_quorum.py, built
+on one store of this module per master. See docs/stores/redis.md.
 
 Example::
 
     store = tenure.connect("redis://cache.internal:6379/0?prefix=myapp:")
+    store = tenure.connect(tenure.stores.RedisStore(client=redis.Redis(), prefix="myapp:"))
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -43,10 +48,10 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import Backend, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
 from tenure._names import safe_key, safe_key_prefix
-from tenure._timing import local_deadline
+from tenure._timing import CLOCK_RATE_TOLERANCE, local_deadline, margin_for
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import redact
 
@@ -125,6 +130,11 @@ if tonumber(redis.call('GET', KEYS[3]) or '1') < limit then redis.call('SET', KE
 return {free, token}
 """
 
+# ACQUIRE for a waiter, sent right behind its BLMOVE of the name's signal list into a list of the
+# waiter's own (the last key): it runs as soon as a release woke the waiter, in the same server
+# turn, and only then (-1 when the BLMOVE timed out).
+WAKE_ACQUIRE = "if not redis.call('LPOP', KEYS[#KEYS]) then return -1 end\n" + ACQUIRE
+
 # KEYS: the slot keys of the leases. ARGV: ttl ms, then each lease's value. One answer per
 # lease: 1 renewed, 2 taken by another lease, 3 broken, 0 expired. A lease whose key is gone
 # while its name's counter is gone too was lost with the server's data, and nothing of that
@@ -195,6 +205,23 @@ end
 return freed
 """
 
+# KEYS: counter. ARGV: a token. Raises the counter to the token when it is behind (quorum mode:
+# every master that granted a lease learns the lease's token, the largest of their counters).
+RAISE = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+"""
+
+# KEYS: slot key, record. ARGV: the lease's value, the new record. Writes only while the lease is
+# live; 1 when written.
+WRITE_RECORD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+
 # KEYS: slot keys. Returns value and PTTL of each ('' and -2 when gone).
 READ = """
 local found = {}
@@ -234,7 +261,8 @@ def _evalsha(script: _Script, keys: Sequence[bytes], *args: bytes) -> bytes:
     return packed(b"EVALSHA", script.sha, b"%d" % len(keys), *keys, *args)
 
 
-_ACQUIRE, _RENEW, _RELEASE, _BREAK, _READ = map(_script, (ACQUIRE, RENEW, RELEASE, BREAK, READ))
+_ACQUIRE, _RENEW, _RELEASE, _BREAK, _READ, _RAISE, _WAKE_ACQUIRE, _WRITE_RECORD = map(
+    _script, (ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE, WAKE_ACQUIRE, WRITE_RECORD))
 
 
 class _Keys(NamedTuple):
@@ -314,22 +342,7 @@ def parse_options(url: str, options: dict[str, Any]) -> Settings:
             f"{scheme}://{host}:{port or 6379}/0")
     merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
     merged.update(options)
-    unknown = sorted(set(merged) - set(OPTIONS))
-    if unknown:
-        raise InvalidArgument(
-            f"unknown option(s) {', '.join(unknown)} for redis:// stores; accepted: "
-            f"{', '.join(OPTIONS)}")
-    prefix = merged.pop("prefix", DEFAULT_PREFIX)
-    if not isinstance(prefix, str):
-        raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
-    if "{" in prefix or "}" in prefix or len(prefix) > 200:
-        raise InvalidArgument(
-            f"prefix={prefix!r} is not allowed: at most 200 characters and no '{{' or '}}' "
-            "(braces would change the keys' cluster hash tag); e.g. prefix='myapp:'")
-    timeout = _seconds("timeout", merged.pop("timeout", DEFAULT_TIMEOUT), 600.0,
-                       "it bounds every connect and every reply")
-    grace = _seconds("restart_grace", merged.pop("restart_grace", DEFAULT_RESTART_GRACE),
-                     3600.0, "0 turns it off (see the Redis store's docs)", zero=True)
+    prefix, timeout, grace = _own_options(merged, OPTIONS, "redis:// stores")
     driver: dict[str, Any] = {}
     if "db" in merged:
         db = merged.pop("db")
@@ -340,7 +353,56 @@ def parse_options(url: str, options: dict[str, Any]) -> Settings:
         raise InvalidArgument(
             f"option(s) {', '.join(sorted(merged))} are TLS settings: use a rediss:// URL")
     driver.update(merged)
-    return Settings(f"{scheme}://{parts.netloc}{parts.path}", prefix, timeout, grace, driver)
+    return Settings(f"{scheme}://{parts.netloc}{parts.path}", prefix, timeout or DEFAULT_TIMEOUT,
+                    grace, driver)
+
+
+def _own_options(merged: dict[str, Any], accepted: Sequence[str],
+                 where: str) -> tuple[str, float | None, float]:
+    """Pop and check tenure's own options: prefix, timeout (None when not given), grace."""
+    unknown = sorted(set(merged) - set(accepted))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown option(s) {', '.join(unknown)} for {where}; accepted: "
+            f"{', '.join(accepted)}")
+    prefix = merged.pop("prefix", DEFAULT_PREFIX)
+    if not isinstance(prefix, str):
+        raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
+    if "{" in prefix or "}" in prefix or len(prefix) > 200:
+        raise InvalidArgument(
+            f"prefix={prefix!r} is not allowed: at most 200 characters and no '{{' or '}}' "
+            "(braces would change the keys' cluster hash tag); e.g. prefix='myapp:'")
+    timeout = None if "timeout" not in merged else _seconds(
+        "timeout", merged.pop("timeout"), 600.0, "it bounds every connect and every reply")
+    grace = _seconds("restart_grace", merged.pop("restart_grace", DEFAULT_RESTART_GRACE),
+                     3600.0, "0 turns it off (see the Redis store's docs)", zero=True)
+    return prefix, timeout, grace
+
+
+def _checked_client(client: object, url: object) -> Any:
+    """`client` when it is a client of this API's kind (redis.Redis for tenure.aio,
+    redis.Redis for tenure) and no URL came with it."""
+    if url is not None:
+        raise InvalidArgument(
+            "give either a URL or client=, not both: the client already says where the server "
+            "is; e.g. tenure.connect(tenure.stores.RedisStore(client=my_client, prefix='app:'))")
+    if not isinstance(client, Redis):
+        raise InvalidArgumentType(
+            f"client must be a {Redis.__module__}.{Redis.__name__} for this store, got "
+            f"{type(client).__module__}.{type(client).__name__}: tenure.stores.RedisStore takes "
+            "a redis.Redis, tenure.aio.stores.RedisStore a redis.Redis (Redis "
+            "Cluster clients are not supported)")
+    return client
+
+
+def _client_address(kwargs: dict[str, Any]) -> str:
+    """Where a client's connections go, for messages (never its password)."""
+    db = kwargs.get("db", 0)
+    if kwargs.get("path"):
+        return f"unix://{kwargs['path']}?db={db} (client)"
+    if kwargs.get("host"):
+        return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{db} (client)"
+    return "redis:// (client)"
 
 
 def _seconds(option: str, value: object, most: float, why: str, zero: bool = False) -> float:
@@ -374,34 +436,63 @@ class RedisStore(Backend):
     capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, notifies_release=True,
                                 batched_renewal=True)
 
-    def __init__(self, url: str, **options: Any) -> None:
-        if not isinstance(url, str):
-            raise InvalidArgumentType(f"url must be a str, got {type(url).__name__}")
-        self.url = redact(url)
-        settings = parse_options(url, options)
-        self.prefix, self.timeout = settings.prefix, settings.timeout
-        self.restart_grace = settings.restart_grace
-        self._grace = repr(self.restart_grace).encode()
+    def __init__(self, url: str | None = None, *, client: Redis | None = None,
+                 **options: Any) -> None:
         # redis-py retries a connection that broke once, at once (its default backs off for
         # seconds); a timeout is not retried: the caller's deadline rules.
         retry = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
-        try:
-            self._pool = ConnectionPool.from_url(
-                settings.url, socket_timeout=self.timeout, socket_connect_timeout=self.timeout,
-                health_check_interval=30, retry=retry, **settings.driver)
-        except (ValueError, TypeError) as exc:
-            raise InvalidArgument(f"url {self.url!r} is not usable: {exc}") from None
-        self._client = Redis(connection_pool=self._pool)
+        if client is not None:
+            self._client = _checked_client(client, url)
+            self._pool, self._owns_pool = self._client.connection_pool, False
+            self.prefix, timeout, self.restart_grace = _own_options(
+                dict(options), ("prefix", "timeout", "restart_grace"),
+                "a store made from a client (its other settings are the client's)")
+            kwargs = dict(self._pool.connection_kwargs)
+            self.url = _client_address(kwargs)
+            self._password = str(kwargs.get("password") or "")
+            # The scripts' connections: the client's settings, but raw replies and tenure's
+            # retry; `timeout` replaces the client's socket timeouts when given.
+            kwargs.update(decode_responses=False, retry=retry)
+            if timeout is not None:
+                kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout)
+            self.timeout = float(kwargs.get("socket_timeout") or DEFAULT_TIMEOUT)
+        else:
+            if not isinstance(url, str):
+                raise InvalidArgumentType(
+                    f"url must be a str such as 'redis://cache:6379/0' (or pass client=), got "
+                    f"{type(url).__name__}")
+            self.url = redact(url)
+            settings = parse_options(url, options)
+            self.prefix, self.timeout = settings.prefix, settings.timeout
+            self.restart_grace = settings.restart_grace
+            try:
+                self._pool = ConnectionPool.from_url(
+                    settings.url, socket_timeout=self.timeout,
+                    socket_connect_timeout=self.timeout, health_check_interval=30, retry=retry,
+                    **settings.driver)
+            except (ValueError, TypeError) as exc:
+                raise InvalidArgument(f"url {self.url!r} is not usable: {exc}") from None
+            self._client, self._owns_pool = Redis(connection_pool=self._pool), True
+            self._password = unquote(urlsplit(url).password or "")
+            kwargs = self._pool.connection_kwargs
+        self._connection_kwargs: dict[str, Any] = kwargs
+        self._grace = repr(self.restart_grace).encode()
         self._pubsub: Callable[[], Any] = self._client.pubsub  # untyped in redis-py
-        self._password = unquote(urlsplit(url).password or "")
         self._names: dict[str, _Keys] = {}
         self._tails: dict[tuple[str, str], str] = {}
-        self._acquiring: dict[tuple[str, str, float, int], tuple[bytes, bytes]] = {}
+        self._acquiring: dict[tuple[str, str, float, int, bool], tuple[bytes, bytes]] = {}
+        # Hand-off: what the last try_acquire of a name that found it held asked for, and the
+        # grant a waiter's wake-up took for the next try_acquire (see wait_released).
+        self._missed: dict[str, tuple[str, float, int]] = {}
+        self._prefetched: dict[str, tuple[Grant, float, int, float]] = {}
+        self._prefetching: set[str] = set()
+        self._blmove = True  # False once the server turned BLMOVE down (Redis before 6.2)
         self._releasing: dict[str, bytes] = {}  # the RELEASE command up to the value, by key
         # Connections of the scripts: idle ones, and all (closed with the store).
         self._idle: list[Any] = []
         self._connections: list[Any] = []
         self._ids = itertools.count()
+        self._writes = itertools.count()  # orders records written under one lease
         self._id_prefix = secrets.token_hex(6)
         self._held: dict[str, _Held] = {}  # by lease id
         self._mutex = threading.Lock()
@@ -435,10 +526,11 @@ class RedisStore(Backend):
         tail = self._tail(grant.holder, grant.name)
         return f'["{grant.lease_id}",{grant.token}{tail}'.encode()
 
-    def _acquire_command(self, name: str, holder: str, ttl: float,
-                         limit: int) -> tuple[bytes, bytes]:
-        """The ACQUIRE command of these arguments but the lease id, packed around it."""
-        key = (name, holder, ttl, limit)
+    def _acquire_command(self, name: str, holder: str, ttl: float, limit: int,
+                         woken: bool = False) -> tuple[bytes, bytes]:
+        """The ACQUIRE (or WAKE_ACQUIRE) command of these arguments but the lease id, packed
+        around it."""
+        key = (name, holder, ttl, limit, woken)
         around = self._acquiring.get(key)
         if around is None:
             if len(self._acquiring) >= 4096:
@@ -447,7 +539,10 @@ class RedisStore(Backend):
             names = [keys.slot0.encode(), keys.counter.encode()]
             if limit > 1:
                 names.append(keys.limit.encode())
-            before = _evalsha(_ACQUIRE, names, b"%d" % limit, b"%d" % int(ttl * 1000))
+            if woken:
+                names.append(self._wake_key(name))
+            script = _WAKE_ACQUIRE if woken else _ACQUIRE
+            before = _evalsha(script, names, b"%d" % limit, b"%d" % int(ttl * 1000))
             before = b"*%d\r\n" % (len(names) + 8) + before.partition(b"\r\n")[2]
             after = _bulk(self._tail(holder, name).encode()) + _bulk(self._grace)
             around = self._acquiring[key] = (before, after)
@@ -481,7 +576,7 @@ class RedisStore(Backend):
             self._call(packed(b"SCRIPT", b"LOAD", script.text))
             return self._call(command)
 
-    def _call(self, command: bytes) -> Any:
+    def _call(self, command: bytes, replies: int = 1) -> Any:
         """Send one packed command and read its reply, on a connection of this store's own.
 
         Connections are redis-py's, used through their send/read API: its client API and pool
@@ -498,7 +593,10 @@ class RedisStore(Backend):
                 connection = self._new_connection()
             try:
                 connection.send_packed_command((command,))
-                reply = connection.read_response()
+                if replies == 1:
+                    reply = connection.read_response()
+                else:  # pipelined: every reply, error replies among them
+                    reply = [_reply_or_error(connection) for _ in range(replies)]
             except ResponseError:
                 self._idle.append(connection)  # the error reply was read whole
                 raise
@@ -524,7 +622,7 @@ class RedisStore(Backend):
         raise AssertionError("unreachable")
 
     def _new_connection(self) -> Any:
-        connection = self._pool.connection_class(**self._pool.connection_kwargs)
+        connection = self._pool.connection_class(**self._connection_kwargs)
         with self._mutex:
             self._connections.append(connection)
         return connection
@@ -532,14 +630,42 @@ class RedisStore(Backend):
     # -- leases -------------------------------------------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        prefetched = self._prefetched.pop(name, None)
+        if prefetched is not None:
+            grant, wanted_ttl, wanted_limit, sent_at = prefetched
+            if ((grant.holder, wanted_ttl, wanted_limit) == (holder, ttl, limit)
+                    and _shim.monotonic() - sent_at <= _fresh_for(ttl)):
+                return grant
+            with contextlib.suppress(StoreUnavailable):  # else it expires by itself
+                self.release(grant)  # not this caller's, or too old: free it (and signal)
+        granted = self.acquire_as(f"{self._id_prefix}{next(self._ids)}", name, holder, ttl,
+                                        limit)
+        if granted is None:
+            if len(self._missed) >= 4096:
+                self._missed.clear()
+            self._missed[name] = (holder, ttl, limit)
+        return granted
+
+    def acquire_as(self, lease_id: str, name: str, holder: str, ttl: float,
+                         limit: int) -> Grant | None:
+        """try_acquire with the caller's lease id (a quorum gives one id on every master).
+
+        Example::
+
+            grant = backend.acquire_as("q1-7", "jobs", "web-1", 30.0, 1)
+        """
         before, after = self._acquire_command(name, holder, ttl, limit)
-        lease_id = f"{self._id_prefix}{next(self._ids)}"
         sent_at = _shim.monotonic()
         try:
             granted = self._eval(
                 _ACQUIRE, before + _bulk(f'["{lease_id}",'.encode()) + after)
         except (RedisError, OSError) as exc:
             raise self._failure("acquire", name, exc) from exc
+        return self._granted(granted, sent_at, lease_id, name, holder, ttl, limit)
+
+    def _granted(self, granted: Any, sent_at: float, lease_id: str, name: str, holder: str,
+                 ttl: float, limit: int) -> Grant | None:
+        """The Grant of an ACQUIRE's reply (None when refused), remembered for reclaiming."""
         if granted is None:
             return None
         if limit == 1:
@@ -566,10 +692,15 @@ class RedisStore(Backend):
         deadline = local_deadline(sent_at, ttl)
         results: list[Grant | LostReason] = []
         for grant, answer in zip(grants, answers, strict=True):
-            if answer == 1:
-                if grant.lease_id in self._held:
-                    self._held[grant.lease_id] = _Held(grant, ttl, deadline)
+            if answer == 1 and grant.lease_id in self._held:
+                self._held[grant.lease_id] = _Held(grant, ttl, deadline)
                 results.append(grant)
+            elif answer == 1:
+                # Released (or given up) while this renewal was on its way: a renewal sent
+                # again after a restart that lost the data may have written it back. Free it.
+                with contextlib.suppress(StoreUnavailable):
+                    self.release(grant)
+                results.append(LostReason.EXPIRED)
             else:
                 self._held.pop(grant.lease_id, None)
                 results.append(_LOST[answer])
@@ -590,6 +721,20 @@ class RedisStore(Backend):
         self._held.pop(grant.lease_id, None)
         return bool(freed)
 
+    def raise_counter(self, name: str, token: int) -> None:
+        """Raise the fencing counter of `name` to `token` where it is behind (quorum mode).
+
+        Example::
+
+            backend.raise_counter("jobs", 1_763_000_000_000_123)
+        """
+        keys = self._keys(name)
+        command = _evalsha(_RAISE, [keys.counter.encode()], b"%d" % token)
+        try:
+            self._eval(_RAISE, command)
+        except (RedisError, OSError) as exc:
+            raise self._failure("fencing counter update", name, exc) from exc
+
     def break_lease(self, name: str) -> int:
         keys = self._keys(name)
         command = _evalsha(_BREAK, [keys.slot0.encode(), keys.limit.encode(),
@@ -601,46 +746,212 @@ class RedisStore(Backend):
         return int(freed)
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        found = [info for _, info in self.listing(prefix)]
+        return sorted(found, key=lambda info: (info.name, info.slot))
+
+    def listing(self, prefix: str = "") -> list[tuple[str, LeaseInfo]]:
+        """Live leases whose name starts with `prefix`, with their lease ids, unsorted.
+
+        Example::
+
+            [(lease_id, info)] = backend.listing("jobs")
+        """
         if self._closed:
             raise self._closed_error()
         pattern = f"{_glob_escape(self.prefix)}{{{safe_key_prefix(prefix)}*}}:s[0-9]*"
-        found: list[LeaseInfo] = []
+        found: list[tuple[str, LeaseInfo]] = []
         try:
-            keys: list[bytes] = []
-            for key in self._client.scan_iter(match=pattern, count=1000):
-                keys.append(key)
-            for start in range(0, len(keys), 1000):
-                chunk = keys[start:start + 1000]
+            for chunk in self._scan(pattern):
                 read = self._eval(_READ, _evalsha(_READ, chunk))
                 now = datetime.now(timezone.utc)
                 for key, value, left in zip(chunk, read[::2], read[1::2], strict=True):
-                    info = _lease_info(key, value, left, now)
-                    if info is not None and info.name.startswith(prefix):
-                        found.append(info)
+                    entry = _lease_entry(key, value, left, now)
+                    if entry is not None and entry[1].name.startswith(prefix):
+                        found.append(entry)
         except (RedisError, OSError) as exc:
             raise self._failure("listing", prefix, exc) from exc
-        return sorted(found, key=lambda info: (info.name, info.slot))
+        return found
+
+    # -- records ------------------------------------------------------------------------------
+
+    def read_record(self, name: str) -> str | None:
+        """The record last written next to `name` (kept across releases), or None.
+
+        Example::
+
+            last = backend.read_record("nightly-report")
+        """
+        found = self.read_versioned_record(name)
+        return None if found is None else found[1]
+
+    def read_versioned_record(self, name: str) -> tuple[tuple[int, int], str] | None:
+        """The record of `name` with its version (the writer's token, then its write count).
+
+        Example::
+
+            version, record = backend.read_versioned_record("nightly")
+        """
+        try:
+            value = self._call(packed(b"GET", f"{self._keys(name).base}record".encode()))
+        except (RedisError, OSError) as exc:
+            raise self._failure("reading the record", name, exc) from exc
+        parsed = _record_entry(value)
+        return None if parsed is None else parsed[1:]
+
+    def write_record(self, grant: Grant, record: str) -> bool:
+        """Replace the record of `grant.name`, in one script, only while `grant` is live.
+
+        Example::
+
+            written = backend.write_record(grant, '{"done": "2026-11-23"}')
+        """
+        return self.write_versioned_record(grant, record, (grant.token, next(self._writes)))
+
+    def write_versioned_record(self, grant: Grant, record: str,
+                                     version: tuple[int, int]) -> bool:
+        """write_record with the record's version: the token of the lease that wrote it (a
+        quorum's own token), then a count that orders the writes under that lease.
+
+        Example::
+
+            written = backend.write_versioned_record(grant, "2026-11-23", (42, 0))
+        """
+        record_bytes(record)
+        value = json.dumps([grant.name, *version, record], ensure_ascii=False)
+        command = _evalsha(_WRITE_RECORD, [grant.key.encode(),
+                                           f"{self._keys(grant.name).base}record".encode()],
+                           self._value(grant), value.encode())
+        try:
+            return bool(self._eval(_WRITE_RECORD, command))
+        except (RedisError, OSError) as exc:
+            raise self._failure("writing the record", grant.name, exc) from exc
+
+    def records(self, prefix: str = "") -> dict[str, str]:
+        """Every record whose name starts with `prefix`, by name.
+
+        Example::
+
+            everything = backend.records("jobs/")
+        """
+        found = self.versioned_records(prefix)
+        return {name: record for name, (_, record) in found.items()}
+
+    def versioned_records(self, prefix: str = "") -> dict[str, tuple[tuple[int, int], str]]:
+        """Every record whose name starts with `prefix`, with its version, by name.
+
+        Example::
+
+            found = backend.versioned_records("jobs/")
+        """
+        if self._closed:
+            raise self._closed_error()
+        pattern = f"{_glob_escape(self.prefix)}{{{safe_key_prefix(prefix)}*}}:record"
+        found: dict[str, tuple[tuple[int, int], str]] = {}
+        try:
+            for chunk in self._scan(pattern):
+                for value in self._call(packed(b"MGET", *chunk)):
+                    entry = _record_entry(value)
+                    if entry is not None and entry[0].startswith(prefix):
+                        found[entry[0]] = entry[1:]
+        except (RedisError, OSError) as exc:
+            raise self._failure("listing the records", prefix, exc) from exc
+        return found
+
+    def _scan(self, pattern: str) -> list[list[bytes]]:
+        """The keys matching `pattern`, in chunks of at most 1,000."""
+        keys: list[bytes] = []
+        cursor = b"0"
+        while True:
+            cursor, batch = self._call(
+                packed(b"SCAN", cursor, b"MATCH", pattern.encode(), b"COUNT", b"1000"))
+            keys.extend(batch)
+            if cursor == b"0":
+                return [keys[start:start + 1000] for start in range(0, len(keys), 1000)]
 
     # -- waiting and restarts -----------------------------------------------------------------
 
     def wait_released(self, name: str, timeout: float) -> None:
-        """Block in BLPOP on the name's signal list: a release pushes one item, so one waiter
-        wakes at once, and a release just before the wait is not missed (the item stays 2 s).
-        Each BLPOP lasts at most half the store's timeout (a reply must come within it)."""
+        """Block on the name's signal list: a release pushes one item, so one waiter wakes at
+        once, and a release just before the wait is not missed (the item stays 2 s). Each
+        block lasts at most half the store's timeout (a reply must come within it).
+
+        After a try_acquire of the name found it held, the wake-up also takes the lease in the
+        same server turn (see _wait_and_acquire): the next try_acquire returns it without a
+        round trip. Otherwise (another waiter of this store is doing that, or the server has
+        no BLMOVE) it is a plain BLPOP."""
         deadline = _shim.monotonic() + timeout
-        key = self._keys(name).signal.encode()
+        missed = self._missed.get(name)
+        with self._mutex:  # one waiter of a name per store takes the lease at its wake-up
+            taking = (missed is not None and self._blmove and name not in self._prefetching
+                      and name not in self._prefetched)
+            if taking:
+                self._prefetching.add(name)
+        try:
+            if not taking or missed is None:
+                self.wait_signal(name, deadline)
+                return
+            try:
+                self._wait_and_acquire(name, *missed, deadline)
+            finally:
+                self._prefetching.discard(name)
+        except (RedisError, OSError):  # e.g. the server is down: poll like other stores
+            if not self._closed:
+                _shim.sleep(max(0.0, deadline - _shim.monotonic()))
+
+    def _wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                                deadline: float) -> None:
+        """Wait for a release, and take the lease in the same server turn as the wake-up: a
+        BLMOVE of the signal list into this store's own list, with WAKE_ACQUIRE pipelined right
+        behind it. A grant waits for the next try_acquire of the name, which returns it when it
+        asks for the same and the grant is fresh (see _fresh_for), else releases it."""
+        keys = self._keys(name)
+        lease_id = f"{self._id_prefix}{next(self._ids)}"
+        before, after = self._acquire_command(name, holder, ttl, limit, woken=True)
+        acquire = before + _bulk(f'["{lease_id}",'.encode()) + after
         while not self._closed:
             left = deadline - _shim.monotonic()
             if left <= 0:
                 return
-            seconds = max(0.001, min(left, self.timeout / 2))
-            try:
-                if self._call(packed(b"BLPOP", key, b"%.3f" % seconds)) is not None:
-                    return
-            except (RedisError, OSError):  # e.g. the server is down: poll like other stores
-                if not self._closed:
-                    _shim.sleep(max(0.0, deadline - _shim.monotonic()))
+            seconds = max(0.001, min(left, self.timeout / 2, _fresh_for(ttl) / 2))
+            sent_at = _shim.monotonic()
+            moved, granted = self._call(packed(
+                b"BLMOVE", keys.signal.encode(), self._wake_key(name), b"LEFT", b"RIGHT",
+                b"%.3f" % seconds) + acquire, replies=2)
+            if isinstance(moved, ResponseError):  # no BLMOVE here: BLPOP from now on
+                self._blmove = False
+                self.wait_signal(name, deadline)
                 return
+            if isinstance(granted, NoScriptError):  # a new server: load it, then run it alone
+                granted = self._eval(_WAKE_ACQUIRE, acquire)
+            elif isinstance(granted, ResponseError):
+                raise granted
+            if granted != -1:
+                grant = self._granted(granted, sent_at, lease_id, name, holder, ttl, limit)
+                if grant is not None:
+                    self._prefetched[name] = (grant, ttl, limit, sent_at)
+                return
+
+    def _wake_key(self, name: str) -> bytes:
+        """This store's own list that a waiter's BLMOVE moves the name's signal into."""
+        return f"{self._keys(name).base}w{self._id_prefix}".encode()
+
+    def wait_signal(self, name: str, deadline: float) -> bool:
+        """BLPOP on the name's signal list until `deadline` (monotonic); True when a release
+        signalled. Driver errors are raised as they are.
+
+        Example::
+
+            woken = backend.wait_signal("jobs", time.monotonic() + 1.0)
+        """
+        key = self._keys(name).signal.encode()
+        while not self._closed:
+            left = deadline - _shim.monotonic()
+            if left <= 0:
+                return False
+            seconds = max(0.001, min(left, self.timeout / 2))
+            if self._call(packed(b"BLPOP", key, b"%.3f" % seconds)) is not None:
+                return True
+        return False
 
     def _start_reader(self) -> None:
         with self._mutex:
@@ -694,6 +1005,10 @@ class RedisStore(Backend):
         return live
 
     def close(self) -> None:
+        for grant, *_ in list(self._prefetched.values()):  # taken at a wake-up, never claimed
+            with contextlib.suppress(StoreUnavailable):  # else it expires by itself
+                self.release(grant)
+        self._prefetched.clear()
         with self._mutex:
             if self._closed:
                 return
@@ -703,16 +1018,48 @@ class RedisStore(Backend):
             self._reader.stop()
         for connection in connections:
             connection.disconnect()
-        self._pool.disconnect()
+        if self._owns_pool:  # a client passed in stays open: its owner closes it
+            self._pool.disconnect()
 
 
-def _lease_info(key: bytes, value: bytes, left: int, now: datetime) -> LeaseInfo | None:
-    """A LeaseInfo from a slot key's value and PTTL; None when gone or not tenure's."""
+def _record_entry(value: bytes | None) -> tuple[str, tuple[int, int], str] | None:
+    """Name, version and record of a record key's value; None when absent or not tenure's."""
+    if value is None:
+        return None
     try:
-        _, token, holder, name = json.loads(value)
+        name, token, seq, record = json.loads(value)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(name, str) or not isinstance(record, str):
+        return None
+    return name, (int(token), int(seq)), record
+
+
+def _fresh_for(ttl: float) -> float:
+    """How long after its request was sent a grant taken at a wake-up may still be handed out:
+    the core computes the lease's deadline from when try_acquire was called, and that deadline
+    stays before the server's expiry as long as the request went out at most this long
+    before (the clock-rate tolerance plus the margin of tenure._timing.local_deadline)."""
+    return ttl * CLOCK_RATE_TOLERANCE + margin_for(ttl)
+
+
+def _reply_or_error(connection: Any) -> Any:
+    """The next reply on `connection`; an error reply is returned, not raised."""
+    try:
+        return connection.read_response()
+    except ResponseError as exc:
+        return exc
+
+
+def _lease_entry(key: bytes, value: bytes, left: int,
+                 now: datetime) -> tuple[str, LeaseInfo] | None:
+    """Lease id and LeaseInfo from a slot key's value and PTTL; None when gone or not tenure's."""
+    try:
+        lease_id, token, holder, name = json.loads(value)
         slot = int(key.rpartition(b":s")[2])
     except (ValueError, TypeError):
         return None
     if left < 0 or not isinstance(name, str) or not isinstance(holder, str):
         return None
-    return LeaseInfo(name, holder, int(token), now + timedelta(milliseconds=left), slot)
+    return str(lease_id), LeaseInfo(name, holder, int(token),
+                                    now + timedelta(milliseconds=left), slot)
