@@ -24,10 +24,12 @@ if TYPE_CHECKING:
     from tenure._sync.stores.mysql import MySQLStore
     from tenure._sync.stores.postgres import PostgresStore
     from tenure._sync.stores.redis import RedisStore
+    from tenure._sync.stores.redis_quorum import RedisQuorumStore
 
 # A driver loads only for those who use its store.
 _LAZY = {"AzureBlobStore": "azblob", "MySQLStore": "mysql",
-         "PostgresStore": "postgres", "RedisStore": "redis"}
+         "PostgresStore": "postgres", "RedisStore": "redis",
+         "RedisQuorumStore": "redis_quorum"}
 
 
 def __getattr__(name: str) -> Any:
@@ -37,5 +39,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["AzureBlobStore", "Backend", "Capabilities", "FileStore", "Grant", "LostReason",
-           "MemoryStore", "MySQLStore", "PostgresStore", "RecordKeeper", "RedisStore",
-           "SQLiteStore"]
+           "MemoryStore", "MySQLStore", "PostgresStore", "RecordKeeper", "RedisQuorumStore",
+           "RedisStore", "SQLiteStore"]

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
     from tenure._async.stores.mysql import AsyncMySQLStore
     from tenure._async.stores.postgres import AsyncPostgresStore
     from tenure._async.stores.redis import AsyncRedisStore
+    from tenure._async.stores.redis_quorum import AsyncRedisQuorumStore
 
 # A driver loads only for those who use its store.
 _LAZY = {"AsyncAzureBlobStore": "azblob", "AsyncMySQLStore": "mysql",
-         "AsyncPostgresStore": "postgres", "AsyncRedisStore": "redis"}
+         "AsyncPostgresStore": "postgres", "AsyncRedisStore": "redis",
+         "AsyncRedisQuorumStore": "redis_quorum"}
 
 
 def __getattr__(name: str) -> Any:
@@ -36,5 +38,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["AsyncAzureBlobStore", "AsyncBackend", "AsyncFileStore", "AsyncMemoryStore",
-           "AsyncMySQLStore", "AsyncPostgresStore", "AsyncRecordKeeper", "AsyncRedisStore",
-           "AsyncSQLiteStore"]
+           "AsyncMySQLStore", "AsyncPostgresStore", "AsyncRecordKeeper", "AsyncRedisQuorumStore",
+           "AsyncRedisStore", "AsyncSQLiteStore"]

@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tenure._async import _shim
-from tenure._async.stores._protocol import AsyncBackend, record_bytes
+from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
 from tenure._names import safe_key, safe_key_prefix
 from tenure._timing import CLOCK_RATE_TOLERANCE, local_deadline, margin_for
@@ -418,7 +418,7 @@ def _seconds(option: str, value: object, most: float, why: str, zero: bool = Fal
     return seconds
 
 
-class AsyncRedisStore(AsyncBackend):
+class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
     """Leases in one Redis server (or Valkey, or another server with Redis's Lua scripting).
 
     Options, in the URL's query or as keywords (keywords win): `prefix` (default "tenure:"),

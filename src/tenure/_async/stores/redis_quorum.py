@@ -38,7 +38,7 @@ from urllib.parse import parse_qsl, urlsplit
 from redis.exceptions import RedisError
 
 from tenure._async import _shim
-from tenure._async.stores._protocol import AsyncBackend, record_bytes
+from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._async.stores.redis import AsyncRedisStore
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailable
 from tenure._timing import local_deadline
@@ -116,7 +116,7 @@ class _Down(NamedTuple):
     error: StoreUnavailable
 
 
-class AsyncRedisQuorumStore(AsyncBackend):
+class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
     """Leases granted by at least `quorum` of several independent Redis masters.
 
     The URL names the masters, comma-separated; user, password and database are the same on

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend, record_bytes
+from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
 from tenure._names import safe_key, safe_key_prefix
 from tenure._timing import CLOCK_RATE_TOLERANCE, local_deadline, margin_for
@@ -419,7 +419,7 @@ def _seconds(option: str, value: object, most: float, why: str, zero: bool = Fal
     return seconds
 
 
-class RedisStore(Backend):
+class RedisStore(Backend, RecordKeeper):
     """Leases in one Redis server (or Valkey, or another server with Redis's Lua scripting).
 
     Options, in the URL's query or as keywords (keywords win): `prefix` (default "tenure:"),

@@ -39,7 +39,7 @@ from urllib.parse import parse_qsl, urlsplit
 from redis.exceptions import RedisError
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend, record_bytes
+from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._sync.stores.redis import RedisStore
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailable
 from tenure._timing import local_deadline
@@ -117,7 +117,7 @@ class _Down(NamedTuple):
     error: StoreUnavailable
 
 
-class RedisQuorumStore(Backend):
+class RedisQuorumStore(Backend, RecordKeeper):
     """Leases granted by at least `quorum` of several independent Redis masters.
 
     The URL names the masters, comma-separated; user, password and database are the same on
