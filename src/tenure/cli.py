@@ -85,6 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tenure.demo import _command
 
             return _command.run(args)
+        if args.command == "chaos":
+            from tenure.chaos import _command as chaos_command
+
+            return chaos_command.run(args)
         url = getattr(args, "store", None)
         if url is None:
             url = os.environ.get(ENV_VAR)
@@ -171,6 +175,9 @@ def _parser() -> argparse.ArgumentParser:
     from tenure.demo import _command
 
     _command.add_parser(commands)
+    from tenure.chaos import _command as chaos_command
+
+    chaos_command.add_parser(commands)
     return parser
 
 

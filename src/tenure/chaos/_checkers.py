@@ -1,0 +1,273 @@
+"""The four checkers, each a pure function of the history (a list of events, see _history):
+
+1. writes: accepted writes never interleave across tokens and never go backwards. A critical
+   section is a worker's read and its accepted write under one token, in the oracle's order;
+   two sections of different tokens must not overlap, and accepted tokens must not decrease.
+2. tokens: every grant's token is unique for its name, and a grant asked for after another
+   was granted has a larger token (real-time order), also across store restarts.
+3. counter: no lost update: each counter's final value equals its number of accepted writes.
+4. liveness: after the faults stop (the `heal` event), a new holder is granted the lock
+   within the bound the event carries (ttl + 2 retry intervals).
+
+Example::
+
+    verdict = check_history(events)
+    for violation in verdict.violations:
+        print(violation.checker, violation.message)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure.chaos._history import Event
+
+CHECKERS = {
+    "writes": "accepted writes never interleave across tokens and never go backwards",
+    "tokens": "tokens are unique per grant and increasing, also across store restarts",
+    "counter": "no lost update: the final counter equals the accepted writes",
+    "liveness": "after the faults stop, a new holder within ttl + 2 retry intervals",
+}
+DETAILS = 3  # violations described one by one per checker; the rest are counted
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant: which checker found it, and what happened."""
+
+    checker: str
+    message: str
+
+
+@dataclass
+class Verdict:
+    """What the checkers found, and the figures they measured on the way."""
+
+    violations: list[Violation] = field(default_factory=list)
+    overlaps: int = 0
+    backwards: int = 0
+    lost_updates: int = 0
+    duplicate_tokens: int = 0
+    grants_after_restarts: int = 0
+    takeovers: list[float] = field(default_factory=list)
+
+    def by_checker(self) -> dict[str, int]:
+        counts = dict.fromkeys(CHECKERS, 0)
+        for violation in self.violations:
+            counts[violation.checker] += 1
+        return counts
+
+
+def check_history(events: Sequence[Event]) -> Verdict:
+    """Run the four checkers on a run's history.
+
+    Example::
+
+        verdict = check_history(read_history(path)[0])
+        assert not verdict.violations
+    """
+    verdict = Verdict()
+    ordered = sorted(events, key=lambda e: (e["t"], e.get("seq", 0)))
+    check_writes(ordered, verdict)
+    check_tokens(ordered, verdict)
+    check_counter(ordered, verdict)
+    check_liveness(ordered, verdict)
+    return verdict
+
+
+def _oracle(events: Sequence[Event], type_: str, f: str) -> list[Event]:
+    return sorted((e for e in events if e.get("by") == "oracle" and e["type"] == type_
+                   and e["f"] == f), key=lambda e: e["seq"])
+
+
+def _resource(event: Event) -> tuple[str, int]:
+    return str(event["name"]), int(event.get("slot") or 0)
+
+
+def _add(verdict: Verdict, checker: str, found: int, message: str) -> None:
+    if found <= DETAILS:
+        verdict.violations.append(Violation(checker, message))
+
+
+def check_writes(events: Sequence[Event], verdict: Verdict) -> None:
+    """Checker 1: no interleaving of critical sections across tokens, no token going back.
+
+    Example::
+
+        verdict = Verdict(); check_writes(events, verdict); verdict.overlaps
+    """
+    reads: dict[tuple[str, int, str, int], Event] = {}
+    sections: dict[tuple[str, int], list[tuple[Event, Event]]] = defaultdict(list)
+    highest: dict[tuple[str, int], Event] = {}
+    ordered = sorted((e for e in events if e.get("by") == "oracle" and e["f"] in
+                      ("read", "write")), key=lambda e: e["seq"])
+    for event in ordered:
+        resource = _resource(event)
+        key = (*resource, str(event["process"]), int(event["token"]))
+        if event["f"] == "read":
+            reads[key] = event
+            continue
+        if event["type"] != "ok":
+            continue  # refused: not an effect
+        before = highest.get(resource)
+        if before is not None and event["token"] < before["token"]:
+            verdict.backwards += 1
+            _add(verdict, "writes", verdict.backwards,
+                 f"{_at(event)}: {event['process']} wrote {_where(resource)} with token "
+                 f"{event['token']} after token {before['token']} was written: tokens went "
+                 "backwards")
+        if before is None or event["token"] > before["token"]:
+            highest[resource] = event
+        read = reads.get(key)
+        if read is not None:
+            sections[resource].append((read, event))
+    for resource, found in sections.items():
+        found.sort(key=lambda pair: pair[0]["seq"])
+        widest: tuple[Event, Event] | None = None
+        for read, write in found:
+            if widest is not None and read["seq"] < widest[1]["seq"] and \
+                    read["token"] != widest[0]["token"]:
+                verdict.overlaps += 1
+                _add(verdict, "writes", verdict.overlaps,
+                     f"overlapping critical sections on {_where(resource)}: "
+                     f"{widest[0]['process']} (token {widest[0]['token']}) read at "
+                     f"{_at(widest[0])} and wrote at {_at(widest[1])}; {read['process']} "
+                     f"(token {read['token']}) read at {_at(read)} and wrote at {_at(write)}")
+            if widest is None or write["seq"] > widest[1]["seq"]:
+                widest = (read, write)
+    if verdict.overlaps > DETAILS:
+        verdict.violations.append(Violation(
+            "writes", f"... {verdict.overlaps} overlapping critical sections in all"))
+
+
+def check_tokens(events: Sequence[Event], verdict: Verdict) -> None:
+    """Checker 2: tokens unique per grant, larger than those granted before the ask.
+
+    Example::
+
+        verdict = Verdict(); check_tokens(events, verdict); verdict.duplicate_tokens
+    """
+    asked: dict[tuple[str, int], float] = {}
+    grants: dict[str, list[tuple[float, float, Event]]] = defaultdict(list)  # name -> (ask, ok)
+    for event in events:
+        if event["f"] != "acquire" or event.get("by") == "oracle":
+            continue
+        who = (str(event["process"]), int(event.get("pid") or 0))
+        if event["type"] == "invoke":
+            asked[who] = event["t"]
+        elif event["type"] == "ok":
+            grants[str(event["name"])].append((asked.pop(who, event["t"]), event["t"], event))
+    restarts = [e["t"] for e in events if e["f"] == "fault-end" and e.get("kind") == "restart"]
+    if restarts:
+        verdict.grants_after_restarts = sum(
+            1 for found in grants.values() for _, at, _ in found if at > min(restarts))
+    for name, found in grants.items():
+        seen: dict[int, Event] = {}
+        for _, _, event in found:
+            token = int(event["token"])
+            if token in seen:
+                verdict.duplicate_tokens += 1
+                _add(verdict, "tokens", verdict.duplicate_tokens,
+                     f"token {token} of {name!r} was granted twice: to {seen[token]['process']} "
+                     f"at {_at(seen[token])} and to {event['process']} at {_at(event)}")
+            seen[token] = event
+        by_grant = sorted(found, key=lambda g: g[1])
+        latest: Event | None = None
+        position = 0
+        late = 0
+        for ask, _, event in sorted(found, key=lambda g: g[0]):
+            while position < len(by_grant) and by_grant[position][1] < ask:
+                candidate = by_grant[position][2]
+                if latest is None or candidate["token"] > latest["token"]:
+                    latest = candidate
+                position += 1
+            if latest is not None and event["token"] <= latest["token"]:
+                late += 1
+                _add(verdict, "tokens", late,
+                     f"{event['process']} asked for {name!r} at {_at_time(ask)} and got token "
+                     f"{event['token']}, not above token {latest['token']} granted before "
+                     f"that to {latest['process']} at {_at(latest)}")
+        if late > DETAILS:
+            verdict.violations.append(Violation(
+                "tokens", f"... {late} grants of {name!r} with a token not above an earlier one"))
+
+
+def check_counter(events: Sequence[Event], verdict: Verdict) -> None:
+    """Checker 3: each counter's final value equals its accepted writes.
+
+    Example::
+
+        verdict = Verdict(); check_counter(events, verdict); verdict.lost_updates
+    """
+    accepted: dict[tuple[str, int], int] = defaultdict(int)
+    for event in _oracle(events, "ok", "write"):
+        accepted[_resource(event)] += 1
+    finals = {_resource(e): int(e["value"]) for e in _oracle(events, "info", "final")}
+    for resource in sorted(set(accepted) | set(finals)):
+        if resource not in finals:
+            verdict.violations.append(Violation(
+                "counter", f"no final value of {_where(resource)} in the history (the oracle "
+                           "did not stop cleanly)"))
+            continue
+        count, final = accepted[resource], finals[resource]
+        if final != count:
+            verdict.lost_updates += max(0, count - final)
+            verdict.violations.append(Violation(
+                "counter", f"{_where(resource)} ends at {final} after {count} accepted writes: "
+                           f"{count - final} lost update(s)"))
+
+
+def check_liveness(events: Sequence[Event], verdict: Verdict) -> None:
+    """Checker 4: a grant within the bound after each `heal`, if the phase lasted that long.
+
+    Example::
+
+        verdict = Verdict(); check_liveness(events, verdict); verdict.takeovers
+    """
+    phase_end = {str(e["name"]): float(e["until"]) for e in events
+                 if e["f"] == "phase" and e["type"] == "info"}
+    last = max((e["t"] for e in events), default=0.0)
+    for heal in (e for e in events if e["f"] == "heal" and e["type"] == "info"):
+        name, bound = str(heal["name"]), float(heal["bound"])
+        first = next((e for e in events if e["f"] == "acquire" and e["type"] == "ok" and
+                      e.get("by") != "oracle" and e["name"] == name and e["t"] >= heal["t"]),
+                     None)
+        if first is not None:
+            waited = first["t"] - heal["t"]
+            verdict.takeovers.append(waited)
+            if waited <= bound:
+                continue
+            message = f"the first holder after the faults stopped came {waited:.2f} s later"
+        elif min(phase_end.get(name, last), last) - heal["t"] < bound:
+            continue  # the run ended before the bound: nothing to conclude
+        else:
+            message = "no holder at all after the faults stopped"
+        verdict.violations.append(Violation(
+            "liveness", f"{name!r}: {message} (bound: ttl + 2 retry intervals = {bound:g} s)"))
+
+
+def _where(resource: tuple[str, int]) -> str:
+    name, slot = resource
+    return f"{name!r}" + (f" slot {slot}" if slot else "")
+
+
+def _at(event: Event) -> str:
+    return _at_time(float(event["t"]))
+
+
+def _at_time(t: float) -> str:
+    return f"t={t:.3f}"
+
+
+def as_dict(verdict: Verdict) -> dict[str, Any]:
+    """The verdict as plain data, for JSON."""
+    return {"violations": [{"checker": v.checker, "message": v.message}
+                           for v in verdict.violations],
+            "by_checker": verdict.by_checker(), "overlaps": verdict.overlaps,
+            "backwards": verdict.backwards, "lost_updates": verdict.lost_updates,
+            "duplicate_tokens": verdict.duplicate_tokens,
+            "grants_after_restarts": verdict.grants_after_restarts,
+            "takeovers": [round(t, 3) for t in verdict.takeovers]}

@@ -1,0 +1,332 @@
+"""The faults: a schedule drawn from the seed, and the nemesis that injects it, one fault at a
+time, into the current holder where there is one.
+
+- kill: SIGKILL the holder, restart its worker 0.2 to 1 s later;
+- pause: the holder stops itself (SIGSTOP) right before its next write, for 0.5x, 1.5x or 3x
+  the ttl, then SIGCONT (the GC-pause case; a direct SIGSTOP if it reaches no write in 3 s);
+- proxy: the holder's proxy adds latency above the renewal interval, blackholes, or resets
+  every connection, for 0.5 to 1.5 ttl;
+- restart: the store server restarts, through the callable the caller passed.
+
+The seed fixes the kinds, their order, lengths and gaps; which worker is hit depends on who
+holds the lock at that moment. When the fault window ends, everything heals at once (SIGCONT,
+killed workers restarted, proxies back to normal, a restart finished) and a `heal` event marks
+where liveness is measured from.
+
+Example::
+
+    plan = plan_faults(random.Random(7), ("kill", "pause"), ttl=2.0, window=20.0)
+    nemesis = Nemesis(fleet, history, settings, proxies={}, proxy_host=None, restart=None)
+    nemesis.begin_phase("chaos", plan, window_end=time.monotonic() + 20.0)
+    while ...:
+        nemesis.observe(new_events)
+        nemesis.tick()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tenure.chaos._fleet import Fleet, WorkerProcess
+from tenure.chaos._history import Event, HistoryWriter
+from tenure.chaos._proxy import Proxy, ProxyHost
+from tenure.chaos._settings import ChaosSettings
+
+PAUSE_WAIT = 3.0  # how long a pause waits for the holder to reach its write
+RESTART_ESTIMATE = 3.0  # a store restart is not started unless this much of the window is left
+PROXY_MODES = ("latency", "blackhole", "reset")
+
+
+@dataclass(frozen=True)
+class PlannedFault:
+    """One fault of the schedule: what, how long, and the gap before it."""
+
+    kind: str
+    gap: float
+    seconds: float = 0.0  # kill: restart after; proxy: how long
+    factor: float = 0.0  # pause: multiple of the ttl
+    mode: str = ""  # proxy: latency, blackhole or reset
+
+    def estimate(self, ttl: float) -> float:
+        """Seconds it may last, to keep it inside the fault window."""
+        if self.kind == "pause":
+            return self.factor * ttl
+        if self.kind == "restart":
+            return RESTART_ESTIMATE
+        return self.seconds
+
+    @property
+    def label(self) -> str:
+        if self.kind == "pause":
+            return f"pause {self.factor:g}x ttl"
+        if self.kind == "proxy":
+            return f"proxy {self.mode}"
+        return self.kind
+
+
+def plan_faults(chance: random.Random, kinds: Sequence[str], ttl: float, window: float,
+                pause_factors: Sequence[float] = (0.5, 1.5, 3.0)) -> list[PlannedFault]:
+    """The faults that fit in `window` seconds, drawn from `chance` (a seeded Random).
+
+    Every kind comes once first, in a shuffled order, then kinds are drawn at random. Pause
+    lengths and proxy modes cycle through a shuffled order, so a run with three pauses has one
+    of each length.
+
+    Example::
+
+        plan_faults(random.Random(1), ("kill", "pause", "proxy"), ttl=2.0, window=30.0)
+    """
+    factors = list(pause_factors)
+    modes = list(PROXY_MODES)
+    chance.shuffle(factors)
+    chance.shuffle(modes)
+    plan: list[PlannedFault] = []
+    used = 0.0
+    counts = {"pause": 0, "proxy": 0}
+    first_round = list(kinds)  # every kind once, in a seeded order; then at random
+    chance.shuffle(first_round)
+    for _ in range(200 if kinds else 0):
+        kind = first_round.pop(0) if first_round else chance.choice(list(kinds))
+        gap = chance.uniform(0.25, 1.0) * min(ttl, 4.0)
+        if kind == "kill":
+            fault = PlannedFault(kind, gap, seconds=chance.uniform(0.2, 1.0))
+        elif kind == "pause":
+            fault = PlannedFault(kind, gap, factor=factors[counts["pause"] % len(factors)])
+        elif kind == "proxy":
+            mode = modes[counts["proxy"] % len(modes)]
+            fault = PlannedFault(kind, gap, seconds=chance.uniform(0.5, 1.5) * ttl, mode=mode)
+        else:
+            fault = PlannedFault(kind, gap)
+        cost = gap + fault.estimate(ttl)
+        if used + cost > window:
+            continue  # too long for what is left; a shorter one may fit
+        used += cost
+        counts[kind] = counts.get(kind, 0) + 1
+        plan.append(fault)
+    return plan
+
+
+@dataclass
+class _Active:
+    """The fault being injected now."""
+
+    planned: PlannedFault
+    worker: WorkerProcess | None
+    started: float
+    ends_at: float | None = None  # None: waiting (a pause for its write, a restart thread)
+    thread: threading.Thread | None = None
+    error: list[str] = field(default_factory=list)
+
+
+class Nemesis:
+    """Injects one phase's planned faults into the fleet, then heals everything."""
+
+    def __init__(self, fleet: Fleet, history: HistoryWriter, settings: ChaosSettings,
+                 proxies: dict[int, Proxy], proxy_host: ProxyHost | None,
+                 restart: Callable[[], object] | None, chance: random.Random) -> None:
+        self.fleet = fleet
+        self.history = history
+        self.settings = settings
+        self.ttl = settings.lease_ttl
+        self.proxies = proxies  # by worker number
+        self.proxy_host = proxy_host
+        self.restart = restart
+        self.chance = chance
+        self.plan: list[PlannedFault] = []
+        self.active: _Active | None = None
+        self.next_at = 0.0
+        self.window_end = 0.0
+        self.name = ""
+        self.healed = True
+        self.holding: dict[int, float] = {}  # pid -> when it was granted, while it holds
+        self.restart_at: dict[int, float] = {}  # worker number -> when to restart it
+        self.started = time.monotonic()
+
+    # -- what the workers do -------------------------------------------------------------------
+
+    def observe(self, events: Sequence[Event]) -> None:
+        """Follow who holds a lease, and the pauses the workers put themselves into."""
+        for event in events:
+            pid, f, type_ = event.get("pid"), event["f"], event["type"]
+            if event.get("by") == "oracle" or not isinstance(pid, int):
+                continue
+            if f == "acquire" and type_ == "ok":
+                self.holding[pid] = event["t"]
+            elif f in ("release", "stop") and type_ != "invoke":
+                self.holding.pop(pid, None)
+            elif f == "pause" and type_ == "info":
+                self._paused_itself(pid, event["t"])
+
+    def _paused_itself(self, pid: int, at: float) -> None:
+        worker = self.fleet.by_pid(pid)
+        active = self.active
+        if worker is None:
+            return
+        if active is not None and active.worker is worker and active.ends_at is None:
+            active.ends_at = at + active.planned.factor * self.ttl
+            worker.state = "paused"
+        else:  # a request that outlived its fault: do not let it pause anyone now
+            self.fleet.cont(worker)
+
+    # -- the schedule --------------------------------------------------------------------------
+
+    def begin_phase(self, name: str, plan: list[PlannedFault], start: float,
+                    window_end: float) -> None:
+        self.name, self.plan, self.window_end, self.healed = name, list(plan), window_end, False
+        self.next_at = start + (plan[0].gap if plan else 0.0)
+
+    def tick(self) -> None:
+        """Advance: restart and thaw on time, end the active fault, start the next one, and heal
+        once the window is over."""
+        now = time.monotonic()
+        self._supervise(now)
+        active = self.active
+        if active is not None:
+            self._advance(active, now)
+        if self.healed:
+            return
+        if now >= self.window_end:
+            self.heal()
+            return
+        if self.active is None and self.plan and now >= self.next_at:
+            planned = self.plan.pop(0)
+            if now + planned.estimate(self.ttl) <= self.window_end:
+                self._start(planned, now)
+            elif self.plan:  # it does not fit in what is left: maybe the next one does
+                self.next_at = now
+
+    def _supervise(self, now: float) -> None:
+        for worker in self.fleet.workers:
+            process = worker.process
+            if worker.state == "killed" and now >= self.restart_at.get(worker.number, now):
+                self.fleet.restart(worker)
+                self.history.emit("info", "restart-worker", worker=worker.name,
+                                  pid=worker.pid)
+            elif worker.state == "running" and process is not None and \
+                    process.poll() is not None and not self.healed:
+                # Died without being killed: recorded, and restarted like a killed one.
+                self.history.emit("info", "crash", worker=worker.name, pid=process.pid,
+                                  returncode=process.returncode)
+                self.holding.pop(process.pid, None)
+                self.fleet.restart(worker)
+
+    def _holder(self) -> WorkerProcess | None:
+        """The running worker that was granted a lease most recently and still holds it; else
+        a running worker at random."""
+        running = self.fleet.running()
+        holders = [(self.holding[w.pid], w) for w in running
+                   if w.pid is not None and w.pid in self.holding]
+        if holders:
+            return max(holders, key=lambda pair: pair[0])[1]
+        return self.chance.choice(running) if running else None
+
+    def _start(self, planned: PlannedFault, now: float) -> None:
+        worker = None if planned.kind == "restart" else self._holder()
+        if planned.kind != "restart" and worker is None:
+            return
+        active = _Active(planned, worker, now)
+        self.active = active
+        target: dict[str, Any] = {} if worker is None else {
+            "worker": worker.name, "target_pid": worker.pid}
+        self.history.emit("info", "fault", kind=planned.kind, label=planned.label,
+                          name=self.name, **target)
+        self._say(f"{planned.label}" + (f" {worker.name} (pid {worker.pid})" if worker else ""))
+        if planned.kind == "kill":
+            assert worker is not None
+            if worker.pid is not None:
+                self.holding.pop(worker.pid, None)
+            self.fleet.kill(worker)
+            self.restart_at[worker.number] = now + planned.seconds
+            active.ends_at = now + planned.seconds
+        elif planned.kind == "pause":
+            assert worker is not None and worker.pid is not None
+            os.kill(worker.pid, signal.SIGUSR1)  # it stops itself right before its next write
+        elif planned.kind == "proxy":
+            assert worker is not None
+            proxy = self.proxies.get(worker.number)
+            if proxy is not None and self.proxy_host is not None:
+                # Latency above the renewal interval (ttl / 3): renewals arrive late.
+                latency = 1.5 * self.ttl / 3 if planned.mode == "latency" else 0.0
+                self.proxy_host.set_mode(proxy, planned.mode, latency=latency)
+            active.ends_at = now + planned.seconds
+        else:
+            active.thread = threading.Thread(target=self._restart_store, args=(active,),
+                                             name="chaos-restart", daemon=True)
+            active.thread.start()
+
+    def _restart_store(self, active: _Active) -> None:
+        assert self.restart is not None
+        try:
+            self.restart()
+        except Exception as exc:  # recorded; the run goes on against whatever came back
+            active.error.append(f"{type(exc).__name__}: {exc}")
+
+    def _advance(self, active: _Active, now: float) -> None:
+        planned, worker = active.planned, active.worker
+        if planned.kind == "pause" and active.ends_at is None and now - active.started > \
+                PAUSE_WAIT and worker is not None and worker.state == "running":
+            # It reached no write in time: stop it wherever it is.
+            assert worker.pid is not None
+            os.kill(worker.pid, signal.SIGUSR2)  # forget the request
+            self.fleet.stop(worker)
+            self.history.emit("info", "pause", process="nemesis", worker=worker.name,
+                              target_pid=worker.pid, direct=True)
+            active.ends_at = now + planned.factor * self.ttl
+        if planned.kind == "restart":
+            if active.thread is not None and not active.thread.is_alive():
+                self._end(active, now)
+            return
+        if active.ends_at is not None and now >= active.ends_at:
+            self._end(active, now)
+
+    def _end(self, active: _Active, now: float) -> None:
+        planned, worker = active.planned, active.worker
+        if planned.kind == "pause" and worker is not None:
+            self.fleet.cont(worker)
+        elif planned.kind == "proxy" and worker is not None:
+            proxy = self.proxies.get(worker.number)
+            if proxy is not None and self.proxy_host is not None:
+                self.proxy_host.set_mode(proxy, "normal")
+        errors: dict[str, Any] = {"error": active.error[0]} if active.error else {}
+        self.history.emit("info", "fault-end", kind=planned.kind, label=planned.label,
+                          name=self.name, seconds=round(now - active.started, 3), **errors)
+        self.active = None
+        if self.plan:
+            self.next_at = now + self.plan[0].gap
+
+    def heal(self) -> None:
+        """End every fault now; the `heal` event is where liveness is measured from."""
+        active = self.active
+        if active is not None:
+            if active.thread is not None:
+                active.thread.join()
+            self._end(active, time.monotonic())
+        self.plan.clear()
+        for worker in self.fleet.workers:
+            if worker.state == "killed":
+                self.fleet.restart(worker)
+                self.history.emit("info", "restart-worker", worker=worker.name, pid=worker.pid)
+            elif worker.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, signal.SIGUSR2)  # forget a pause request
+                self.fleet.cont(worker)
+        for proxy in self.proxies.values():
+            if self.proxy_host is not None:
+                self.proxy_host.set_mode(proxy, "normal")
+        self.healed = True
+        self.history.emit("info", "heal", name=self.name,
+                          bound=self.settings.liveness_bound)
+        self._say("healed: every fault is over")
+
+    def _say(self, message: str) -> None:
+        console = self.settings.console
+        if console is not None:
+            console.print(f"{time.monotonic() - self.started:7.2f} s  {message}", markup=False)

@@ -1,0 +1,216 @@
+"""One chaos run: the oracle, the proxies, the workers, the phases with their faults, and the
+checks on the history.
+
+Example::
+
+    report = run_chaos(ChaosSettings("redis://127.0.0.1:6379/0", duration=30, seed=3),
+                       restart_store=server.restart)
+    assert not report.violations
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tenure
+from tenure._errors import InvalidArgumentType
+from tenure._urls import redact
+from tenure.chaos._checkers import check_history
+from tenure.chaos._faults import Nemesis, plan_faults
+from tenure.chaos._fleet import Fleet
+from tenure.chaos._history import HistoryWriter, read_history
+from tenure.chaos._oracle import Oracle
+from tenure.chaos._proxy import Proxy, ProxyHost, ProxyTarget, proxied_store
+from tenure.chaos._report import Report
+from tenure.chaos._settings import ChaosSettings
+
+WARM_UP = 1.0  # seconds of each phase before the first fault
+START_TIMEOUT = 60.0  # for every worker to have started (imports, connections)
+TICK = 0.02  # the control loop's pace
+
+
+def run_chaos(settings: ChaosSettings,
+              restart_store: Callable[[], object] | None = None) -> Report:
+    """Run workers against `settings.store` under faults; returns the report (its
+    `violations` are empty when every check held). `restart_store`, when given, restarts the
+    store's server (the `restart` fault); it returns once the server is back.
+
+    Example::
+
+        report = run_chaos(ChaosSettings("sqlite:////tmp/chaos/locks.db", duration=20,
+                                         faults=("kill", "pause"), seed=1))
+        print(report.grants, report.faults, report.violations)
+    """
+    settings.check()
+    if restart_store is not None and not callable(restart_store):
+        raise InvalidArgumentType(f"restart_store must be a function that restarts the store "
+                                  f"server, got {type(restart_store).__name__}")
+    restart = restart_store or _command(settings.restart_command)
+    seed = random.randrange(1 << 30) if settings.seed is None else settings.seed
+    with tenure.connect(settings.store) as store:  # a bad URL or a down store fails here
+        store.leases(settings.name)
+    directory = settings.directory or Path(tempfile.mkdtemp(prefix="tenure-chaos-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    history_path = directory / "history.jsonl"
+    for stale in (history_path, directory / "control.json"):
+        stale.unlink(missing_ok=True)
+    target, not_applicable = _applicable(settings, restart)
+    kinds = tuple(kind for kind in settings.faults if kind not in not_applicable)
+    started = time.monotonic()
+    run = _Run(settings, seed, directory, history_path, restart, kinds, target)
+    try:
+        notes = run.play()
+    finally:
+        run.close()
+    events, _ = read_history(history_path)
+    return Report.build(events, check_history(events), store=redact(settings.store), seed=seed,
+                        fencing=settings.fencing, workers=settings.workers,
+                        seconds=time.monotonic() - started, history=history_path,
+                        not_applicable=not_applicable,
+                        liveness_bound=settings.liveness_bound, notes=notes)
+
+
+def _command(command: str | None) -> Callable[[], object] | None:
+    if command is None:
+        return None
+
+    def restart() -> None:
+        subprocess.run(command, shell=True, check=True, timeout=300,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    return restart
+
+
+def _applicable(settings: ChaosSettings, restart: Callable[[], object] | None,
+                ) -> tuple[ProxyTarget | None, dict[str, str]]:
+    """The proxy target (when the proxy fault applies) and why the other faults do not."""
+    skipped: dict[str, str] = {}
+    target = None
+    if "proxy" in settings.faults:
+        found = proxied_store(settings.store, dict(os.environ))
+        if isinstance(found, str):
+            skipped["proxy"] = found
+        else:
+            target = found
+    if "restart" in settings.faults and restart is None:
+        if settings.scheme in ("file", "sqlite"):
+            skipped["restart"] = f"{settings.scheme}:// has no server to restart"
+        else:
+            skipped["restart"] = ("no way to restart the server: pass --restart-command "
+                                  "(or restart_store= to run_chaos)")
+    return target, skipped
+
+
+class _Run:
+    """The processes of one run and its control loop."""
+
+    def __init__(self, settings: ChaosSettings, seed: int, directory: Path, history_path: Path,
+                 restart: Callable[[], object] | None, kinds: tuple[str, ...],
+                 target: ProxyTarget | None) -> None:
+        self.settings, self.seed, self.kinds, self.target = settings, seed, kinds, target
+        self.directory, self.history_path = directory, history_path
+        self.history = HistoryWriter(history_path, "nemesis")
+        self.oracle: Oracle | None = None
+        self.proxy_host: ProxyHost | None = None
+        self.proxies: dict[int, Proxy] = {}
+        self.fleet = Fleet(log=directory / "workers.log")
+        self.chance = random.Random(seed)  # the schedule only: the same seed, the same plan
+        self.nemesis = Nemesis(self.fleet, self.history, settings, self.proxies, None, restart,
+                               random.Random(f"{seed}-targets"))
+        self.offset = 0
+
+    def play(self) -> list[str]:
+        settings = self.settings
+        self.oracle = Oracle.start(self.history_path, settings.fencing,
+                                   self.directory / "oracle.log")
+        if self.target is not None:
+            self.proxy_host = self.nemesis.proxy_host = ProxyHost()
+        run_id = uuid.uuid4().hex[:8]
+        base = {"history": str(self.history_path), "oracle_port": self.oracle.port,
+                "control": str(self.directory / "control.json"), "ttl": settings.lease_ttl,
+                "retry": settings.retry, "seed": self.seed, "store": settings.store}
+        for number in range(1, settings.workers + 1):
+            url, env = settings.store, dict[str, str]()
+            if self.target is not None and self.proxy_host is not None:
+                proxy = self.proxy_host.add(self.target.host, self.target.port)
+                self.proxies[number] = proxy
+                url, env = self.target.rewrite(proxy.port)
+            self.fleet.add(number, {**base, "store": url}, env)
+        self._wait_for_workers()
+        phases = self._phases(run_id)
+        control = self.directory / "control.json"
+        temporary = control.with_suffix(".tmp")
+        temporary.write_text(json.dumps({"phases": phases}))
+        temporary.replace(control)  # atomically: a worker never reads half of it
+        for phase in phases:
+            self.history.emit("info", "phase", name=phase["name"], kind=phase["kind"],
+                              start=phase["start"], until=phase["until"])
+        for phase in phases:
+            self._play_phase(phase)
+        stragglers = self.fleet.wait_all(timeout=settings.lease_ttl + 15.0)
+        return [f"{w.name} had not stopped 15 s after the end and was killed"
+                for w in stragglers]
+
+    def _phases(self, run_id: str) -> list[dict[str, Any]]:
+        phases = []
+        start = time.monotonic()
+        for kind, seconds in self.settings.phases:
+            name = f"{self.settings.name}-{run_id}" + ("-sem" if kind == "semaphore" else "")
+            phases.append({"kind": kind, "name": name, "limit": self.settings.semaphore_limit,
+                           "start": start, "until": start + seconds})
+            start += seconds
+        return phases
+
+    def _wait_for_workers(self) -> None:
+        started: set[int] = set()
+        deadline = time.monotonic() + START_TIMEOUT
+        while len(started) < self.settings.workers:
+            events = self._read()
+            started |= {e["pid"] for e in events if e["f"] == "start"}
+            dead = [w for w in self.fleet.workers if w.process is not None
+                    and w.process.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                log = (self.directory / "workers.log").read_text(errors="replace")[-1500:]
+                what = f"{dead[0].name} exited with {dead[0].process.returncode}" if dead and \
+                    dead[0].process is not None else f"workers not started in {START_TIMEOUT:g} s"
+                raise tenure.TenureError(f"tenure chaos: {what}; workers.log ends with:\n"
+                                         f"{redact(log)}")
+            time.sleep(TICK)  # polling a condition with a deadline
+
+    def _read(self) -> list[dict[str, Any]]:
+        events, self.offset = read_history(self.history_path, self.offset)
+        return events
+
+    def _play_phase(self, phase: dict[str, Any]) -> None:
+        settings = self.settings
+        fault_start = phase["start"] + WARM_UP
+        window_end = phase["until"] - settings.liveness_bound - 2.0
+        plan = plan_faults(self.chance, self.kinds, settings.lease_ttl,
+                           window_end - fault_start, settings.pause_factors)
+        self.nemesis.begin_phase(phase["name"], plan, fault_start, window_end)
+        while time.monotonic() < phase["until"]:
+            self.nemesis.observe(self._read())
+            self.nemesis.tick()
+            time.sleep(TICK)  # the control loop's pace
+        if not self.nemesis.healed:
+            self.nemesis.heal()
+
+    def close(self) -> None:
+        """Stop everything this run started, whatever happened."""
+        if not self.nemesis.healed:
+            self.nemesis.heal()
+        self.fleet.wait_all(timeout=5.0)
+        if self.oracle is not None:
+            self.oracle.stop()
+        if self.proxy_host is not None:
+            self.proxy_host.close()
+        self.history.close()

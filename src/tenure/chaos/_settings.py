@@ -1,0 +1,131 @@
+"""What a chaos run does: the store, the workers, the faults, the seed, and the timing derived
+from the store's ttl. Checked before anything starts.
+
+Example::
+
+    settings = ChaosSettings("sqlite:////tmp/chaos/locks.db", workers=4, duration=15,
+                             faults=("kill", "pause"), seed=7)
+    settings.check()
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._urls import parse_store_url
+
+FAULT_KINDS = ("kill", "pause", "proxy", "restart")
+# The GC-pause case: SIGSTOP for these multiples of the ttl, then SIGCONT.
+PAUSE_FACTORS = (0.5, 1.5, 3.0)
+DEFAULT_TTL = 2.0
+# Azure blob leases last 15 to 60 s.
+MIN_TTL = {"azblob": 15.0}
+
+
+@dataclass
+class ChaosSettings:
+    """How to run `tenure chaos` (the defaults are the command's).
+
+    `ttl` defaults to 2 s (15 s on azblob, its minimum). `retry` is the longest wait between
+    two tries of a waiting acquire (the lock's `max_wait`): liveness allows a new holder
+    within ttl + 2 x retry after the faults stop. `restart_store` is not here: it is a
+    callable given to `run_chaos`; `restart_command` is the CLI's way (a shell command).
+
+    Example::
+
+        ChaosSettings("redis://127.0.0.1:6379/0", workers=8, duration=60, seed=1,
+                      fencing=False)   # the positive control: overlaps must be found
+    """
+
+    store: str
+    workers: int = 8
+    duration: float = 60.0
+    faults: tuple[str, ...] = FAULT_KINDS
+    seed: int | None = None
+    fencing: bool = True
+    semaphore_phase: bool = False
+    semaphore_limit: int = 2
+    ttl: float | None = None
+    retry: float = 0.5
+    pause_factors: tuple[float, ...] = PAUSE_FACTORS
+    name: str = "chaos"
+    directory: Path | None = None  # default: a new temporary directory, kept for the history
+    restart_command: str | None = None
+    console: Console | None = field(default=None, repr=False)  # fault lines as they happen
+
+    @property
+    def scheme(self) -> str:
+        return parse_store_url(self.store).scheme
+
+    @property
+    def lease_ttl(self) -> float:
+        """The ttl the workers' locks use."""
+        if self.ttl is not None:
+            return self.ttl
+        return max(DEFAULT_TTL, MIN_TTL.get(self.scheme, 0.0))
+
+    @property
+    def liveness_bound(self) -> float:
+        """After the faults stop, a new holder must take over within this many seconds."""
+        return self.lease_ttl + 2 * self.retry
+
+    @property
+    def phases(self) -> list[tuple[str, float]]:
+        """(kind, seconds) of each phase: a lock, then a semaphore when asked."""
+        if not self.semaphore_phase:
+            return [("lock", self.duration)]
+        return [("lock", self.duration / 2), ("semaphore", self.duration / 2)]
+
+    def check(self) -> None:
+        """Fail with a clear message on a bad setting, before anything starts.
+
+        Example::
+
+            ChaosSettings("memory://").check()   # InvalidArgument: private to one process
+        """
+        if not isinstance(self.store, str):
+            raise InvalidArgumentType(f"store must be a URL str, got {type(self.store).__name__}")
+        if self.scheme == "memory":
+            raise InvalidArgument(
+                "--store memory:// is private to one process and chaos workers are separate "
+                "processes; use sqlite:///PATH or file:///PATH for a local run")
+        for option, low, high in (("workers", 2, 64), ("semaphore_limit", 2, 16)):
+            value = getattr(self, option)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise InvalidArgument(f"--{option.replace('_', '-')} must be {low} to {high}, "
+                                      f"got {value!r}")
+        seed = self.seed
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise InvalidArgumentType(f"seed must be an int, got {type(self.seed).__name__}")
+        unknown = sorted(set(self.faults) - set(FAULT_KINDS))
+        if unknown or isinstance(self.faults, str):
+            raise InvalidArgument(f"unknown fault(s) {', '.join(unknown or [str(self.faults)])};"
+                                  f" --faults takes a comma-separated subset of "
+                                  f"{','.join(FAULT_KINDS)}")
+        _seconds("retry", self.retry, 0.01, 60.0)
+        ttl = _seconds("ttl", self.lease_ttl, MIN_TTL.get(self.scheme, 0.1), 3600.0)
+        if not self.pause_factors or any(not 0 < factor <= 100 for factor in self.pause_factors):
+            raise InvalidArgument("pause_factors must be multiples of the ttl in (0, 100]")
+        shortest = min(seconds for _, seconds in self.phases)
+        needed = 1.0 + self.liveness_bound + 2.0
+        _seconds("duration", self.duration, 1.0, 7 * 86400.0)
+        if shortest < needed:
+            each = " per phase" if self.semaphore_phase else ""
+            raise InvalidArgument(
+                f"--duration {self.duration:g} is too short: with ttl {ttl:g} s each phase needs "
+                f"at least {needed:g} s (1 s warm-up, then liveness within ttl + 2 x retry "
+                f"= {self.liveness_bound:g} s, plus 2 s){each}; pass a longer --duration")
+
+
+def _seconds(option: str, value: object, low: float, high: float) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise InvalidArgumentType(f"{option} must be a number of seconds, got "
+                                  f"{type(value).__name__}")
+    if not math.isfinite(value) or not low <= value <= high:
+        raise InvalidArgument(f"--{option} must be {low:g} to {high:g} seconds, got {value!r}")
+    return float(value)

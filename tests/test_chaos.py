@@ -1,0 +1,269 @@
+"""`tenure chaos`: fenced runs with zero violations on every store the suite starts (the server
+stores also under the restart fault), the positive control (no fencing + pauses: the checker
+must find overlapping critical sections), bad options, and each checker on hand-written
+histories (one that passes, one that fails each checker).
+
+The runs are short (15 to 30 s, 50 s on Azurite whose leases last at least 15 s) with 4 workers
+instead of 8: `make test` runs on 2 shared cores; docs/chaos.md says why that still covers
+every fault kind. `make chaos` runs the same fenced runs longer: TENURE_CHAOS_SECONDS (per
+store), TENURE_CHAOS_WORKERS and TENURE_CHAOS_SEED override the defaults, and each run leaves
+its summary table in run/summary.txt next to its history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from tenure.chaos import ChaosSettings, Report, print_report, run_chaos
+from tenure.chaos._checkers import check_history
+from tenure.chaos._proxy import ProxyTarget, proxied_store
+
+# Seed 14 puts every fault kind and every proxy mode in a 25 s run (see _faults.plan_faults).
+SEED = int(os.environ.get("TENURE_CHAOS_SEED", "14"))
+LONG_RUN = float(os.environ.get("TENURE_CHAOS_SECONDS", "0"))  # make chaos
+WORKERS = int(os.environ.get("TENURE_CHAOS_WORKERS", "4"))
+
+
+def chaos(store: str, tmp_path: Path, restart: Callable[[], object] | None = None,
+          **options: Any) -> Report:
+    options = {"workers": WORKERS, "duration": 25.0, "seed": SEED,
+               "directory": tmp_path / "run", **options}
+    options["duration"] = max(options["duration"], LONG_RUN)
+    if LONG_RUN and "TENURE_CHAOS_SEED" in os.environ:
+        options["seed"] = SEED
+    report = run_chaos(ChaosSettings(store, **options), restart_store=restart)
+    with (tmp_path / "run" / "summary.txt").open("w") as summary:
+        print_report(report, Console(file=summary, width=110))
+    return report
+
+
+def assert_clean(report: Report, *kinds: str) -> None:
+    """No violation, real work done, and each fault kind in `kinds` injected."""
+    assert report.violations == [], report.as_dict()
+    assert report.accepted_writes >= 20, report.as_dict()
+    assert sum(report.grants.values()) >= report.accepted_writes
+    injected = {label.split()[0] for label in report.faults}
+    assert set(kinds) <= injected, report.as_dict()
+    assert report.verdict.takeovers, "liveness was not measured"
+    assert report.history.exists()
+
+
+# -- fenced runs, one per store ------------------------------------------------------------------
+
+def test_fenced_run_on_file_store(tmp_path: Path) -> None:
+    report = chaos(f"file://{tmp_path}/locks", tmp_path, duration=15.0, faults=("kill", "pause"))
+    assert_clean(report, "kill", "pause")
+    assert set(report.not_applicable) == set()
+
+
+def test_fenced_run_on_sqlite_with_a_semaphore_phase(tmp_path: Path) -> None:
+    report = chaos(f"sqlite://{tmp_path}/locks.db", tmp_path, semaphore_phase=True,
+                   duration=30.0)
+    assert_clean(report, "kill", "pause")
+    assert len(report.grants) == 2, "a lock phase and a semaphore phase"
+    assert set(report.not_applicable) == {"proxy", "restart"}  # and the summary says why
+    assert "not reached over the network" in report.not_applicable["proxy"]
+
+
+def test_fenced_run_on_redis_with_restarts(redis_server: Any, tmp_path: Path) -> None:
+    report = chaos(redis_server.url, tmp_path, restart=redis_server.restart)
+    assert_clean(report, "kill", "pause", "proxy", "restart")
+    assert report.verdict.grants_after_restarts > 0, "tokens checked across the restart"
+    assert "proxy latency" in report.faults  # the schedule's first proxy mode
+
+
+def test_fenced_run_on_postgres_with_restarts(postgres_server: Any, tmp_path: Path) -> None:
+    report = chaos(postgres_server.url, tmp_path, restart=postgres_server.restart)
+    assert_clean(report, "kill", "pause", "proxy", "restart")
+    assert report.verdict.grants_after_restarts > 0
+
+
+def test_fenced_run_on_mariadb_with_restarts(mariadb_server: Any, tmp_path: Path) -> None:
+    report = chaos(mariadb_server.url, tmp_path, restart=mariadb_server.restart)
+    assert_clean(report, "kill", "pause", "proxy", "restart")
+
+
+def test_fenced_run_on_azurite_with_restarts(azurite: Any, tmp_path: Path) -> None:
+    # Blob leases last 15 s at least: a longer run, and pauses of half the ttl only.
+    container = f"chaos-{uuid.uuid4().hex[:12]}"
+    report = chaos(f"azblob:///{container}", tmp_path, restart=azurite.restart, duration=50.0,
+                   pause_factors=(0.5,), seed=1)
+    assert_clean(report, "kill", "pause", "restart")
+    assert report.liveness_bound == 16.0
+
+
+# -- the positive control, through the command ------------------------------------------------
+
+def cli(tmp_path: Path, *options: str) -> tuple[int, dict[str, Any]]:
+    finished = subprocess.run(
+        [sys.executable, "-m", "tenure", "chaos", "--store", f"sqlite://{tmp_path}/locks.db",
+         "--workers", "4", "--duration", "15", "--faults", "pause", "--seed", "1", "--json",
+         "--dir", str(tmp_path / "run"), *options],
+        capture_output=True, text=True, timeout=180)
+    assert finished.stdout, finished.stderr
+    return finished.returncode, json.loads(finished.stdout)
+
+
+def test_without_fencing_pauses_produce_overlapping_critical_sections(tmp_path: Path) -> None:
+    status, report = cli(tmp_path, "--no-fencing")
+    assert any(label in report["faults"] for label in ("pause 1.5x ttl", "pause 3x ttl")), report
+    assert status == 1, report
+    assert report["overlaps"] >= 1 and report["by_checker"]["writes"] >= 1, report
+    assert report["rejected_writes"] == 0, "without fencing the oracle only records"
+    assert any("overlapping critical sections" in v["message"] for v in report["violations"])
+
+
+def test_with_fencing_the_same_pauses_leave_no_violation(tmp_path: Path) -> None:
+    status, report = cli(tmp_path)
+    assert any(label in report["faults"] for label in ("pause 1.5x ttl", "pause 3x ttl")), report
+    assert status == 0 and report["violations"] == [], report
+    assert report["rejected_writes"] >= 1, "the woken holder's stale write must be refused"
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--store", "memory://"], "private to one process"),
+    (["--store", "sqlite:///tmp/x.db", "--faults", "kill,boom"], "unknown fault(s) boom"),
+    (["--store", "sqlite:///tmp/x.db", "--workers", "1"], "--workers must be 2 to 64"),
+    (["--store", "sqlite:///tmp/x.db", "--duration", "3"], "--duration 3 is too short"),
+])
+def test_bad_options_are_refused_before_anything_starts(options: list[str], message: str) -> None:
+    finished = subprocess.run([sys.executable, "-m", "tenure", "chaos", *options],
+                              capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 2, finished.stderr
+    assert message in finished.stderr
+
+
+# -- proxies: which stores they can sit in front of ----------------------------------------------
+
+def test_proxy_targets_rewrite_the_url_or_the_connection_string() -> None:
+    target = proxied_store("postgresql://app:pw@db.internal:6543/app?schema=x", {})
+    assert isinstance(target, ProxyTarget) and (target.host, target.port) == ("db.internal", 6543)
+    assert target.rewrite(4000) == ("postgresql://app:pw@127.0.0.1:4000/app?schema=x", {})
+    redis = proxied_store("redis://cache/0", {})
+    assert isinstance(redis, ProxyTarget) and redis.port == 6379
+    azurite = proxied_store("azblob:///locks", {"AZURE_STORAGE_CONNECTION_STRING":
+                                                "AccountName=a;BlobEndpoint=http://h:10000/a;"})
+    assert isinstance(azurite, ProxyTarget) and (azurite.host, azurite.port) == ("h", 10000)
+    assert azurite.rewrite(4001)[1] == {
+        "AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;BlobEndpoint=http://127.0.0.1:4001/a;"}
+    for url in ("sqlite:///tmp/l.db", "file:///tmp/l", "rediss://cache/0", "azblob://acct/locks",
+                "redis://a:1,b:2/0"):
+        assert isinstance(proxied_store(url, {}), str), url
+
+
+# -- the checkers on hand-written histories -------------------------------------------------------
+
+class History:
+    """Builds a history as the workers and the oracle would write it."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.seq = 0
+
+    def worker(self, t: float, process: str, type_: str, f: str, **fields: Any) -> None:
+        self.events.append({"t": t, "process": process, "pid": int(process[-1]), "type": type_,
+                            "f": f, "name": "L", **fields})
+
+    def grant(self, asked: float, granted: float, process: str, token: int) -> None:
+        self.worker(asked, process, "invoke", "acquire")
+        self.worker(granted, process, "ok", "acquire", slot=0, token=token)
+
+    def oracle(self, t: float, process: str, type_: str, f: str, token: int | None,
+               **fields: Any) -> None:
+        self.seq += 1
+        self.events.append({"t": t, "process": process, "pid": 99, "type": type_, "f": f,
+                            "by": "oracle", "seq": self.seq, "name": "L", "slot": 0,
+                            "token": token, **fields})
+
+    def section(self, read: float, write: float, process: str, token: int, value: int,
+                accepted: bool = True) -> None:
+        self.oracle(read, process, "ok", "read", token, value=value)
+        self.oracle(write, process, "ok" if accepted else "fail", "write", token,
+                    value=value + 1)
+
+    def end(self, final: int, heal: float = 0.35, until: float = 10.0) -> list[dict[str, Any]]:
+        self.events.append({"t": 0.0, "process": "nemesis", "pid": 1, "type": "info",
+                            "f": "phase", "name": "L", "until": until})
+        self.events.append({"t": heal, "process": "nemesis", "pid": 1, "type": "info",
+                            "f": "heal", "name": "L", "bound": 3.0})
+        self.oracle(until, "oracle", "info", "final", None, value=final)
+        return self.events
+
+
+def clean_history() -> History:
+    history = History()
+    history.grant(0.0, 0.1, "worker-1", token=1)
+    history.grant(0.05, 0.4, "worker-2", token=2)
+    history.section(0.2, 0.3, "worker-1", token=1, value=0)
+    history.section(0.5, 0.6, "worker-2", token=2, value=1)
+    return history
+
+
+def test_a_clean_history_passes_every_checker() -> None:
+    verdict = check_history(clean_history().end(final=2))
+    assert verdict.violations == []
+    assert verdict.takeovers == [pytest.approx(0.05)]
+
+
+def paused_holder(late_write_accepted: bool) -> History:
+    """worker-1 reads under token 1 and freezes; worker-2 takes over (token 2), reads and
+    writes; worker-1 wakes up and writes."""
+    history = History()
+    history.grant(0.0, 0.1, "worker-1", token=1)
+    history.grant(0.2, 0.3, "worker-2", token=2)
+    history.oracle(0.15, "worker-1", "ok", "read", 1, value=0)
+    history.section(0.35, 0.4, "worker-2", token=2, value=0)
+    history.oracle(0.5, "worker-1", "ok" if late_write_accepted else "fail", "write", 1,
+                   value=1)
+    return history
+
+
+def test_checker_writes_finds_interleaved_and_backward_writes() -> None:
+    verdict = check_history(paused_holder(late_write_accepted=True).end(final=1, heal=0.25))
+    assert verdict.by_checker()["writes"] == 2
+    assert verdict.overlaps == 1 and verdict.backwards == 1
+    # Fenced, the same late write is refused: no violation.
+    fenced = paused_holder(late_write_accepted=False).end(final=1, heal=0.25)
+    assert check_history(fenced).violations == []
+
+
+def test_checker_tokens_finds_duplicate_and_decreasing_tokens() -> None:
+    history = clean_history()
+    history.grant(0.7, 0.8, "worker-3", token=2)  # the same token again, and not above 2
+    verdict = check_history(history.end(final=2))
+    assert verdict.by_checker()["tokens"] == 2
+    assert verdict.duplicate_tokens == 1
+    # Overlapping asks may come back in any order: not a violation.
+    concurrent = History()
+    concurrent.grant(0.0, 0.5, "worker-1", token=2)
+    concurrent.grant(0.1, 0.3, "worker-2", token=1)
+    assert check_history(concurrent.end(final=0)).violations == []
+
+
+def test_checker_counter_finds_lost_updates() -> None:
+    verdict = check_history(clean_history().end(final=1))
+    assert [v.checker for v in verdict.violations] == ["counter"]
+    assert verdict.lost_updates == 1
+
+
+def test_checker_liveness_finds_no_holder_within_the_bound() -> None:
+    late = clean_history()
+    late.grant(1.0, 4.5, "worker-3", token=3)
+    verdict = check_history(late.end(final=2, heal=1.0))
+    assert [v.checker for v in verdict.violations] == ["liveness"]
+    assert verdict.takeovers == [pytest.approx(3.5)]
+    never = check_history(clean_history().end(final=2, heal=1.0))
+    assert [v.checker for v in never.violations] == ["liveness"]
+    # A run that ends before the bound proves nothing either way.
+    short = check_history(clean_history().end(final=2, heal=1.0, until=2.0))
+    assert short.violations == []
