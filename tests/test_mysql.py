@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -16,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import aiomysql
+import anyio
 import pymysql
 import pytest
 from servers import MariaDBServer
-from waiting import call, wait_until
+from waiting import call, eventually, wait_until
 
 import tenure
 import tenure.aio
@@ -122,6 +124,113 @@ def backend(api: str, url: str, **options: Any) -> Any:
 
 
 # -- round trips ---------------------------------------------------------------------------------
+
+
+def sleepers(admin: Admin, table: str) -> int:
+    """How many connections sleep for waiters of `table` (the tag built with CONCAT, so that
+    this query does not count itself)."""
+    [(count,)] = admin.sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE "
+                           f"CONCAT('%tenure', '-wait {table} %')")
+    return int(count)
+
+
+async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, waiter: Any,
+                           name: str, limit: int) -> float:
+    """Hold every slot of `name` with `holder`, let `waiter` wait with a 10 s backoff, release
+    the last slot: the seconds from the release to the waiter holding it."""
+    held = [await call(holder.semaphore(name, limit, ttl=30).try_acquire())
+            for _ in range(limit)]
+    assert all(lease is not None for lease in held)
+    lock = waiter.semaphore(name, limit, ttl=30, min_wait=10, max_wait=10)
+    got: dict[str, Any] = {}
+
+    def asleep() -> bool:
+        return sleepers(admin, table) == 1
+
+    if api == "async":
+        async def wait() -> None:
+            got["lease"] = await lock.acquire(timeout=30)
+            got["at"] = time.monotonic()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait)
+            await eventually(asleep, 5, "the waiter to sleep on the server")
+            released_at = time.monotonic()
+            assert await held[-1].release() is True
+    else:
+        def wait_in_thread() -> None:
+            got["lease"] = lock.acquire(timeout=30)
+            got["at"] = time.monotonic()
+
+        thread = threading.Thread(target=wait_in_thread)
+        thread.start()
+        await eventually(asleep, 5, "the waiter to sleep on the server")
+        released_at = time.monotonic()
+        assert held[-1].release() is True
+        thread.join(timeout=30)
+    assert got["lease"].token > held[-1].token
+    for other in held[:-1]:
+        await call(other.release())
+    await call(got["lease"].release())
+    return float(got["at"] - released_at)
+
+
+async def test_release_wakes_a_sleeping_waiter(api: str, mariadb_server: MariaDBServer,
+                                               table: str, admin: Admin) -> None:
+    module = tenure.aio if api == "async" else tenure
+    url = f"{mariadb_server.url}?table={table}"
+    holder, waiter = module.connect(url), module.connect(url)
+    try:
+        for limit in (1, 2, 1):
+            latency = await wait_for_handoff(api, admin, table, holder, waiter,
+                                             f"wake-{limit}", limit)
+            # The waiter sleeps up to 4 s (0.8 x timeout); KILL QUERY ends it at the release.
+            assert latency < 1.0, f"woken {latency:.3f} s after the release"
+        assert sleepers(admin, table) == 0
+    finally:
+        await call(holder.close())
+        await call(waiter.close())
+
+
+async def test_a_release_nobody_waits_for_costs_one_statement(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed try without a wait flags nothing: the next release wakes nobody."""
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    other = backend(api, f"{mariadb_server.url}?table={table}")
+    try:
+        lease = await call(store.try_acquire("quiet", "me", 30.0, 1))
+        assert await call(other.try_acquire("quiet", "you", 30.0, 1)) is None
+        counted = Counted(admin, monkeypatch)
+        with counted:
+            assert await call(store.release(lease)) is True
+        assert (counted.round_trips, counted.statements) == (1, 1)
+    finally:
+        await call(store.close())
+        await call(other.close())
+
+
+async def test_assignments_stay_left_to_right_whatever_the_server_s_sql_mode(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """MariaDB's SIMULTANEOUS_ASSIGNMENT would make the lock's upsert see the old row in every
+    assignment; the store's sessions turn it off."""
+    [(mode,)] = admin.sql("SELECT @@GLOBAL.sql_mode")
+    admin.sql("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',SIMULTANEOUS_ASSIGNMENT')")
+    try:
+        first = backend(api, f"{mariadb_server.url}?table={table}")
+        second = backend(api, f"{mariadb_server.url}?table={table}")
+        mine = await call(first.try_acquire("mode", "first", 30.0, 1))
+        assert mine is not None
+        assert await call(second.try_acquire("mode", "second", 30.0, 1)) is None
+        assert await call(first.release(mine)) is True
+        theirs = await call(second.try_acquire("mode", "second", 30.0, 1))
+        assert theirs is not None and theirs.token > mine.token
+        [(holder,)] = admin.sql(f"SELECT holder FROM `{table}` WHERE slot = 0")
+        assert bytes(holder) == b"second"
+        await call(first.close())
+        await call(second.close())
+    finally:
+        admin.sql(f"SET GLOBAL sql_mode = '{mode}'")
 
 
 async def test_one_round_trip_per_operation(api: str, mariadb_server: MariaDBServer, table: str,
@@ -336,4 +445,4 @@ def test_bad_options(options: dict[str, Any], message: str) -> None:
 def test_keyword_options_win_over_the_url() -> None:
     store = MySQLStore("mariadb://app@db:3307/locks?table=a&timeout=9", table="b")
     assert (store.table, store.timeout, store.pool_size, store.database) == ("b", 9.0, 10, "locks")
-    assert not tenure.stores.MySQLStore.capabilities.notifies_release
+    assert tenure.stores.MySQLStore.capabilities.notifies_release  # a release ends a sleep

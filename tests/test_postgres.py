@@ -383,3 +383,94 @@ def test_passwords_never_appear_in_messages() -> None:
         assert "hunter2" not in str(invalid.value)
     with pytest.raises(tenure.InvalidArgument, match="unknown option"):
         tenure.connect(url, sslmode="require")
+
+
+# -- advisory mode ---------------------------------------------------------------------------------
+
+
+def advisory_locks(server: PostgresServer) -> list[tuple[int, int]]:
+    """(backend pid, bigint key) of every advisory lock granted on the server."""
+    return [(pid, key) for pid, key in query(
+        server, "SELECT pid, (classid::bigint << 32 | objid::bigint) FROM pg_locks "
+                "WHERE locktype = 'advisory' AND granted AND objsubid = 1")]
+
+
+def signed(key: int) -> int:
+    return key - (1 << 64) if key >= 1 << 63 else key
+
+
+async def test_advisory_leases_are_session_locks_on_connections_of_their_own(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    from tenure._async.stores.postgres import _advisory_keys
+
+    store = connect(mode="advisory", pool_size=1)
+    assert store.backend.table == "tenure_advisory"
+    sem = store.semaphore("imports", 3, ttl=30)
+    leases = [await call(sem.try_acquire()) for _ in range(3)]  # more leases than pool_size
+    assert all(lease is not None for lease in leases)
+    keys = _advisory_keys(store.backend._namespace, "imports", 3)
+    assert len(set(keys)) == 3 and all(-(1 << 63) <= key < 1 << 63 for key in keys)
+    held = {signed(key): pid for pid, key in advisory_locks(postgres_server)}
+    assert [held.get(key) is not None for key in keys] == [True, True, True]
+    assert len({held[key] for key in keys}) == 3, "each lease pins a connection of its own"
+    # Another lock table of the same database has keys of its own.
+    assert set(_advisory_keys(b"other", "imports", 3)).isdisjoint(keys)
+
+    for lease in leases:
+        assert await call(lease.release()) is True
+    assert {signed(key) for _, key in advisory_locks(postgres_server)}.isdisjoint(keys)
+    again = await call(store.lock("imports", ttl=30).try_acquire())
+    assert again is not None and again.token > max(lease.token for lease in leases)
+    await call(again.release())
+    if api == "async":
+        await store.close()
+
+
+async def test_advisory_lease_is_lost_when_its_connection_ends(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer) -> None:
+    holder, other = connect(mode="advisory"), connect(mode="advisory")
+    lease = await call(holder.lock("pinned", ttl=3).try_acquire())  # checked every second
+    assert lease is not None
+    assert await call(other.lock("pinned", ttl=3).try_acquire()) is None
+
+    assert postgres_server.drop_connections() > 0  # the server frees the lock at once
+    await eventually(lambda: lease.lost, 3.0, "the holder to notice its session ended")
+    assert lease.lost_reason in (tenure.LostReason.EXPIRED, tenure.LostReason.TAKEN)
+    successor = await call(other.lock("pinned", ttl=3).acquire(timeout=5))
+    assert successor.token > lease.token
+    assert await call(lease.release()) is False  # its connection is gone: frees nothing
+    assert await call(holder.lock("pinned", ttl=3).try_acquire()) is None
+    await call(successor.release())
+    if api == "async":
+        await holder.close()
+        await other.close()
+
+
+def test_advisory_mode_options() -> None:
+    url = "postgresql://app@127.0.0.1:1/db"
+    with pytest.raises(tenure.InvalidArgument, match="mode='locks' is not"):
+        tenure.connect(url, mode="locks")
+    with pytest.raises(tenure.InvalidArgument, match="mode=advisory needs a direct connection"):
+        tenure.connect(f"{url}?mode=advisory&pgbouncer=true")
+    store = tenure.connect(f"{url}?mode=advisory&table=locks")
+    assert store.backend.mode == "advisory" and store.backend.table == "locks"
+    assert store.backend.capabilities.expiry == "session"
+    store.close()
+
+
+def test_hot_statements_are_prepared_again_when_the_session_drops_them(
+        postgres_server: PostgresServer, schema: str) -> None:
+    """Acquire and release run through libpq as prepared statements (prepare_threshold=0: at
+    once); DISCARD ALL (a pooler's reset) drops them, and the next call prepares them again."""
+    url = f"{postgres_server.url}?schema={schema}&pool_size=1&prepare_threshold=0"
+    with tenure.connect(url) as store:
+        store.lock("prepared").try_acquire().release()
+        [session] = store.backend._idle
+        assert session.prepared == {b"tenure_acquire_lock", b"tenure_release"}
+        session.connection.execute("DISCARD ALL")
+        for _ in range(2):
+            lease = store.lock("prepared").try_acquire()
+            assert lease is not None and lease.release() is True
+        assert session.prepared == {b"tenure_acquire_lock", b"tenure_release"}
+        assert store.backend._idle == [session]

@@ -8,8 +8,9 @@ fencing counter, so a lock is taken with ONE autocommit `INSERT ... ON DUPLICATE
 whose answer (affected rows and LAST_INSERT_ID, both in the OK packet) says whether it won and
 with which token. A semaphore is one round trip too: a short transaction sent as one
 multi-statement, serialized per name by the lock on that slot-0 row. Renewal of every lease a
-process holds is one UPDATE; release and break are one UPDATE each. No release notifications:
-waiters poll with backoff.
+process holds is one UPDATE; release and break are one UPDATE each. A waiter sleeps on the
+server (SELECT SLEEP) and the release that frees its name ends the sleep with KILL QUERY (see
+_WAIT); backoff polling remains the fallback.
 
 Example::
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 import re
 import secrets
 from collections.abc import Sequence
@@ -30,7 +32,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import anyio
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
 from tenure._names import name_digest
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -41,6 +43,8 @@ try:
     from pymysql.constants import CLIENT, CR, ER  # type: ignore[import-untyped]
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingExtra("the mysql:// store needs a MySQL driver: install tenure[mysql]") from exc
+
+log = logging.getLogger("tenure")
 
 SCHEMES = ("mysql", "mariadb")
 OPTIONS = ("table", "timeout", "pool_size", "unix_socket")
@@ -58,8 +62,13 @@ _COROUTINES = inspect.iscoroutinefunction(pymysql.Connection.query)
 # session's time zone (NOW(6) and UNIX_TIMESTAMP() are not, around DST changes). Expiry is a
 # DATETIME(6) in UTC (cheap to compare); counters are seeded from the same clock in µs.
 _NOW = "UTC_TIMESTAMP(6)"
-_NOW_US = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01', UTC_TIMESTAMP(6))"
+_NOW_US = "TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 _FREED = "'1970-01-01'"  # expires_at of a released or broken lease
+# Run when a connection opens: assignments of an UPDATE (and of ON DUPLICATE KEY UPDATE) go left
+# to right, each seeing the ones before it, as _ACQUIRE_LOCK needs. MariaDB's sql_mode
+# SIMULTANEOUS_ASSIGNMENT would make them all see the old row; MySQL has no such mode.
+_SESSION = ("SET SESSION sql_mode = TRIM(BOTH ',' FROM REPLACE("
+            "CONCAT(',', @@SESSION.sql_mode, ','), ',SIMULTANEOUS_ASSIGNMENT,', ','))")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS `{table}` (
@@ -71,6 +80,9 @@ CREATE TABLE IF NOT EXISTS `{table}` (
     token      BIGINT          NOT NULL,  -- the token of the lease on this row
     counter    BIGINT          NOT NULL,  -- slot 0 only: the last token granted for the name
     expires_at DATETIME(6)     NOT NULL,  -- UTC, by the server's clock
+    wanted     TINYINT         NOT NULL DEFAULT 0,  -- slot 0: a waiter sleeps (see wait_released)
+    record     BLOB,                      -- slot 0 only: the name's record (UTF-8)
+    record_writes BIGINT       NOT NULL DEFAULT 0,  -- slot 0: counts writes (see _WRITE_RECORD)
     PRIMARY KEY (name_key, slot)
 ) ENGINE=InnoDB
 """
@@ -79,22 +91,24 @@ CREATE TABLE IF NOT EXISTS `{table}` (
 # after a lost answer). The name's counter moves to max(counter + 1, server clock in µs), so
 # tokens also stay ahead of grants that a crash of the server lost before they reached disk.
 # LAST_INSERT_ID(x) puts the token into the OK packet; affected rows are 1 (inserted), 2 (taken
-# over) or 0 (held by someone else). The result is the same whether the server evaluates the
-# assignments left to right (MySQL, MariaDB) or all at once (MariaDB's SIMULTANEOUS_ASSIGNMENT
-# mode): `token` reads `counter` before it changes, and `expires_at` changes last, its test
-# still true after `lease_id` became ours. Parameters: key, name, holder, lease_id, ttl_us.
-_FREE = f"(expires_at <= {_NOW} OR lease_id = %(lease_id)s)"
+# over) or 0 (held by someone else). The assignments run left to right (the session turns off
+# MariaDB's SIMULTANEOUS_ASSIGNMENT, see _SESSION): `lease_id` becomes ours only when the row
+# is free, and every later one tests just that. The server parses the statement text on every
+# call (there are no prepared statements in the text protocol), which costs about as much as
+# executing it: the statement is kept short on purpose. Parameters: key, name, holder,
+# lease_id, ttl_us.
 _EXPIRES = f"{_NOW} + INTERVAL %(ttl_us)s MICROSECOND"
+_OURS = "lease_id = %(lease_id)s"
 _ACQUIRE_LOCK = f"""
 INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter, expires_at)
 VALUES (UNHEX(%(key)s), 0, %(name)s, %(holder)s, %(lease_id)s, {_NOW_US},
         LAST_INSERT_ID({_NOW_US}), {_EXPIRES})
 ON DUPLICATE KEY UPDATE
-    holder = IF({_FREE}, %(holder)s, holder),
-    token = IF({_FREE}, GREATEST(counter + 1, {_NOW_US}), token),
-    counter = IF({_FREE}, LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US})), counter),
-    lease_id = IF({_FREE}, %(lease_id)s, lease_id),
-    expires_at = IF({_FREE}, {_EXPIRES}, expires_at)
+    lease_id = IF(expires_at <= {_NOW}, %(lease_id)s, lease_id),
+    holder = IF({_OURS}, %(holder)s, holder),
+    counter = IF({_OURS}, LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US})), counter),
+    token = IF({_OURS}, counter, token),
+    expires_at = IF({_OURS}, {_EXPIRES}, expires_at)
 """
 
 # A semaphore (limit > 1): one transaction in one round trip. The upsert of slot 0 creates the
@@ -139,16 +153,62 @@ _RENEW = (f"UPDATE `{{table}}` SET expires_at = {_NOW} + INTERVAL %s MICROSECOND
 # Parameters: (key, slot) per grant.
 _WHY_LOST = (f"SELECT name, slot, lease_id, expires_at > {_NOW} FROM `{{table}}` "
              "WHERE (name_key, slot) IN ({rows})")
-# Parameters: key, slot, lease_id.
-_RELEASE = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
+# Release also takes slot 0's `wanted` flag (set by a sleeping waiter) and clears it: its old
+# value comes back as LAST_INSERT_ID in the OK packet, so only a release that someone waits for
+# costs more round trips (waking the waiters). A semaphore's other slots reach slot 0's row by a
+# join. Parameters: key, slot, lease_id.
+_RELEASE = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
+            "wanted = IF(LAST_INSERT_ID(wanted), 0, 0) "
             f"WHERE name_key = UNHEX(%s) AND slot = %s AND lease_id = %s AND expires_at > {_NOW}")
-# Parameters: key.
-_BREAK = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
+_RELEASE_SLOT = (f"UPDATE `{{table}}` AS r JOIN `{{table}}` AS z "
+                 "ON z.name_key = r.name_key AND z.slot = 0 "
+                 f"SET r.lease_id = 0, r.expires_at = {_FREED}, "
+                 "z.wanted = IF(LAST_INSERT_ID(z.wanted), 0, 0) "
+                 "WHERE r.name_key = UNHEX(%s) AND r.slot = %s AND r.lease_id = %s "
+                 f"AND r.expires_at > {_NOW}")
+
+# Waking waiters without notifications: a waiter runs the statements below on a connection of
+# the store's waiting pool. It flags the name wanted, then sleeps on the server while the name
+# stays taken (live slots >= limit) and nobody has released since the flag was set (`wanted`
+# still 1). A release that finds the flag set looks the sleepers up in the process list (by the
+# tag in their statement's text) and ends each sleep with KILL QUERY, which needs no privilege
+# for the user's own connections. A release before the flag was set is seen by the check; one
+# after it finds the sleeper. Parameters: key, key, limit, seconds, limit.
+_WAIT_TAG = "tenure-wait {table} {key}"
+_WAIT = (f"UPDATE `{{table}}` SET wanted = 1 WHERE name_key = UNHEX(%s) AND slot = 0; "
+         f"SELECT /* {_WAIT_TAG} */ SLEEP(IF(z.wanted = 1 AND ("
+         "SELECT COUNT(*) FROM `{table}` AS l WHERE l.name_key = z.name_key AND l.slot < %s "
+         f"AND l.expires_at > {_NOW}) >= %s, %s, 0)) "
+         "FROM `{table}` AS z WHERE z.name_key = UNHEX(%s) AND z.slot = 0")
+# The lookup builds the tag with CONCAT so that its own text never matches it.
+_SLEEPERS = ("SELECT ID FROM information_schema.PROCESSLIST "
+             "WHERE INFO LIKE CONCAT('%%tenure', '-wait {table} ', %s, '%%') "
+             "AND ID <> CONNECTION_ID() ORDER BY TIME DESC, ID")
+# A release wakes one sleeper (waking all would have them all retry for the one free slot);
+# when others still sleep, the name stays flagged, so the next release wakes the next one.
+_FLAG = "UPDATE `{table}` SET wanted = 1 WHERE name_key = UNHEX(%s) AND slot = 0"
+# Break takes slot 0's `wanted` flag as release does (when slot 0 was held). Parameters: key.
+_BREAK = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
+          "wanted = IF(slot = 0, IF(LAST_INSERT_ID(wanted), 0, 0), wanted) "
           f"WHERE name_key = UNHEX(%s) AND expires_at > {_NOW}")
 # Parameters: prefix length in bytes, prefix.
 _LIST = (f"SELECT name, slot, holder, token, TIMESTAMPDIFF(MICROSECOND, {_NOW}, expires_at) "
          f"FROM `{{table}}` WHERE expires_at > {_NOW} AND LEFT(name, %s) = UNHEX(%s) "
          "ORDER BY name, slot")
+
+# Records live in slot 0's row (never deleted). A write takes effect only while the writer's
+# lease row is live; it also counts the write, so that rewriting the same record still changes
+# the row (affected rows count changed rows). Parameters: slot, lease_id, record (hex: the
+# asyncio driver cannot escape bytes), key.
+_WRITE_RECORD = (f"UPDATE `{{table}}` AS z JOIN `{{table}}` AS l ON l.name_key = z.name_key "
+                 f"AND l.slot = %s AND l.lease_id = %s AND l.expires_at > {_NOW} "
+                 "SET z.record = UNHEX(%s), z.record_writes = z.record_writes + 1 "
+                 "WHERE z.name_key = UNHEX(%s) AND z.slot = 0")
+# Parameters: key.
+_READ_RECORD = "SELECT record FROM `{table}` WHERE name_key = UNHEX(%s) AND slot = 0"
+# Parameters: prefix length in bytes, prefix.
+_RECORDS = ("SELECT name, record FROM `{table}` WHERE slot = 0 AND record IS NOT NULL "
+            "AND LEFT(name, %s) = UNHEX(%s) ORDER BY name")
 
 _CONNECTION_LOST = {CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST, 1927, 4031}  # 1927: MariaDB
 # killed; 4031: MySQL 8 disconnected an idle client
@@ -201,7 +261,7 @@ def _number(options: dict[str, Any], option: str, default: float, low: float, hi
     return number
 
 
-class MySQLStore(Backend):
+class MySQLStore(Backend, RecordKeeper):
     """Leases in a table of a MySQL 8 or MariaDB 10.5+ database. Needs tenure[mysql].
 
     URL: `mysql://[user[:password]@]host[:port]/database` or `mariadb://...`; the database must
@@ -216,7 +276,8 @@ class MySQLStore(Backend):
         store = tenure.connect(backend)
     """
 
-    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, batched_renewal=True)
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, notifies_release=True,
+                                batched_renewal=True)
 
     def __init__(self, url: str, **options: Any) -> None:
         if not isinstance(url, str):
@@ -258,6 +319,7 @@ class MySQLStore(Backend):
             # Several statements per round trip (semaphores). FOUND_ROWS stays off: affected
             # rows must count changed rows, which is how an upsert tells a win from a miss.
             "client_flag": CLIENT.MULTI_STATEMENTS,
+            "init_command": _SESSION,
             "connect_timeout": self.timeout,
             **_driver_options(self.database, self.timeout),
         }
@@ -265,10 +327,20 @@ class MySQLStore(Backend):
             "lock": _ACQUIRE_LOCK.format(table=self.table),
             "slot": _ACQUIRE_SLOT.format(table=self.table),
             "release": _RELEASE.format(table=self.table),
+            "release slot": _RELEASE_SLOT.format(table=self.table),
+            "sleepers": _SLEEPERS.format(table=self.table),
+            "flag": _FLAG.format(table=self.table),
             "break": _BREAK.format(table=self.table),
             "list": _LIST.format(table=self.table),
+            "write record": _WRITE_RECORD.format(table=self.table),
+            "read record": _READ_RECORD.format(table=self.table),
+            "records": _RECORDS.format(table=self.table),
         }
         self._idle: list[Any] = []
+        # Connections that sleep for waiters (see _WAIT): kept apart, so that a KILL QUERY that
+        # comes after its sleep ended can only cut another sleep short, never a lease statement.
+        self._sleepers: list[Any] = []
+        self._limits: dict[str, int] = {}  # key -> limit of the last try that found it taken
         # The table is created when a statement finds it missing (then the call is retried),
         # so a store costs no round trip for it, and needs no CREATE privilege once it exists.
         self._table_missing = False
@@ -384,11 +456,15 @@ class MySQLStore(Backend):
         # Random 62 bits, never 0 (a freed row's): an integer compares faster than text, and a
         # stale holder's id matches a later grant of the same row with odds of 2**-62.
         lease_id = secrets.randbits(62) + 1
-        parameters = {"key": name_digest(name), "name": name, "holder": holder,
+        key = name_digest(name)
+        parameters = {"key": key, "name": name, "holder": holder,
                       "lease_id": lease_id, "ttl_us": round(ttl * 1_000_000), "limit": limit}
         found: tuple[int, int] | None = self._call(
             "acquire", name, self._acquire_in, parameters)
         if found is None:
+            if len(self._limits) > 10_000:  # try_acquire callers that never wait
+                self._limits.clear()
+            self._limits[key] = limit  # for wait_released
             return None
         slot, token = found
         return Grant(name, slot, holder, str(lease_id), token, name)
@@ -441,14 +517,56 @@ class MySQLStore(Backend):
         return results
 
     def release(self, grant: Grant) -> bool:
-        released: int = self._call("release", grant.name, self._execute, "release",
-                                         (name_digest(grant.name), grant.slot, _number_of(grant)))
-        return released == 1
+        key = name_digest(grant.name)
+        released, wanted = self._call("release", grant.name, self._release_in,
+                                            key, grant.slot, _number_of(grant))
+        if wanted:
+            self._wake(grant.name, key)
+        return bool(released)
+
+    def _release_in(self, connection: Any, key: str, slot: int,
+                          lease_id: int) -> tuple[int, int]:
+        """Release (slot >= 0) or break (slot -1): (rows changed, slot 0's old `wanted`)."""
+        with connection.cursor() as cursor:
+            if slot < 0:
+                changed = cursor.execute(self._sql["break"], (key,))
+            else:
+                changed = cursor.execute(
+                    self._sql["release" if slot == 0 else "release slot"], (key, slot, lease_id))
+            return changed, cursor.lastrowid
 
     def break_lease(self, name: str) -> int:
-        broken: int = self._call("break", name, self._execute, "break",
-                                       (name_digest(name),))
-        return broken
+        key = name_digest(name)
+        broken, wanted = self._call("break", name, self._release_in, key, -1, 0)
+        if wanted:
+            self._wake(name, key)
+        return int(broken)
+
+    # -- waking waiters ----------------------------------------------------------------------
+
+    def _wake(self, name: str, key: str) -> None:
+        """End the sleep of this name's longest sleeping waiter (see _WAIT). Best effort: a
+        waiter not woken wakes at the end of its backoff, so errors are only logged."""
+        try:
+            self._call("wake", name, self._wake_in, key)
+        except StoreUnavailable as exc:
+            log.debug("tenure: %s: waking the waiters of %r failed: %s", self.url, name, exc)
+
+    def _wake_in(self, connection: Any, key: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(self._sql["sleepers"], (key,))
+            sleepers = [int(thread) for (thread,) in cursor.fetchall()]
+            for number, thread in enumerate(sleepers):
+                try:
+                    cursor.execute(f"KILL QUERY {thread}")
+                except pymysql.OperationalError as exc:
+                    # Gone already (1094), or another user's (1095: needs CONNECTION ADMIN)
+                    if _error_code(exc) not in (ER.NO_SUCH_THREAD, ER.KILL_DENIED_ERROR):
+                        raise
+                    continue
+                if number + 1 < len(sleepers):
+                    cursor.execute(self._sql["flag"], (key,))
+                return
 
     def _execute(self, connection: Any, statement: str, arguments: tuple[Any, ...]) -> int:
         with connection.cursor() as cursor:
@@ -470,9 +588,74 @@ class MySQLStore(Backend):
             cursor.execute(self._sql["list"], (len(encoded), encoded.hex()))
             return list(cursor.fetchall())
 
+    # -- records -----------------------------------------------------------------------------
+
+    def read_record(self, name: str) -> str | None:
+        rows: list[tuple[Any, ...]] = self._call(
+            "reading the record", name, self._query, "read record", (name_digest(name),))
+        return None if not rows or rows[0][0] is None else bytes(rows[0][0]).decode()
+
+    def write_record(self, grant: Grant, record: str) -> bool:
+        encoded = record_bytes(record)
+        written: int = self._call(
+            "writing the record", grant.name, self._execute, "write record",
+            (grant.slot, _number_of(grant), encoded.hex(), name_digest(grant.name)))
+        return written == 1
+
+    def records(self, prefix: str = "") -> dict[str, str]:
+        encoded = prefix.encode()
+        rows: list[tuple[Any, ...]] = self._call(
+            "listing the records", prefix, self._query, "records", (len(encoded), encoded.hex()))
+        return {bytes(name).decode(): bytes(record).decode() for name, record in rows}
+
+    def _query(self, connection: Any, statement: str,
+                     arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(self._sql[statement], arguments)
+            return list(cursor.fetchall())
+
     def wait_released(self, name: str, timeout: float) -> None:
-        _shim.sleep(timeout)  # no notifications here; the core polls with backoff
+        key = name_digest(name)
+        limit = self._limits.pop(key, None)
+        # A sleep stays well inside the driver's read timeout; the core calls again if needed.
+        seconds = min(timeout, self.timeout * 0.8)
+        if limit is None or seconds < 0.002:
+            _shim.sleep(timeout)  # no failed try to wait after: poll
+            return
+        started = _shim.monotonic()
+        try:
+            connection = self._sleepers.pop()
+        except IndexError:
+            connection = None
+        try:
+            with _deadline(self.timeout):
+                if connection is None:
+                    connection = self._open()
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        _WAIT.format(table=self.table, key=key),
+                        (key, limit, limit, round(seconds, 3), key))
+                    while cursor.nextset():
+                        pass
+        except BaseException as exc:
+            killed = _error_code(exc) == ER.QUERY_INTERRUPTED  # woken during the check
+            if connection is not None and not killed:
+                self._discard(connection)
+                connection = None
+            if not isinstance(exc, _DRIVER_ERRORS):
+                raise
+            if not killed:  # the server is unreachable or refused: poll instead
+                log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
+                _shim.sleep(max(0.0, timeout - (_shim.monotonic() - started)))
+        if connection is not None:
+            if self._closed or len(self._sleepers) >= self.pool_size:
+                self._discard(connection)
+            else:
+                self._sleepers.append(connection)
 
     def close(self) -> None:
         self._closed = True
         self._discard_idle()
+        sleepers, self._sleepers = self._sleepers, []
+        for connection in sleepers:
+            self._discard(connection)

@@ -7,7 +7,9 @@ is decided by the database server's clock (`now()`), never the client's. Acquire
 whole batch), release and break are each ONE autocommit statement, so a lock cycle costs two
 round trips; release notifies waiters through LISTEN/NOTIFY in the same statement. Nothing
 depends on session state, so the store also works through PgBouncer in transaction pooling
-mode (`?pgbouncer=true`: waiters then poll instead of listening).
+mode (`?pgbouncer=true`: waiters then poll instead of listening). `?mode=advisory` keeps each
+lease as a session advisory lock on a connection of its own instead (freed when that
+connection ends), with the same fencing counter.
 
 Example::
 
@@ -16,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import math
@@ -24,11 +27,11 @@ import secrets
 import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
 from tenure._names import name_digest
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -36,9 +39,10 @@ from tenure._urls import redact
 
 try:
     import psycopg
-    from psycopg import errors, sql
+    from psycopg import errors, generators, sql
     from psycopg.conninfo import conninfo_to_dict
-    from psycopg.pq import ConnStatus, TransactionStatus
+    from psycopg.pq import ConnStatus, ExecStatus, TransactionStatus
+    from psycopg.pq.abc import PGresult
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingExtra(
         "the postgresql:// store needs psycopg 3: install tenure[postgres]"
@@ -50,7 +54,8 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 
 OPTIONS = ("schema", "table", "timeout", "pool_size", "notify", "pgbouncer",
-           "prepare_threshold")
+           "prepare_threshold", "mode")
+MODES = ("table", "advisory")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # How often the sync listener thread looks at the store's closed flag between notifications.
 _LISTEN_TICK = 1.0
@@ -74,6 +79,7 @@ CREATE TABLE IF NOT EXISTS {t} (
     counter    bigint      NOT NULL,  -- slot 0: the name's fencing counter (else unused)
     expires_at timestamptz NOT NULL,  -- by the server's clock; '-infinity' once freed
     wanted     boolean     NOT NULL,  -- slot 0: someone found the name held since its last grant
+    record     bytea,                 -- slot 0: the name's record (write_record), UTF-8
     PRIMARY KEY (name, slot)
 ) WITH (fillfactor = 50)  -- room for HOT updates: a cycle rewrites no index entry
 """
@@ -215,10 +221,203 @@ ORDER BY name, slot
 """
 
 
+# Records (write_record) live in the row that keeps the name's counter (slot 0; slot -1 in
+# advisory mode), never deleted. A write takes effect only while the writer's lease is live:
+# judged on the locked row itself for a lock, so a takeover that commits first wins.
+_WRITE_RECORD = """
+UPDATE {t} AS z SET record = %(record)s
+WHERE z.name = %(name)s AND z.slot = 0 AND CASE
+    WHEN %(slot)s = 0 THEN z.lease_id = %(lease_id)s AND z.expires_at > now()
+    ELSE EXISTS (SELECT FROM {t} AS l WHERE l.name = %(name)s AND l.slot = %(slot)s
+                 AND l.lease_id = %(lease_id)s AND l.expires_at > now()) END
+RETURNING true
+"""
+_ADVISORY_WRITE_RECORD = """
+UPDATE {t} AS z SET record = %(record)s
+WHERE z.name = %(name)s AND z.slot = -1 AND EXISTS (
+    SELECT FROM {t} AS l WHERE l.name = %(name)s AND l.slot = %(slot)s
+      AND l.lease_id = %(lease_id)s AND {held})
+RETURNING true
+"""
+_READ_RECORD = "SELECT record FROM {t} WHERE name = %(name)s AND slot = %(slot)s"
+_RECORDS = """
+SELECT name, record FROM {t}
+WHERE slot = %(slot)s AND record IS NOT NULL AND name >= %(prefix)s
+  AND substring(name FROM 1 FOR %(length)s) = %(prefix)s
+ORDER BY name
+"""
+
+# -- advisory mode (`?mode=advisory`) ---------------------------------------------------------
+# Each lease is a session-level advisory lock held by a connection of its own (pinned until
+# release): the server frees it the moment that session ends. The 64-bit key of (name, slot) is
+# 8 bytes of a keyed blake2b (see _advisory_keys). A table keeps, per (name, slot), who holds it
+# under which backend pid and key (for leases(), renewal checks and break), and in the row of
+# slot -1 the name's fencing counter and whether someone waits.
+
+_ADVISORY_DDL = """
+CREATE TABLE IF NOT EXISTS {t} (
+    name     bytea   NOT NULL,  -- the lock name in UTF-8
+    slot     integer NOT NULL,  -- -1: the name's counter row
+    holder   bytea   NOT NULL,
+    lease_id text    NOT NULL,  -- '' once released or broken
+    token    bigint  NOT NULL,
+    counter  bigint  NOT NULL,  -- slot -1: the name's fencing counter
+    pid      integer NOT NULL,  -- the backend whose session holds the advisory lock
+    key      bigint  NOT NULL,  -- the advisory lock's key
+    wanted   boolean NOT NULL,  -- slot -1: someone found the name held since its last grant
+    record   bytea,             -- slot -1: the name's record (write_record), UTF-8
+    PRIMARY KEY (name, slot)
+)
+"""
+
+# Whether backend `pid` holds the session advisory lock `key` (a bigint key shows in pg_locks
+# as classid = high 32 bits, objid = low 32 bits, objsubid = 1).
+_HELD = """EXISTS (
+    SELECT FROM pg_locks AS k
+    WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1 AND k.pid = {row}.pid
+      AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND k.classid = (({row}.key >> 32) & 4294967295)::oid
+      AND k.objid = ({row}.key & 4294967295)::oid)"""
+
+# ONE statement: take the first free slot's advisory lock (the keys of slots 0..limit-1 in
+# order; the scan stops at the first lock taken), then bump the counter row and record the
+# lease. The counter row is locked by the upsert until commit, so tokens follow grant order.
+# Nothing free: mark the name wanted (once). A session lock outlives an aborted statement, so
+# a connection whose acquire failed is closed, never reused.
+_ADVISORY_ACQUIRE = """
+WITH got AS MATERIALIZED (
+    SELECT k.i - 1 AS slot, k.key FROM unnest(%(keys)s::int8[]) WITH ORDINALITY AS k (key, i)
+    WHERE pg_try_advisory_lock(k.key) LIMIT 1
+), counter AS (
+    INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
+    SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, false FROM got
+    ON CONFLICT (name, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
+    RETURNING c.counter
+), lease AS (
+    INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, pid, key, wanted)
+    SELECT %(name)s, got.slot, %(holder)s, %(lease_id)s, counter.counter, 0, pg_backend_pid(),
+           got.key, false
+    FROM got, counter
+    ON CONFLICT (name, slot) DO UPDATE SET
+        holder = excluded.holder, lease_id = excluded.lease_id, token = excluded.token,
+        pid = excluded.pid, key = excluded.key
+    RETURNING l.slot, l.token
+), mark AS (
+    INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
+    SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, true WHERE NOT EXISTS (SELECT FROM got)
+    ON CONFLICT (name, slot) DO UPDATE SET wanted = true WHERE NOT c.wanted
+)
+SELECT slot, token FROM lease
+"""
+
+# On the lease's own connection: free the row, unlock, and notify when someone waits.
+_ADVISORY_RELEASE = """
+WITH freed AS (
+    UPDATE {t} SET lease_id = ''
+    WHERE name = %(name)s AND slot = %(slot)s AND lease_id = %(lease_id)s
+      AND pid = pg_backend_pid()
+    RETURNING key
+)
+SELECT pg_advisory_unlock(freed.key),
+       CASE WHEN (SELECT c.wanted FROM {t} AS c WHERE c.name = %(name)s AND c.slot = -1)
+            THEN pg_notify(%(channel)s, %(key)s) END
+FROM freed
+"""
+
+# Checked in ONE statement for the whole batch, from any connection: a lease lives while its
+# row is still its own and its backend still holds the advisory lock.
+_ADVISORY_RENEW = """
+SELECT CASE WHEN l.lease_id IS NULL OR l.lease_id = '' THEN 'broken'
+            WHEN l.lease_id <> w.lease_id THEN 'taken'
+            WHEN NOT {held} THEN 'expired'
+            ELSE '' END
+FROM unnest(%(names)s::bytea[], %(slots)s::int4[], %(ids)s::text[])
+    WITH ORDINALITY AS w (name, slot, lease_id, i)
+LEFT JOIN {t} AS l ON l.name = w.name AND l.slot = w.slot
+ORDER BY w.i
+"""
+
+# Break, first statement: mark the live leases broken (committed before their sessions end,
+# so their holders' next check says "broken", not "expired"); answers the sessions to end.
+_ADVISORY_BREAK = """
+WITH live AS (
+    SELECT slot, pid, key FROM {t} AS l
+    WHERE name = %(name)s AND slot >= 0 AND lease_id <> '' AND {held}
+), marked AS (
+    UPDATE {t} AS l SET lease_id = '' FROM live
+    WHERE l.name = %(name)s AND l.slot = live.slot
+)
+SELECT pid FROM live
+"""
+
+# Break, second statement: end those sessions (waiting up to 5 s for each to be gone, so its
+# lock is free when break returns) and wake the waiters.
+_ADVISORY_END_SESSIONS = """
+SELECT pg_terminate_backend(pid, 5000), pg_notify(%(channel)s, %(key)s)
+FROM unnest(%(pids)s::int4[]) AS p (pid)
+"""
+
+_ADVISORY_LIST = """
+SELECT name, slot, holder, token FROM {t} AS l
+WHERE slot >= 0 AND lease_id <> '' AND name >= %(prefix)s
+  AND substring(name FROM 1 FOR %(length)s) = %(prefix)s AND {held}
+ORDER BY name, slot
+"""
+
+
+def _advisory_keys(namespace: bytes, name: str, limit: int) -> list[int]:
+    """The advisory lock keys of slots 0..limit-1 of `name`: 8 bytes of blake2b as a signed
+    int64, keyed by the schema-qualified table (two lock tables never share a key) and salted
+    by the slot (distinct for every (name, slot), whatever bytes the name holds).
+
+    Example:
+        >>> len(_advisory_keys(b"public.tenure_advisory", "jobs", 3))
+        3
+    """
+    encoded = name.encode()
+    return [int.from_bytes(hashlib.blake2b(encoded, digest_size=8, key=namespace,
+                                           salt=slot.to_bytes(16, "big")).digest(),
+                           "big", signed=True)
+            for slot in range(limit)]
+
+
 def _render(template: str, table: sql.Identifier) -> bytes:
     """The statement with the quoted table name in place, rendered once per store."""
     return sql.SQL(template.strip()).format(
-        t=table, seed=sql.SQL(_SEED), free=sql.SQL(_FREE)).as_bytes(None)
+        t=table, seed=sql.SQL(_SEED), free=sql.SQL(_FREE),
+        held=sql.SQL(_HELD.format(row="l"))).as_bytes(None)
+
+
+# Parameter types (OIDs) of the statements that libpq runs directly (see _Statement).
+_BYTEA, _INT4, _TEXT, _FLOAT8 = 17, 23, 25, 701
+
+
+class _Statement(NamedTuple):
+    """A statement of the hot path (acquire, release), run by libpq itself: psycopg's cursor
+    (adapting each parameter, describing and loading each result) costs as much client time as
+    the server spends on a lease statement. The parameters are bytes: bytea ones in binary,
+    the others as text; the types are fixed here, so nothing is inferred."""
+
+    name: bytes  # of the prepared statement on each connection
+    text: bytes  # with $1.. placeholders
+    params: tuple[str, ...]  # which parameter is $1, $2, ...
+    types: tuple[int, ...]
+    formats: tuple[int, ...]  # 1 (binary) for bytea, else 0 (text)
+
+
+def _statement(name: str, template: str, table: sql.Identifier,
+               params: Sequence[tuple[str, int]]) -> _Statement:
+    text = _render(template, table)
+    for number, (param, _) in enumerate(params, 1):
+        text = text.replace(f"%({param})s".encode(), f"${number}".encode())
+    return _Statement(f"tenure_{name}".encode(), text, tuple(param for param, _ in params),
+                      tuple(oid for _, oid in params),
+                      tuple(int(oid == _BYTEA) for _, oid in params))
+
+
+def _encode(value: object) -> bytes:
+    """A parameter in the format _Statement says: bytes as they are, the rest as text."""
+    return value if isinstance(value, bytes) else str(value).encode()
 
 
 # -- options ----------------------------------------------------------------------------------
@@ -288,13 +487,28 @@ def _alive(connection: Connection) -> bool:
                 and pgconn.transaction_status == TransactionStatus.IDLE)
 
 
-class PostgresStore(Backend):
+class _Session:
+    """A pooled connection, its reused cursor (a new cursor per statement costs about as much
+    client time as the server spends on a lease statement) and its prepared statements."""
+
+    __slots__ = ("connection", "cursor", "prepared", "uses")
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        self.cursor: Cursor = connection.cursor()
+        self.prepared: set[bytes] = set()
+        self.uses: dict[bytes, int] = {}
+
+
+class PostgresStore(Backend, RecordKeeper):
     """Leases in a PostgreSQL table, reached with psycopg 3 through a small connection pool.
 
     `url` is a libpq URL (`postgresql://` or `postgres://`); its query parameters go to libpq
     (sslmode, application_name, ...) except tenure's own options, which may also be given as
-    keywords (the keyword wins): schema ("public"), table ("tenure_leases"), timeout (5 s),
-    pool_size (10), notify (True), pgbouncer (False), prepare_threshold (psycopg's 5, or None).
+    keywords (the keyword wins): schema ("public"), table ("tenure_leases"; "tenure_advisory"
+    in advisory mode), timeout (5 s), pool_size (10), notify (True), pgbouncer (False),
+    prepare_threshold (psycopg's 5, or None), mode ("table", or "advisory": each lease is a
+    session advisory lock on a connection of its own, freed when that connection ends).
 
     Example::
 
@@ -308,8 +522,15 @@ class PostgresStore(Backend):
         self.url = redact(url)
         self._password = urlsplit(url).password or ""
         dsn, settings = self._split(url, options)
+        self.mode = settings.get("mode", "table")
+        if self.mode not in MODES:
+            raise InvalidArgument(f"mode={self.mode!r} is not a PostgreSQL store mode; use "
+                                  "mode=table (leases in a table, the default) or "
+                                  "mode=advisory (session advisory locks)")
+        self._advisory = self.mode == "advisory"
         self.schema = _as_identifier("schema", settings.get("schema", "public"), 63)
-        self.table = _as_identifier("table", settings.get("table", "tenure_leases"), 63)
+        self.table = _as_identifier("table", settings.get(
+            "table", "tenure_advisory" if self._advisory else "tenure_leases"), 63)
         self._timeout = _as_number("timeout", settings.get("timeout", 5.0), 0.1, 3600.0,
                                    "seconds")
         self._pool_size = _as_count("pool_size", settings.get("pool_size", 10), 1, 1000)
@@ -321,25 +542,50 @@ class PostgresStore(Backend):
                 "notify=true needs a direct connection (LISTEN is session state), but "
                 "pgbouncer=true says this URL is a transaction-pooling PgBouncer; drop notify "
                 "(waiters then poll) or listen on a direct URL in another store")
+        if self._advisory and self._pgbouncer:
+            raise InvalidArgument(
+                "mode=advisory needs a direct connection (an advisory lock is session state), "
+                "but pgbouncer=true says this URL is a transaction-pooling PgBouncer; use "
+                "mode=table (the default) through PgBouncer")
         threshold = settings.get("prepare_threshold", None if self._pgbouncer else 5)
         if threshold is not None and str(threshold).lower() in ("none", "off", ""):
             threshold = None
         self._prepare = None if threshold is None else _as_count("prepare_threshold",
                                                                   threshold, 0, 1_000_000)
         self._params = self._libpq_params(dsn)
-        self.capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0,
-                                         notifies_release=self._notify, batched_renewal=True)
+        self.capabilities = Capabilities(
+            min_ttl=0.1, max_ttl=7 * 86400.0, notifies_release=self._notify,
+            batched_renewal=True, expiry="session" if self._advisory else "store clock")
 
         table = sql.Identifier(self.schema, self.table)
-        self._ddl = _render(_DDL, table)
+        self._ddl = _render(_ADVISORY_DDL if self._advisory else _DDL, table)
         self._create_schema = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
             sql.Identifier(self.schema)).as_bytes(None)
-        self._acquire_lock_sql = _render(_ACQUIRE_LOCK, table)
-        self._acquire_slot_sql = _render(_ACQUIRE_SLOT, table)
+        lease = [("name", _BYTEA), ("holder", _BYTEA), ("lease_id", _TEXT), ("ttl", _FLOAT8)]
+        self._acquire_lock_sql = _statement("acquire_lock", _ACQUIRE_LOCK, table, lease)
+        self._acquire_slot_sql = _statement("acquire_slot", _ACQUIRE_SLOT, table,
+                                            [*lease, ("limit", _INT4)])
         self._renew_sql = _render(_RENEW, table)
-        self._release_sql = _render(_RELEASE, table)
+        self._release_sql = _statement("release", _RELEASE, table, [
+            ("name", _BYTEA), ("slot", _INT4), ("lease_id", _TEXT), ("channel", _TEXT),
+            ("key", _TEXT)])
         self._break_sql = _render(_BREAK, table)
         self._list_sql = _render(_LIST, table)
+        self._write_record_sql = _render(
+            _ADVISORY_WRITE_RECORD if self._advisory else _WRITE_RECORD, table)
+        self._read_record_sql = _render(_READ_RECORD, table)
+        self._records_sql = _render(_RECORDS, table)
+        self._record_slot = -1 if self._advisory else 0  # the row that keeps the record
+        # Advisory mode: its statements, the key of its lock keys, and the connection that
+        # holds each lease (by lease id) until release.
+        self._advisory_sql = {
+            name: _render(template, table) for name, template in (
+                ("acquire", _ADVISORY_ACQUIRE), ("release", _ADVISORY_RELEASE),
+                ("renew", _ADVISORY_RENEW), ("break", _ADVISORY_BREAK),
+                ("end", _ADVISORY_END_SESSIONS), ("list", _ADVISORY_LIST))}
+        self._namespace = hashlib.blake2b(f"{self.schema}.{self.table}".encode(),
+                                          digest_size=32).digest()
+        self._pinned: dict[str, _Session] = {}
         self.channel = _channel(self.schema, self.table)
 
         self._ids = itertools.count()
@@ -347,7 +593,7 @@ class PostgresStore(Backend):
         self._mutex = threading.Lock()  # never held across I/O: serves threads and tasks alike
         self._closed = False
         # The pool: idle connections (last in, first out), how many exist, who waits for one.
-        self._idle: list[Cursor] = []
+        self._idle: list[_Session] = []
         self._opened = 0
         self._room: list[_shim.Event] = []
         # The listener: one connection of its own, read by a background task or thread.
@@ -447,34 +693,31 @@ class PostgresStore(Backend):
 
     # -- connections --------------------------------------------------------------------------
 
-    def _connect(self) -> Cursor:
+    def _connect(self) -> _Session:
         connection: Connection = psycopg.Connection.connect(
             **self._params, autocommit=True, prepare_threshold=self._prepare)
-        return connection.cursor()
+        return _Session(connection)
 
-    # The pool keeps one cursor per connection and reuses it: a new cursor per statement costs
-    # about as much client time as the server spends on a lease statement.
-
-    def _take(self) -> Cursor:
-        """An idle connection's cursor (checked without a round trip), or a new connection's;
-        waits up to `timeout` while `pool_size` connections are busy."""
+    def _take(self) -> _Session:
+        """An idle connection (checked without a round trip), or a new one; waits up to
+        `timeout` while `pool_size` connections are busy."""
         deadline = -math.inf
         while True:
             room: _shim.Event | None = None
             with self._mutex:
                 if self._closed:
                     raise StoreUnavailable(f"{self.url}: the store is closed; connect again")
-                cursor = self._idle.pop() if self._idle else None
-                opening = cursor is None and self._opened < self._pool_size
+                session = self._idle.pop() if self._idle else None
+                opening = session is None and self._opened < self._pool_size
                 if opening:
                     self._opened += 1
-                elif cursor is None:
+                elif session is None:
                     room = _shim.Event()
                     self._room.append(room)
-            if cursor is not None:
-                if _alive(cursor.connection):
-                    return cursor
-                self._discard(cursor)  # dropped by the server: open another
+            if session is not None:
+                if _alive(session.connection):
+                    return session
+                self._discard(session)  # dropped by the server: open another
             elif opening:
                 try:
                     return self._connect()
@@ -490,26 +733,26 @@ class PostgresStore(Backend):
                         f"{self.url}: all {self._pool_size} connections stayed busy for "
                         f"{self._timeout:g} s; raise pool_size or lower the concurrency")
 
-    def _give_back(self, cursor: Cursor) -> None:
-        connection = cursor.connection
+    def _give_back(self, session: _Session) -> None:
+        connection = session.connection
         if connection.closed or connection.pgconn.transaction_status != TransactionStatus.IDLE:
-            self._discard(cursor)  # broken, or interrupted mid-statement
+            self._discard(session)  # broken, or interrupted mid-statement
             return
         with self._mutex:
             keep = not self._closed
             if keep:
-                self._idle.append(cursor)
+                self._idle.append(session)
                 room, self._room = self._room, []
         if not keep:
-            self._discard(cursor)
+            self._discard(session)
             return
         for event in room:
             event.set()
 
-    def _discard(self, cursor: Cursor) -> None:
+    def _discard(self, session: _Session) -> None:
         self._forget_one()
         try:
-            cursor.connection.close()
+            session.connection.close()
         except (psycopg.Error, OSError):
             log.debug("tenure: closing a broken PostgreSQL connection failed", exc_info=True)
 
@@ -520,34 +763,92 @@ class PostgresStore(Backend):
         for event in room:
             event.set()
 
-    def _execute(self, operation: str, name: str, query: bytes,
-                       params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    def _execute(self, operation: str, name: str, query: bytes | _Statement,
+                       params: dict[str, Any], pin: str = "") -> Any:
         """Run one statement on a pooled connection; create the table when it is missing.
+        A _Statement answers libpq's result, any other query the rows psycopg fetched.
+
+        With `pin` (a lease id, advisory mode), a connection whose statement answered rows
+        stays out of the pool, held for that lease, and one whose statement failed is closed
+        (a session lock outlives a failed statement).
 
         A connection the server dropped while it sat idle (pg_terminate_backend, restart) may
         look fine until used: when the statement breaks its connection, it runs once more on
         a new one. Every statement is safe to repeat: renew, release and break by lease id
         or name, and acquire by its lease id (see _FREE)."""
         for attempt in (1, 2):
-            cursor: Cursor | None = None
+            session: _Session | None = None
             try:
-                cursor = self._take()
+                session = self._take()
+                kept = failed = False
                 try:
                     try:
-                        cursor.execute(query, params)
+                        answer = self._send(session, query, params)
                     except (errors.UndefinedTable, errors.InvalidSchemaName):
-                        self._create_tables(cursor)
-                        cursor.execute(query, params)
-                    return cursor.fetchall() if cursor.description else []
+                        self._create_tables(session.cursor)
+                        answer = self._send(session, query, params)
+                    if pin and answer:
+                        self._pinned[pin] = session
+                        self._forget_one()  # held by the lease now, outside pool_size
+                        kept = True
+                    return answer
+                except BaseException:
+                    failed = True
+                    raise
                 finally:
-                    self._give_back(cursor)
+                    if pin and failed:
+                        self._discard(session)
+                    elif not kept:
+                        self._give_back(session)
             except psycopg.OperationalError as exc:
-                if attempt == 2 or cursor is None or not cursor.connection.broken:
+                if attempt == 2 or session is None or not session.connection.broken:
                     raise self._failure(operation, name, exc) from exc
                 log.debug("tenure: %s: a dropped connection; trying again", self.url)
             except psycopg.Error as exc:
                 raise self._failure(operation, name, exc) from exc
         raise AssertionError("unreachable")
+
+    def _send(self, session: _Session, query: bytes | _Statement,
+                    params: dict[str, Any]) -> Any:
+        if not isinstance(query, _Statement):
+            cursor = session.cursor
+            cursor.execute(query, params)
+            return cursor.fetchall() if cursor.description else []
+        values = [_encode(params[param]) for param in query.params]
+        try:
+            return self._run(session, query, values)
+        except errors.InvalidSqlStatementName:
+            # Our prepared statements are gone (DISCARD ALL, DEALLOCATE): prepare again.
+            session.prepared.clear()
+            session.uses.clear()
+            return self._run(session, query, values)
+
+    def _run(self, session: _Session, statement: _Statement,
+                   values: list[bytes]) -> PGresult:
+        """One round trip through libpq: the named prepared statement once it is prepared on
+        this connection (after `prepare_threshold` uses, like psycopg), else an unnamed one
+        (what PgBouncer in transaction pooling mode needs: prepare_threshold=None)."""
+        pgconn = session.connection.pgconn
+        if statement.name not in session.prepared:
+            uses = session.uses[statement.name] = session.uses.get(statement.name, 0) + 1
+            if self._prepare is None or uses <= self._prepare:
+                pgconn.send_query_params(statement.text, values, statement.types,
+                                         statement.formats)
+                return self._result(session)
+            pgconn.send_prepare(statement.name, statement.text, statement.types)
+            self._result(session)
+            session.prepared.add(statement.name)
+        pgconn.send_query_prepared(statement.name, values, statement.formats)
+        return self._result(session)
+
+    @staticmethod
+    def _result(session: _Session) -> PGresult:
+        connection = session.connection
+        results: list[PGresult] = connection.wait(generators.execute(connection.pgconn))
+        result = results[-1]
+        if result.status == ExecStatus.FATAL_ERROR:
+            raise errors.error_from_result(result, encoding=connection.info.encoding)
+        return result
 
     def _create_tables(self, cursor: Cursor) -> None:
         """CREATE .. IF NOT EXISTS in one implicit transaction. Two processes creating the same
@@ -574,18 +875,27 @@ class PostgresStore(Backend):
         params = {"name": name.encode(), "limit": limit, "holder": holder.encode(),
                   "lease_id": lease_id, "ttl": ttl}
         started = _shim.monotonic()
-        if limit == 1:
-            rows = self._execute("acquire", name, self._acquire_lock_sql, params)
-            if rows and rows[0][0]:  # (granted, token); (False, _) when it only marked wanted
-                return Grant(name, 0, holder, lease_id, rows[0][1], name)
+        if self._advisory:
+            params["keys"] = _advisory_keys(self._namespace, name, limit)
+            rows = self._execute("acquire", name, self._advisory_sql["acquire"], params,
+                                       pin=lease_id)
+            if rows:
+                slot, token = rows[0]
+                return Grant(name, slot, holder, lease_id, token, name)
+        elif limit == 1:
+            result = self._execute("acquire", name, self._acquire_lock_sql, params)
+            # (granted, token); (false, _) when it only marked the name wanted
+            if result.ntuples and result.get_value(0, 0) == b"t":
+                return Grant(name, 0, holder, lease_id, int(result.get_value(0, 1)), name)
         else:
             for _ in range(_SLOT_RETRIES):
-                rows = self._execute("acquire", name, self._acquire_slot_sql, params)
-                if not rows:
+                result = self._execute("acquire", name, self._acquire_slot_sql, params)
+                if not result.ntuples:
                     break  # no slot was free
-                slot, token = rows[0]
+                slot = int(result.get_value(0, 0))
                 if slot >= 0:
-                    return Grant(name, slot, holder, lease_id, token, name)
+                    return Grant(name, slot, holder, lease_id, int(result.get_value(0, 1)),
+                                 name)
                 # Another acquirer took the slot we picked at the same moment; another may
                 # still be free.
         if self._listen_task is not None:  # see wait_released
@@ -596,7 +906,8 @@ class PostgresStore(Backend):
         if not grants:
             return []
         label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
-        rows = self._execute("renewal", label, self._renew_sql, {
+        query = self._advisory_sql["renew"] if self._advisory else self._renew_sql
+        rows = self._execute("renewal", label, query, {
             "names": [grant.name.encode() for grant in grants],
             "slots": [grant.slot for grant in grants],
             "ids": [grant.lease_id for grant in grants],
@@ -606,24 +917,101 @@ class PostgresStore(Backend):
                 for grant, row in zip(grants, rows, strict=True)]
 
     def release(self, grant: Grant) -> bool:
-        rows = self._execute("release", grant.name, self._release_sql, {
+        if self._advisory:
+            return self._release_advisory(grant)
+        result = self._execute("release", grant.name, self._release_sql, {
             "name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,
             "channel": self.channel, "key": name_digest(grant.name)})
-        return bool(rows)
+        return bool(result.ntuples)
 
     def break_lease(self, name: str) -> int:
+        if self._advisory:
+            return self._break_advisory(name)
         rows = self._execute("break", name, self._break_sql, {
             "name": name.encode(), "channel": self.channel, "key": name_digest(name)})
         return len(rows)
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         encoded = prefix.encode()
+        if self._advisory:
+            rows = self._execute("listing", prefix, self._advisory_sql["list"],
+                                       {"prefix": encoded, "length": len(encoded)})
+            return [LeaseInfo(bytes(name).decode(), bytes(holder).decode(), token, None, slot)
+                    for name, slot, holder, token in rows]
         rows = self._execute("listing", prefix, self._list_sql,
                                    {"prefix": encoded, "length": len(encoded)})
         now = datetime.now(timezone.utc)
         return [LeaseInfo(bytes(name).decode(), bytes(holder).decode(), token,
                           now + timedelta(seconds=left), slot)
                 for name, slot, holder, token, left in rows]
+
+    # -- records ------------------------------------------------------------------------------
+
+    def read_record(self, name: str) -> str | None:
+        rows = self._execute("reading the record", name, self._read_record_sql, {
+            "name": name.encode(), "slot": self._record_slot})
+        return None if not rows or rows[0][0] is None else bytes(rows[0][0]).decode()
+
+    def write_record(self, grant: Grant, record: str) -> bool:
+        encoded = record_bytes(record)
+        rows = self._execute("writing the record", grant.name, self._write_record_sql, {
+            "record": encoded, "name": grant.name.encode(), "slot": grant.slot,
+            "lease_id": grant.lease_id})
+        return bool(rows)
+
+    def records(self, prefix: str = "") -> dict[str, str]:
+        encoded = prefix.encode()
+        rows = self._execute("listing the records", prefix, self._records_sql, {
+            "slot": self._record_slot, "prefix": encoded, "length": len(encoded)})
+        return {bytes(name).decode(): bytes(record).decode() for name, record in rows}
+
+    # -- advisory mode --------------------------------------------------------------------------
+
+    def _release_advisory(self, grant: Grant) -> bool:
+        """Unlock on the lease's own connection, which then goes back to the pool. Its session
+        gone (broken, dropped): False, and the connection is closed (what it held went with
+        the session)."""
+        session = self._pinned.pop(grant.lease_id, None)
+        if session is None:
+            return False  # released before, or not a grant of this store
+        if not _alive(session.connection):
+            self._close_quietly(session.connection)
+            return False
+        try:
+            rows = self._send(session, self._advisory_sql["release"], {
+                "name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,
+                "channel": self.channel, "key": name_digest(grant.name)})
+        except BaseException as exc:
+            self._close_quietly(session.connection)  # frees what the session holds
+            if isinstance(exc, psycopg.OperationalError):
+                return False  # the session ended, and its locks with it
+            if isinstance(exc, psycopg.Error):
+                raise self._failure("release", grant.name, exc) from exc
+            raise
+        if not (rows and rows[0][0]):
+            self._close_quietly(session.connection)  # not ours (broken): hold nothing
+            return False
+        with self._mutex:
+            room = self._opened < self._pool_size and not self._closed
+            if room:
+                self._opened += 1
+        if room:
+            self._give_back(session)
+        else:
+            self._close_quietly(session.connection)
+        return True
+
+    def _break_advisory(self, name: str) -> int:
+        """Mark the live leases of `name` broken, then end the sessions that hold them (the
+        only way to take a session lock from another session: pg_terminate_backend, which
+        needs the same role as the holder's or membership in pg_signal_backend)."""
+        rows = self._execute("break", name, self._advisory_sql["break"],
+                                   {"name": name.encode()})
+        if rows:
+            self._execute("break", name, self._advisory_sql["end"], {
+                "pids": [pid for (pid,) in rows], "channel": self.channel,
+                "key": name_digest(name)})
+        return len(rows)
 
     # -- hand-off by LISTEN/NOTIFY ------------------------------------------------------------
 
@@ -737,7 +1125,7 @@ class PostgresStore(Backend):
         try:
             connection.close()
         except (psycopg.Error, OSError):
-            log.debug("tenure: closing the PostgreSQL listener failed", exc_info=True)
+            log.debug("tenure: closing a PostgreSQL connection failed", exc_info=True)
 
     def close(self) -> None:
         with self._mutex:
@@ -749,6 +1137,9 @@ class PostgresStore(Backend):
         task, self._listen_task = self._listen_task, None
         if task is not None:
             task.stop()  # async: cancels the task; sync: the thread sees _closed within a tick
-        for cursor in idle:
-            self._discard(cursor)
+        for session in idle:
+            self._discard(session)
+        pinned, self._pinned = self._pinned, {}
+        for session in pinned.values():  # leases not released: their locks go with them
+            self._close_quietly(session.connection)
         self._wake_all()

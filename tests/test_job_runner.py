@@ -103,7 +103,7 @@ def test_registration_mistakes_are_explained() -> None:
         AsyncWorker(tenure.connect("memory://"))  # type: ignore[arg-type]
     with pytest.raises(tenure.InvalidArgument, match="nothing to run"):
         Worker(tenure.connect("memory://")).run()
-    assert "test_jobs.test_registration_mistakes_are_explained.<locals>.report" in worker.jobs
+    assert "test_job_runner.test_registration_mistakes_are_explained.<locals>.report" in worker.jobs
 
 
 # -- running ----------------------------------------------------------------------------------
