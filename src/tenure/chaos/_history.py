@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tenure._jsonlines import read_appended
+
 Event = dict[str, Any]
 
 
@@ -58,11 +60,4 @@ def read_history(path: Path, start: int = 0) -> tuple[list[Event], int]:
         events, offset = read_history(path)
         more, offset = read_history(path, offset)
     """
-    if not path.exists():
-        return [], start
-    with path.open("rb") as handle:
-        handle.seek(start)
-        data = handle.read()
-    end = data.rfind(b"\n") + 1
-    lines = data[:end].decode().splitlines()
-    return [json.loads(line) for line in lines if line], start + end
+    return read_appended(path, start)

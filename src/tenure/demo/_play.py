@@ -24,8 +24,9 @@ from rich.table import Table
 from rich.text import Text
 
 from tenure._errors import InvalidArgument
+from tenure._jsonlines import read_appended
 from tenure.demo._instances import Fleet, Instance
-from tenure.demo._report import Report, read_events
+from tenure.demo._report import Report
 from tenure.demo._world import World
 
 LAYERS = ("lease", "fencing", "idempotency", "outbox")
@@ -128,7 +129,7 @@ def _play(settings: DemoSettings, seed: int, world: World, fleet: Fleet,
         live.start()
     try:
         while True:
-            new, offset = read_events(events_path, offset)
+            new, offset = read_appended(events_path, offset)
             events += new
             for event in new:
                 if event["event"] == "frozen":
@@ -163,7 +164,7 @@ def _play(settings: DemoSettings, seed: int, world: World, fleet: Fleet,
             live.stop()
     seconds = time.monotonic() - started
     fleet.stop()
-    new, offset = read_events(events_path, offset)
+    new, offset = read_appended(events_path, offset)
     events += new
     return Report.build(events, fleet.faults, world.counts(), world.provider.summary(), seconds,
                         tuple(settings.layers))

@@ -9,27 +9,13 @@ Example::
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tenure.demo._instances import Fault
 from tenure.demo._world import Counts
 from tenure.exactly_once.provider import ProviderSummary
-
-
-def read_events(path: Path, start: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Complete JSON lines of `path` from byte `start`; returns them and the next start."""
-    if not path.exists():
-        return [], start
-    with path.open("rb") as handle:
-        handle.seek(start)
-        data = handle.read()
-    end = data.rfind(b"\n") + 1
-    lines = data[:end].decode().splitlines()
-    return [json.loads(line) for line in lines if line], start + end
 
 
 def takeovers(events: list[dict[str, Any]], faults: list[Fault]) -> list[float]:
