@@ -28,10 +28,11 @@ class Instance:
 
     number: int
     process: subprocess.Popen[bytes] | None = None
-    state: str = "starting"  # running, killed, frozen
+    state: str = "starting"  # running, freezing (asked), frozen, thawing, killed
     kills: int = 0
     freezes: int = 0
     frozen_until: float = 0.0
+    freeze_asked_at: float = 0.0
     restart_at: float = 0.0
 
     @property
@@ -86,14 +87,25 @@ class Fleet:
         instance.state, instance.kills = "killed", instance.kills + 1
         instance.restart_at = time.monotonic() + restart_after
 
-    def freeze(self, instance: Instance, seconds: float) -> None:
-        """Ask the instance to freeze at its next invoice (SIGUSR1); thawed after `seconds`."""
+    def freeze(self, instance: Instance) -> None:
+        """Ask the instance to freeze itself at its next invoice (SIGUSR1); `saw` learns when
+        it did, and `tick` thaws it `freeze_for` seconds later."""
         assert instance.process is not None
         self.faults.append(Fault(time.monotonic(), "freeze", instance.number,
                                  instance.process.pid))
         os.kill(instance.process.pid, signal.SIGUSR1)
-        instance.state, instance.freezes = "frozen", instance.freezes + 1
-        instance.frozen_until = time.monotonic() + seconds
+        instance.state, instance.freeze_asked_at = "freezing", time.monotonic()
+
+    def saw(self, event: dict[str, Any], freeze_for: float) -> None:
+        """Follow an instance's own report that it froze or thawed."""
+        instance = self.by_pid(event["pid"])
+        if instance is None:
+            return
+        if event["event"] == "frozen":
+            instance.state, instance.freezes = "frozen", instance.freezes + 1
+            instance.frozen_until = event["t"] + freeze_for
+        elif event["event"] == "thawed" and instance.state == "thawing":
+            instance.state = "running"
 
     def tick(self) -> None:
         """Thaw and restart instances whose time has come."""
@@ -102,9 +114,16 @@ class Fleet:
             if instance.state == "frozen" and now >= instance.frozen_until:
                 assert instance.process is not None
                 os.kill(instance.process.pid, signal.SIGCONT)
-                instance.state = "running"
+                instance.state = "thawing"  # until it reports "thawed"
+            elif instance.state == "freezing" and now - instance.freeze_asked_at > 3.0:
+                instance.state = "running"  # it paid nothing since: it freezes when it does
             elif instance.state == "killed" and now >= instance.restart_at:
                 self._spawn(instance)
+
+    @property
+    def settled(self) -> bool:
+        """No instance frozen, waking up or dead: the run may end."""
+        return not any(i.state in ("frozen", "thawing", "killed") for i in self.instances)
 
     def stop(self, timeout: float = 15.0) -> None:
         """Thaw, then SIGTERM every instance and wait (SIGKILL past `timeout`)."""

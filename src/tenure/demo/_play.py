@@ -132,10 +132,7 @@ def _play(settings: DemoSettings, seed: int, world: World, fleet: Fleet,
             new, offset = read_appended(events_path, offset)
             events += new
             for event in new:
-                if event["event"] == "frozen":
-                    instance = fleet.by_pid(event["pid"])
-                    if instance is not None:
-                        instance.frozen_until = event["t"] + freeze_for
+                fleet.saw(event, freeze_for)
             fleet.tick()
             elapsed = time.monotonic() - started
             if plan and elapsed >= plan[0][0]:
@@ -145,7 +142,7 @@ def _play(settings: DemoSettings, seed: int, world: World, fleet: Fleet,
                 else:
                     _, kind = plan.pop(0)
                     if kind == "freeze":
-                        fleet.freeze(holder, freeze_for)
+                        fleet.freeze(holder)
                     else:
                         fleet.kill(holder, restart_after=1.0)
                     if live is None and settings.live:
@@ -155,7 +152,7 @@ def _play(settings: DemoSettings, seed: int, world: World, fleet: Fleet,
             if live is not None:
                 live.update(_view(settings, fleet, events, counts, elapsed))
             done = (counts.paid == counts.invoices and counts.pending_messages == 0
-                    and not any(i.state in ("frozen", "killed") for i in fleet.instances))
+                    and fleet.settled)
             if done or elapsed > settings.timeout:
                 break
             time.sleep(0.1)

@@ -52,7 +52,7 @@ class Report:
                    rejected_writes=sum(e["event"] == "rejected" for e in events),
                    replays=sum(e["event"] == "replayed" for e in events),
                    kills=sum(f.kind == "kill" for f in faults),
-                   freezes=sum(f.kind == "freeze" for f in faults),
+                   freezes=sum(e["event"] == "frozen" for e in events),  # that took effect
                    takeover_seconds=takeovers(events, faults), layers=layers)
 
     @property
