@@ -725,6 +725,25 @@ async def test_quorum_lease_is_lost_when_a_majority_loses_it(
         await call(store.close())
 
 
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_record_write_that_misses_its_quorum_is_taken_back(
+        masters: list[RedisServer], api: str) -> None:
+    url = quorum_url(masters)
+    prefix = url.rpartition("prefix=")[2]
+    store = connect(url, api, timeout=2)
+    try:
+        lease = await call(store.lock("job", ttl=30).try_acquire())
+        assert await call(store.backend.write_record(lease.grant, "v1")) is True
+        for server in masters[:2]:  # the lease ran out on two masters, not yet on the third
+            with redis.Redis(port=server.port) as client:
+                client.delete(name_keys(prefix, "job").slot0)
+        assert await call(store.backend.write_record(lease.grant, "late")) is False
+        assert await call(store.backend.read_record("job")) == "v1"
+        assert await call(store.backend.records()) == {"job": "v1"}
+    finally:
+        await call(store.close())
+
+
 def watch_renewals(renew: Any, index: int, seen: set[int], api: str) -> Any:
     """`renew`, noting `index` in `seen` when called."""
     if api == "async":

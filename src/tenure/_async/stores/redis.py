@@ -221,6 +221,23 @@ redis.call('SET', KEYS[2], ARGV[2])
 return 1
 """
 
+# As WRITE_RECORD, for the quorum store: returns the record it replaced ('' when none), or nil
+# when the lease is not live, so a write that misses its quorum can be undone.
+SWAP_RECORD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return nil end
+local old = redis.call('GET', KEYS[2]) or ''
+redis.call('SET', KEYS[2], ARGV[2])
+return old
+"""
+
+# KEYS: record. ARGV: the record written, the one it replaced. Puts the old one back unless the
+# record changed since.
+UNDO_RECORD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2]) end
+return 1
+"""
+
 # KEYS: slot keys. Returns value and PTTL of each ('' and -2 when gone).
 READ = """
 local found = {}
@@ -260,8 +277,9 @@ def _evalsha(script: _Script, keys: Sequence[bytes], *args: bytes) -> bytes:
     return packed(b"EVALSHA", script.sha, b"%d" % len(keys), *keys, *args)
 
 
-_ACQUIRE, _RENEW, _RELEASE, _BREAK, _READ, _RAISE, _WAKE_ACQUIRE, _WRITE_RECORD = map(
-    _script, (ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE, WAKE_ACQUIRE, WRITE_RECORD))
+(_ACQUIRE, _RENEW, _RELEASE, _BREAK, _READ, _RAISE, _WAKE_ACQUIRE, _WRITE_RECORD, _SWAP_RECORD,
+ _UNDO_RECORD) = map(_script, (ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE, WAKE_ACQUIRE,
+                               WRITE_RECORD, SWAP_RECORD, UNDO_RECORD))
 
 
 class _Keys(NamedTuple):
@@ -804,19 +822,9 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
 
             written = await backend.write_record(grant, '{"done": "2026-11-23"}')
         """
-        return await self.write_versioned_record(grant, record, (grant.token, next(self._writes)))
-
-    async def write_versioned_record(self, grant: Grant, record: str,
-                                     version: tuple[int, int]) -> bool:
-        """write_record with the record's version: the token of the lease that wrote it (a
-        quorum's own token), then a count that orders the writes under that lease.
-
-        Example::
-
-            written = await backend.write_versioned_record(grant, "2026-11-23", (42, 0))
-        """
         record_bytes(record)
-        value = json.dumps([grant.name, *version, record], ensure_ascii=False)
+        value = json.dumps([grant.name, grant.token, next(self._writes), record],
+                           ensure_ascii=False)
         command = _evalsha(_WRITE_RECORD, [grant.key.encode(),
                                            f"{self._keys(grant.name).base}record".encode()],
                            self._value(grant), value.encode())
@@ -824,6 +832,42 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
             return bool(await self._eval(_WRITE_RECORD, command))
         except (RedisError, OSError) as exc:
             raise self._failure("writing the record", grant.name, exc) from exc
+
+    async def write_versioned_record(self, grant: Grant, record: str,
+                                     version: tuple[int, int]) -> bytes | None:
+        """write_record with the record's version (the token of the lease that wrote it, then a
+        count that orders the writes under that lease), for the quorum store: returns what
+        `undo_record` needs to take the write back (None: not written, the lease is gone).
+
+        Example::
+
+            undo = await backend.write_versioned_record(grant, "2026-11-23", (42, 0))
+        """
+        record_bytes(record)
+        value = json.dumps([grant.name, *version, record], ensure_ascii=False).encode()
+        command = _evalsha(_SWAP_RECORD, [grant.key.encode(),
+                                          f"{self._keys(grant.name).base}record".encode()],
+                           self._value(grant), value)
+        try:
+            previous = await self._eval(_SWAP_RECORD, command)
+        except (RedisError, OSError) as exc:
+            raise self._failure("writing the record", grant.name, exc) from exc
+        return None if previous is None else value + b"\n" + previous
+
+    async def undo_record(self, name: str, undo: bytes) -> None:
+        """Put back the record a `write_versioned_record` replaced, unless written since.
+
+        Example::
+
+            await backend.undo_record("nightly", undo)
+        """
+        written, _, previous = undo.partition(b"\n")
+        command = _evalsha(_UNDO_RECORD, [f"{self._keys(name).base}record".encode()], written,
+                           previous)
+        try:
+            await self._eval(_UNDO_RECORD, command)
+        except (RedisError, OSError) as exc:
+            raise self._failure("undoing a record write", name, exc) from exc
 
     async def records(self, prefix: str = "") -> dict[str, str]:
         """Every record whose name starts with `prefix`, by name.

@@ -351,24 +351,34 @@ class RedisQuorumStore(Backend, RecordKeeper):
         return max(found)[1] if found else None
 
     def write_record(self, grant: Grant, record: str) -> bool:
-        """Written where the lease's masters still hold it; True when at least `quorum` did."""
+        """Written where the lease's masters still hold it; True when at least `quorum` did.
+        A write that missed its quorum is taken back where it landed, so it never wins a read."""
         record_bytes(record)
         parts = dict(self._parts.get(grant.lease_id, {}))
         version = (grant.token, next(self._writes))
 
-        def on(index: int) -> bool | _Down:
+        def on(index: int) -> bytes | _Down | None:
             try:
                 return self.nodes[index].write_versioned_record(parts[index], record,
                                                                       version)
             except StoreUnavailable as exc:
                 return _Down(exc)
 
-        answers = _on_each(on, list(parts))
-        written = sum(answer is True for answer in answers)
+        indexes = list(parts)
+        answers = _on_each(on, indexes)
+        landed = {index: answer for index, answer in zip(indexes, answers, strict=True)
+                  if isinstance(answer, bytes)}
         errors = [answer for answer in answers if isinstance(answer, _Down)]
-        if written >= self.quorum:
+        if len(landed) >= self.quorum:
             return True
-        if written + len(errors) < self.quorum:
+
+        def undo(index: int) -> None:
+            with contextlib.suppress(StoreUnavailable):  # best effort: the master may be down
+                self.nodes[index].undo_record(grant.name, landed[index])
+
+        if landed:
+            _on_each(undo, list(landed))
+        if len(landed) + len(errors) < self.quorum:
             return False
         raise self._failure("writing the record", grant.name, errors, len(parts) - len(errors))
 
