@@ -25,6 +25,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,7 +86,9 @@ class ChaosWorker:
             if self.pause_requested:
                 self.pause_requested = False
                 self.history.emit("info", "pause", name=name, slot=lease.slot, token=lease.token)
-                os.kill(os.getpid(), signal.SIGSTOP)  # the orchestrator sends SIGCONT
+                # To this thread, not the process: a process-wide SIGSTOP may be taken by the
+                # renewal thread while this one goes on to write. The orchestrator sends SIGCONT.
+                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
                 self.history.emit("info", "resume", name=name, slot=lease.slot,
                                   token=lease.token)
             self.oracle.write(name, lease.slot, lease.token, value + 1)

@@ -22,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -72,7 +73,9 @@ class InvoiceApp:
             if self.freeze_requested:
                 self.freeze_requested = False
                 self.events.emit("frozen", invoice=row.id, token=run.token)
-                os.kill(os.getpid(), signal.SIGSTOP)  # the GC pause; the demo sends SIGCONT
+                # The GC pause; the demo sends SIGCONT. Sent to this thread, not the process: a
+                # process-wide SIGSTOP may be taken by another thread while this one runs on.
+                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
                 self.events.emit("thawed", invoice=row.id, token=run.token)
             charge_id, replayed = self._pay(row.id, row.amount)
             if replayed:

@@ -115,6 +115,8 @@ class Fleet:
                 assert instance.process is not None
                 os.kill(instance.process.pid, signal.SIGCONT)
                 instance.state = "thawing"  # until it reports "thawed"
+            elif instance.state == "thawing" and now - instance.frozen_until > 3.0:
+                instance.state = "running"  # woken, though its "thawed" report went missing
             elif instance.state == "freezing" and now - instance.freeze_asked_at > 3.0:
                 instance.state = "running"  # it paid nothing since: it freezes when it does
             elif instance.state == "killed" and now >= instance.restart_at:
