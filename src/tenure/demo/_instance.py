@@ -13,7 +13,8 @@ invoices through the four layers, each of which the demo can switch off:
 
 Events go to the shared events file, one JSON line each. On SIGUSR1 the instance freezes
 itself (SIGSTOP) at its next invoice, after claiming it and before charging it: the worst
-moment for a GC pause. The demo wakes it (SIGCONT) well after its lease has expired.
+moment for a GC pause; SIGUSR2 withdraws a request that has not taken effect. The demo wakes
+it (SIGCONT) well after its lease has expired.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ def main(argv: list[str]) -> int:
     events = Events(directory / "events.jsonl", settings["instance"])
     app = InvoiceApp(world, events, settings)
     signal.signal(signal.SIGUSR1, lambda *_: setattr(app, "freeze_requested", True))
+    signal.signal(signal.SIGUSR2, lambda *_: setattr(app, "freeze_requested", False))
 
     store = tenure.connect(settings["store"])
     worker = tenure.Worker(store, grace=1.0)

@@ -58,6 +58,7 @@ class Fleet:
     count: int
     instances: list[Instance] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
+    lapsed_freezes: int = 0  # freeze requests withdrawn before they took effect
     log: Path | None = None
 
     def start(self) -> None:
@@ -81,6 +82,8 @@ class Fleet:
     def kill(self, instance: Instance, restart_after: float) -> None:
         """SIGKILL the instance now; it is restarted after `restart_after` seconds."""
         assert instance.process is not None
+        if instance.state == "freezing":  # a kill would lose the request with the process
+            self._withdraw_freeze(instance)
         self.faults.append(Fault(time.monotonic(), "kill", instance.number, instance.process.pid))
         instance.process.kill()
         instance.process.wait()
@@ -91,10 +94,10 @@ class Fleet:
         """Ask the instance to freeze itself at its next invoice (SIGUSR1); `saw` learns when
         it did, and `tick` thaws it `freeze_for` seconds later."""
         assert instance.process is not None
-        self.faults.append(Fault(time.monotonic(), "freeze", instance.number,
-                                 instance.process.pid))
+        asked_at = time.monotonic()
+        self.faults.append(Fault(asked_at, "freeze", instance.number, instance.process.pid))
         os.kill(instance.process.pid, signal.SIGUSR1)
-        instance.state, instance.freeze_asked_at = "freezing", time.monotonic()
+        instance.state, instance.freeze_asked_at = "freezing", asked_at
 
     def saw(self, event: dict[str, Any], freeze_for: float) -> None:
         """Follow an instance's own report that it froze or thawed."""
@@ -118,9 +121,20 @@ class Fleet:
             elif instance.state == "thawing" and now - instance.frozen_until > 3.0:
                 instance.state = "running"  # woken, though its "thawed" report went missing
             elif instance.state == "freezing" and now - instance.freeze_asked_at > 3.0:
-                instance.state = "running"  # it paid nothing since: it freezes when it does
+                self._withdraw_freeze(instance)  # it paid nothing since
+                instance.state = "running"
             elif instance.state == "killed" and now >= instance.restart_at:
                 self._spawn(instance)
+
+    def _withdraw_freeze(self, instance: Instance) -> None:
+        """Take back a freeze request that did not take effect (SIGUSR2), so that it counts
+        in `lapsed_freezes` and can be asked of the instance that pays now instead."""
+        assert instance.process is not None
+        os.kill(instance.process.pid, signal.SIGUSR2)
+        self.faults = [fault for fault in self.faults if not (
+            fault.kind == "freeze" and fault.pid == instance.process.pid
+            and fault.at == instance.freeze_asked_at)]
+        self.lapsed_freezes += 1
 
     @property
     def settled(self) -> bool:

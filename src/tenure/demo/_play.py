@@ -135,6 +135,9 @@ def _play(settings: DemoSettings, seed: int, world: World, fleet: Fleet,
                 fleet.saw(event, freeze_for)
             fleet.tick()
             elapsed = time.monotonic() - started
+            while fleet.lapsed_freezes:  # asked, but it paid nothing more: ask who pays now
+                fleet.lapsed_freezes -= 1
+                plan.insert(0, (elapsed + 0.2, "freeze"))
             if plan and elapsed >= plan[0][0]:
                 holder = _holder(fleet, events)
                 if holder is None:
