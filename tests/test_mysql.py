@@ -347,6 +347,62 @@ async def test_table_dropped_under_a_running_store(api: str, mariadb_server: Mar
         await call(store.close())
 
 
+def prepared_counts(admin: Admin) -> tuple[int, int]:
+    """The server's PREPARE and EXECUTE statement counters (text protocol)."""
+    rows = dict(admin.sql("SHOW GLOBAL STATUS WHERE Variable_name IN "
+                          "('Com_prepare_sql', 'Com_execute_sql')"))
+    return int(rows["Com_prepare_sql"]), int(rows["Com_execute_sql"])
+
+
+async def test_the_cycle_runs_statements_prepared_per_connection_also_after_a_restart(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """On MariaDB a new connection prepares the lock's acquire and release (one PREPARE each),
+    and every cycle runs them with EXECUTE; after a restart the new connection prepares them
+    again, and tokens keep growing."""
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    try:
+        await call(store.try_acquire("warm-up", "me", 30.0, 1))  # creates the table
+        before = prepared_counts(admin)
+        for _ in range(4):
+            grant = await call(store.try_acquire("prepared", "me", 30.0, 1))
+            assert grant is not None and await call(store.release(grant)) is True
+        after = prepared_counts(admin)
+        assert (after[0] - before[0], after[1] - before[1]) == (0, 8)
+        mariadb_server.restart()
+        again = await call(store.try_acquire("prepared", "me", 30.0, 1))
+        assert again is not None and again.token > grant.token
+        assert await call(store.release(again)) is True
+        restarted = prepared_counts(admin)  # the server's counters start again from 0
+        assert restarted == (2, 2)
+    finally:
+        await call(store.close())
+
+
+async def test_servers_other_than_mariadb_get_the_statement_text(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """MySQL 8 takes only user variables after EXECUTE ... USING: there the store sends the
+    statements' text. The same statements run here on MariaDB, announced as a MySQL."""
+    for driver in (pymysql.connections.Connection, aiomysql.Connection):
+        monkeypatch.setattr(driver, "get_server_info", lambda connection: "8.0.40")
+    store = backend(api, f"{mariadb_server.url}?table={table}")
+    other = backend(api, f"{mariadb_server.url}?table={table}")
+    try:
+        before = prepared_counts(admin)
+        mine = await call(store.try_acquire("text", "me", 30.0, 1))
+        assert mine is not None
+        assert await call(other.try_acquire("text", "you", 30.0, 1)) is None
+        assert await call(store.release(mine)) is True
+        theirs = await call(other.try_acquire("text", "you", 30.0, 1))
+        assert theirs is not None and theirs.token > mine.token
+        assert await call(store.release(mine)) is False  # no longer its lease
+        assert await call(other.release(theirs)) is True
+        assert prepared_counts(admin) == before
+    finally:
+        await call(store.close())
+        await call(other.close())
+
+
 # -- faults --------------------------------------------------------------------------------------
 
 

@@ -92,10 +92,11 @@ CREATE TABLE IF NOT EXISTS `{table}` (
 # LAST_INSERT_ID(x) puts the token into the OK packet; affected rows are 1 (inserted), 2 (taken
 # over) or 0 (held by someone else). The assignments run left to right (the session turns off
 # MariaDB's SIMULTANEOUS_ASSIGNMENT, see _SESSION): `lease_id` becomes ours only when the row
-# is free, and every later one tests just that. The server parses the statement text on every
-# call (there are no prepared statements in the text protocol), which costs about as much as
-# executing it: the statement is kept short on purpose. Parameters: key, name, holder,
-# lease_id, ttl_us.
+# is free, and every later one tests just that. The drivers speak the text protocol, where the
+# server parses a statement's text on every call, which costs about as much as executing it: on
+# MariaDB the statements of an uncontended cycle are prepared once per connection (see
+# _PREPARED), elsewhere the statement is kept short. Parameters: key, name, holder, lease_id,
+# ttl_us.
 _EXPIRES = f"{_NOW} + INTERVAL %(ttl_us)s MICROSECOND"
 _OURS = "lease_id = %(lease_id)s"
 _ACQUIRE_LOCK = f"""
@@ -108,6 +109,21 @@ ON DUPLICATE KEY UPDATE
     counter = IF({_OURS}, LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US})), counter),
     token = IF({_OURS}, counter, token),
     expires_at = IF({_OURS}, {_EXPIRES}, expires_at)
+"""
+# The same for MariaDB, prepared (see _PREPARED): VALUES(column) reads the inserted row's value,
+# so that each parameter is sent once. (MySQL 8.0.20+ deprecates VALUES() for a row alias that
+# MariaDB lacks.)
+_NEW = "lease_id = VALUES(lease_id)"
+_ACQUIRE_LOCK_MARIADB = f"""
+INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter, expires_at)
+VALUES (UNHEX(%(key)s), 0, %(name)s, %(holder)s, %(lease_id)s, {_NOW_US},
+        LAST_INSERT_ID({_NOW_US}), {_EXPIRES})
+ON DUPLICATE KEY UPDATE
+    lease_id = IF(expires_at <= {_NOW}, VALUES(lease_id), lease_id),
+    holder = IF({_NEW}, VALUES(holder), holder),
+    counter = IF({_NEW}, LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US})), counter),
+    token = IF({_NEW}, counter, token),
+    expires_at = IF({_NEW}, VALUES(expires_at), expires_at)
 """
 
 # A semaphore (limit > 1): one transaction in one round trip. The upsert of slot 0 creates the
@@ -165,6 +181,31 @@ _RELEASE_SLOT = (f"UPDATE `{{table}}` AS r JOIN `{{table}}` AS z "
                  "z.wanted = IF(LAST_INSERT_ID(z.wanted), 0, 0) "
                  "WHERE r.name_key = UNHEX(%s) AND r.slot = %s AND r.lease_id = %s "
                  f"AND r.expires_at > {_NOW}")
+
+# The statements of an uncontended cycle, prepared on each new connection to MariaDB with
+# PREPARE (text protocol) and run with `EXECUTE name USING <literals>`: the server parses only
+# the short EXECUTE. MySQL 8 takes only user variables after USING, which would cost a
+# SET + EXECUTE multi-statement per call (slower than parsing on MariaDB): MySQL gets the text.
+# A PREPARE that finds the table missing fails like any statement (then the table is created
+# and the connection opened again); one whose table is later dropped or altered is prepared
+# again by the server itself.
+_PREPARED = {"lock": ("tenure_lock", _ACQUIRE_LOCK_MARIADB),
+             "release": ("tenure_release", _RELEASE)}
+_PARAMETER = re.compile(r"%\((\w+)\)s|%s")
+
+
+def _placeholders(statement: str) -> tuple[str, list[str]]:
+    """A pyformat statement with `?` placeholders for PREPARE, and the names of its parameters
+    in order (empty for positional `%s` ones)."""
+    names: list[str] = []
+
+    def mark(found: re.Match[str]) -> str:
+        if found.group(1):
+            names.append(found.group(1))
+        return "?"
+
+    return _PARAMETER.sub(mark, statement), names
+
 
 # Waking waiters without notifications: a waiter runs the statements below on a connection of
 # the store's waiting pool. It flags the name wanted, then sleeps on the server while the name
@@ -335,6 +376,17 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             "read record": _READ_RECORD.format(table=self.table),
             "records": _RECORDS.format(table=self.table),
         }
+        # On MariaDB (see _PREPARED): the PREPAREs (one multi-statement) and their texts, and
+        # per statement the EXECUTE and the order of its named parameters.
+        self._prepare = "; ".join(f"PREPARE {handle} FROM %s" for handle, _ in _PREPARED.values())
+        self._prepare_texts: list[str] = []
+        self._executes: dict[str, tuple[str, list[str]]] = {}
+        for statement, (handle, template) in _PREPARED.items():
+            text, names = _placeholders(template.format(table=self.table))
+            self._prepare_texts.append(text)
+            marks = ", ".join(["%s"] * text.count("?"))
+            self._executes[statement] = (f"EXECUTE {handle} USING {marks}", names)
+        self._prepared = False  # the server is MariaDB: the statements above are used
         self._idle: list[Any] = []
         # Connections that sleep for waiters (see _WAIT): kept apart, so that a KILL QUERY that
         # comes after its sleep ended can only cut another sleep short, never a lease statement.
@@ -350,18 +402,25 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
 
     # -- connections -------------------------------------------------------------------------
 
-    async def _open(self) -> Any:
+    async def _open(self, prepare: bool = True) -> Any:
+        """A new connection; the table created first if it was found missing, and on MariaDB
+        the cycle's statements prepared (see _PREPARED) unless `prepare` is False."""
         if self._closed:
             raise StoreUnavailable(f"{self.url}: the store is closed; connect again")
         connection = await aiomysql.connect(**self._connect_options)
-        if self._table_missing:
-            try:
-                async with connection.cursor() as cursor:
+        try:
+            async with connection.cursor() as cursor:
+                if self._table_missing:
                     await cursor.execute(_SCHEMA.format(table=self.table))
-            except BaseException:
-                self._discard(connection)
-                raise
-            self._table_missing = False
+                    self._table_missing = False
+                self._prepared = "mariadb" in connection.get_server_info().lower()
+                if prepare and self._prepared:
+                    await cursor.execute(self._prepare, self._prepare_texts)
+                    while await cursor.nextset():
+                        pass
+        except BaseException:
+            self._discard(connection)
+            raise
         return connection
 
     def _discard(self, connection: Any) -> None:
@@ -472,7 +531,11 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                           parameters: dict[str, Any]) -> tuple[int, int] | None:
         async with connection.cursor() as cursor:
             if parameters["limit"] == 1:
-                won = await cursor.execute(self._sql["lock"], parameters)
+                if self._prepared:
+                    execute, names = self._executes["lock"]
+                    won = await cursor.execute(execute, [parameters[name] for name in names])
+                else:
+                    won = await cursor.execute(self._sql["lock"], parameters)
                 return (0, int(cursor.lastrowid)) if won else None
             await cursor.execute(self._sql["slot"], parameters)
             rows = await cursor.fetchall()
@@ -529,6 +592,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         async with connection.cursor() as cursor:
             if slot < 0:
                 changed = await cursor.execute(self._sql["break"], (key,))
+            elif slot == 0 and self._prepared:
+                changed = await cursor.execute(self._executes["release"][0], (key, slot, lease_id))
             else:
                 changed = await cursor.execute(
                     self._sql["release" if slot == 0 else "release slot"], (key, slot, lease_id))
@@ -629,7 +694,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         try:
             with _deadline(self.timeout):
                 if connection is None:
-                    connection = await self._open()
+                    connection = await self._open(prepare=False)
                 async with connection.cursor() as cursor:
                     await cursor.execute(
                         _WAIT.format(table=self.table, key=key),
