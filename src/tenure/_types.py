@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
@@ -27,6 +28,9 @@ class Grant(NamedTuple):
     lease_id: str
     token: int
     key: str
+    # When the request that took this grant was sent (monotonic), if before try_acquire was
+    # called: a lease handed over while its caller waited. The lease's deadline counts from it.
+    sent_at: float = math.inf
 
 
 class LostReason(str, enum.Enum):

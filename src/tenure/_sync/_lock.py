@@ -77,7 +77,7 @@ class Lock:
         grant = self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
         if grant is None:
             return None
-        lease = Lease(self, grant, sent_at)
+        lease = Lease(self, grant, min(sent_at, grant.sent_at))
         self._monitor.watch(lease)
         return lease
 
