@@ -6,6 +6,9 @@ connections included, in test_server_faults.py)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -16,10 +19,11 @@ import anyio
 import psycopg
 import pytest
 from servers import PostgresServer
-from waiting import call, eventually
+from waiting import call, eventually, wait_until
 
 import tenure
 import tenure.aio
+from tenure._async.stores.postgres import _ALIVE_CLASS
 from tenure._names import name_digest
 
 pytestmark = pytest.mark.anyio
@@ -248,6 +252,164 @@ def test_release_notifies_only_when_someone_waits(postgres_server: PostgresServe
     assert notices(postgres_server, channel, first.release) == [name_digest("pool")]
     holder.close()
     other.close()
+
+
+def slot_zero(server: PostgresServer, schema: str, name: str) -> tuple[str, int, int]:
+    """(lease id, token, registrations queued) of `name`'s slot-0 row."""
+    [row] = query(server, f"SELECT lease_id, token, coalesce(cardinality(q_ids), 0) "
+                          f"FROM {schema}.tenure_leases WHERE name = %s AND slot = 0",
+                  name.encode())
+    return row[0], row[1], row[2]
+
+
+WAITER = """
+import json, sys, tenure
+with tenure.connect(sys.argv[1]) as store:
+    lock = store.lock(sys.argv[2], ttl=30, min_wait=10, max_wait=10)
+    with lock.acquire(timeout=30) as lease:
+        print(json.dumps([lease.grant.lease_id, lease.token]), flush=True)
+        sys.stdin.readline()  # hold until told
+"""
+
+
+def test_release_hands_the_lease_to_a_waiting_process(postgres_server: PostgresServer,
+                                                      schema: str) -> None:
+    """The release statement itself grants the lease to the registered waiter (a larger
+    token), which then holds it without another acquire; nobody else gets it meanwhile."""
+    url = f"{postgres_server.url}?schema={schema}"
+    with tenure.connect(url) as store:
+        lock = store.lock("handed", ttl=30)
+        lease = lock.try_acquire()
+        assert lease is not None
+        waiter = subprocess.Popen([sys.executable, "-c", WAITER, url, "handed"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: slot_zero(postgres_server, schema, "handed")[2] == 1, 30,
+                       "the waiting process to register")
+            assert lease.release() is True
+            lease_id, token, queued = slot_zero(postgres_server, schema, "handed")
+            assert lease_id != "" and token == lease.token + 1 and queued == 0
+            assert waiter.stdout is not None and waiter.stdin is not None
+            assert json.loads(waiter.stdout.readline()) == [lease_id, token]
+            assert lock.try_acquire() is None
+            waiter.stdin.write("\n")
+            waiter.stdin.close()
+            assert waiter.wait(timeout=30) == 0
+            again = lock.try_acquire()
+            assert again is not None and again.token > token
+            again.release()
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.wait()
+
+
+def test_release_skips_registrations_that_ended_or_whose_store_is_gone(
+        postgres_server: PostgresServer, schema: str) -> None:
+    """Three registrations: one whose wait ended, one of a store whose listener session is
+    gone (nobody holds its advisory key), one alive: the release hands the lease to the third
+    and drops the two before it."""
+    with tenure.connect(f"{postgres_server.url}?schema={schema}") as store, \
+            psycopg.connect(postgres_server.url, autocommit=True) as alive:
+        lease = store.lock("skip", ttl=30).try_acquire()
+        assert lease is not None
+        alive.execute("SELECT pg_advisory_lock(%s, %s)", (_ALIVE_CLASS, int.from_bytes(
+            bytes.fromhex("cccccccc"), "big", signed=True)))
+        query(postgres_server, f"""
+            UPDATE {schema}.tenure_leases SET
+                q_ids = ARRAY['aaaaaaaaaaaa1', 'bbbbbbbbbbbb1', 'cccccccccccc1'],
+                q_holders = ARRAY['a', 'b', 'c']::bytea[], q_ttls = ARRAY[30, 30, 30],
+                q_until = ARRAY[now() - interval '1 s', now() + interval '1 min',
+                                now() + interval '1 min']
+            WHERE name = %s AND slot = 0 RETURNING true""", b"skip")
+        assert lease.release() is True
+        assert slot_zero(postgres_server, schema, "skip") == ("cccccccccccc1", lease.token + 1, 0)
+        [(holder,)] = query(postgres_server, f"SELECT holder FROM {schema}.tenure_leases "
+                                             "WHERE name = %s AND slot = 0", b"skip")
+        assert bytes(holder) == b"c"
+
+
+async def test_a_waiter_that_gave_up_is_not_handed_the_lease(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    holder, waiter = connect(), connect()
+    lease = await call(holder.lock("gave-up", ttl=30).try_acquire())
+    with pytest.raises(tenure.LockTimeout):
+        await call(waiter.lock("gave-up", ttl=30, min_wait=0.05, max_wait=0.05)
+                   .acquire(timeout=0.5))
+    assert waiter.backend._registered  # it did register while it waited...
+    assert slot_zero(postgres_server, schema, "gave-up")[2] == 0  # ...and withdrew
+    assert await call(lease.release()) is True
+    assert slot_zero(postgres_server, schema, "gave-up") == ("", lease.token, 0)
+    if api == "async":
+        await holder.close()
+        await waiter.close()
+
+
+async def test_a_cancelled_waiter_does_not_keep_the_lease(postgres_server: PostgresServer,
+                                                          schema: str) -> None:
+    """Cancelled after it registered: the release still hands it the lease, and its store
+    frees it at once (long before the 30 s ttl)."""
+    url = f"{postgres_server.url}?schema={schema}"
+    holder, waiter, other = (tenure.aio.connect(url) for _ in range(3))
+    lease = await holder.lock("cancelled", ttl=30).try_acquire()
+    assert lease is not None
+    lock = waiter.lock("cancelled", ttl=30, min_wait=10, max_wait=10)
+    async with anyio.create_task_group() as group:
+        async def wait() -> None:
+            await lock.acquire(timeout=30)
+
+        group.start_soon(wait)
+        await eventually(lambda: slot_zero(postgres_server, schema, "cancelled")[2] == 1, 10,
+                         "the waiter to register")
+        group.cancel_scope.cancel()
+    assert await lease.release() is True
+    assert slot_zero(postgres_server, schema, "cancelled")[1] == lease.token + 1  # handed
+    await eventually(lambda: slot_zero(postgres_server, schema, "cancelled")[0] == "", 10,
+                     "the cancelled waiter's store to free the lease")
+    again = await other.lock("cancelled", ttl=30).try_acquire()
+    assert again is not None and again.token > lease.token + 1
+    await again.release()
+    for store in (holder, waiter, other):
+        await store.close()
+
+
+async def test_a_handed_over_lease_counts_its_deadline_from_the_registration(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    """The waiter's local deadline counts from when it sent its registration, which was
+    before the release, never from when it noticed the hand-over."""
+    holder, waiter = connect(), connect()
+    lease = await call(holder.lock("deadline", ttl=30).try_acquire())
+    lock = waiter.lock("deadline", ttl=30, min_wait=10, max_wait=10)
+    got: dict[str, Any] = {}
+
+    async def registered() -> float:
+        await eventually(lambda: slot_zero(postgres_server, schema, "deadline")[2] == 1, 10,
+                         "the waiter to register")
+        released_at = time.monotonic()
+        assert await call(lease.release()) is True
+        return released_at
+
+    if api == "async":
+        async def wait() -> None:
+            got["lease"] = await lock.acquire(timeout=30)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait)
+            released_at = await registered()
+    else:
+        thread = threading.Thread(target=lambda: got.update(lease=lock.acquire(timeout=30)))
+        thread.start()
+        released_at = await registered()
+        thread.join(timeout=30)
+    handed = got["lease"]
+    assert handed.token == lease.token + 1
+    assert handed.deadline - lock.deadline_after < released_at
+    await call(handed.release())
+    if api == "async":
+        await holder.close()
+        await waiter.close()
 
 
 def listeners(server: PostgresServer, schema: str) -> set[int]:

@@ -63,6 +63,11 @@ _LISTEN_TICK = 1.0
 _LISTEN_RETRY = 1.0
 # Two acquirers of a semaphore may pick the same free slot; the loser tries again this often.
 _SLOT_RETRIES = 4
+# Hand-over: registrations per lock name at most; a registration lasts at most this share of
+# the ttl, and a lease handed over is taken without a round trip within twice that of when its
+# registration was sent (so it keeps at least 80 % of its ttl, less the usual margin).
+_MOST_WAITERS = 32
+_HANDOVER_SHARE = 0.1
 
 # -- the statements ---------------------------------------------------------------------------
 # {t} is the lease table (schema-qualified, quoted). Slot 0's row of a name also keeps the
@@ -80,6 +85,11 @@ CREATE TABLE IF NOT EXISTS {t} (
     expires_at timestamptz NOT NULL,  -- by the server's clock; '-infinity' once freed
     wanted     boolean     NOT NULL,  -- slot 0: someone found the name held since its last grant
     record     bytea,                 -- slot 0: the name's record (write_record), UTF-8
+    -- slot 0 of a lock: waiters registered for a hand-over, in order (see _ENQUEUE)
+    q_ids      text[],                -- their lease ids
+    q_holders  bytea[],
+    q_ttls     float8[],
+    q_until    timestamptz[],         -- when each registration ends (server clock)
     PRIMARY KEY (name, slot)
 ) WITH (fillfactor = 50)  -- room for HOT updates: a cycle rewrites no index entry
 """
@@ -90,6 +100,7 @@ _SEED = "(extract(epoch FROM now()) * 1000000)::bigint"
 # The slot is free for this acquire: expired or released, or already granted to this very
 # lease id (an acquire retried after its connection broke; the first try may have committed).
 _FREE = "(l.expires_at <= now() OR l.lease_id = excluded.lease_id)"
+_MINE = "(l.expires_at <= now() OR l.lease_id = %(lease_id)s)"  # the same, in an UPDATE
 
 # Why tokens grow in grant order, across slots and releases, under READ COMMITTED: every grant
 # of a name updates the name's slot-0 row (its counter), and that row stays locked until the
@@ -191,12 +202,81 @@ LEFT JOIN {t} AS l ON l.name = w.name AND l.slot = w.slot
 ORDER BY w.i
 """
 
-# Release frees the row when the lease id matches and, when someone waits for the name (slot
-# 0's `wanted`), notifies listeners in the same statement (delivered at commit).
+# -- hand-over ---------------------------------------------------------------------------------
+# A waiter for a lock registers in slot 0's row (wait_released: _ENQUEUE), for its wait slice
+# only; the release then grants the lease to the first registration still valid (its slice not
+# over, its listener's session alive) in the same statement: lease id, holder, token =
+# counter + 1 and expiry from the registration, under the same row lock as every grant. The
+# NOTIFY carries the grant ("key lease_id token") on the waiter's store's own channel
+# (_HANDOVER_CHANNEL + the first 12 characters of the lease id, its store's prefix), so only
+# that listener wakes and the waiter takes the lease without a further round trip. A waiter
+# that did not get it withdraws with its next try_acquire (_ACQUIRE_QUEUED, same lease id),
+# which is also an acquire: a lease handed over meanwhile is "already ours".
+
+_HANDOVER_CHANNEL = "tenure.w."
+_QUEUE = ("q_ids", "q_holders", "q_ttls", "q_until")
+# A waiter's store is alive while its listener's session holds the advisory lock (this class
+# id, the first 32 bits of its lease id prefix): a release skips registrations whose lock it
+# can take, so a waiter that died does not receive the lease (and hold it until it expires).
+_ALIVE_CLASS = 0x74656E75  # "tenu"
+_ALIVE = f"NOT pg_try_advisory_xact_lock({_ALIVE_CLASS}, ('x' || left({{id}}, 8))::bit(32)::int4)"
+
+# A registration, ONE statement like _ACQUIRE_LOCK: grant when free; else append the waiter to
+# the queue (at most {most} registrations); nothing answers when the queue is full.
+_ENQUEUE = """
+INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
+VALUES (%(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
+        now() + %(ttl)s * interval '1 second', false)
+ON CONFLICT (name, slot) DO UPDATE SET
+    holder = CASE WHEN {free} THEN excluded.holder ELSE l.holder END,
+    lease_id = CASE WHEN {free} THEN excluded.lease_id ELSE l.lease_id END,
+    token = CASE WHEN {free} THEN l.counter + 1 ELSE l.token END,
+    counter = CASE WHEN {free} THEN l.counter + 1 ELSE l.counter END,
+    expires_at = CASE WHEN {free} THEN excluded.expires_at ELSE l.expires_at END,
+    wanted = l.wanted AND NOT {free},
+    q_ids = CASE WHEN {free} THEN l.q_ids ELSE l.q_ids || excluded.lease_id END,
+    q_holders = CASE WHEN {free} THEN l.q_holders ELSE l.q_holders || excluded.holder END,
+    q_ttls = CASE WHEN {free} THEN l.q_ttls ELSE l.q_ttls || %(ttl)s END,
+    q_until = CASE WHEN {free} THEN l.q_until
+                   ELSE l.q_until || (now() + %(wait)s * interval '1 second') END
+WHERE {free} OR coalesce(cardinality(l.q_ids), 0) < {most}
+RETURNING l.lease_id = %(lease_id)s, l.token
+"""
+
+# try_acquire with the lease id of a registration that ended: _ACQUIRE_LOCK's grant (free, or
+# already ours: handed over), and the registration is withdrawn either way.
+_ACQUIRE_QUEUED = """
+UPDATE {t} AS l SET
+    holder = CASE WHEN {mine} THEN %(holder)s ELSE l.holder END,
+    lease_id = CASE WHEN {mine} THEN %(lease_id)s ELSE l.lease_id END,
+    token = CASE WHEN {mine} THEN l.counter + 1 ELSE l.token END,
+    counter = CASE WHEN {mine} THEN l.counter + 1 ELSE l.counter END,
+    expires_at = CASE WHEN {mine} THEN now() + %(ttl)s * interval '1 second'
+                      ELSE l.expires_at END,
+    wanted = NOT {mine},
+    {withdraw}
+WHERE l.name = %(name)s AND l.slot = 0
+RETURNING l.lease_id = %(lease_id)s, l.token
+"""
+
+# Release frees the row when the lease id matches, or hands it over (see above); else, when
+# someone waits for the name (slot 0's `wanted`), notifies listeners in the same statement
+# (delivered at commit). The first valid registration is picked on the row as locked (the
+# SET's subquery sees the latest version), and registrations before it (ended) are dropped.
 _RELEASE = """
-UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
+UPDATE {t} AS l SET (lease_id, holder, token, counter, expires_at, {queue}) = (
+    SELECT coalesce(l.q_ids[n], ''), coalesce(l.q_holders[n], l.holder),
+           CASE WHEN n IS NULL THEN l.token ELSE l.counter + 1 END,
+           CASE WHEN n IS NULL THEN l.counter ELSE l.counter + 1 END,
+           CASE WHEN n IS NULL THEN '-infinity'
+                ELSE now() + l.q_ttls[n] * interval '1 second' END,
+           {rest}
+    FROM (SELECT min(q.i) AS n FROM unnest(l.q_until, l.q_ids) WITH ORDINALITY AS q (t, id, i)
+          WHERE q.t > now() AND {alive}) AS w)
 WHERE name = %(name)s AND slot = %(slot)s AND lease_id = %(lease_id)s AND expires_at > now()
 RETURNING CASE
+    WHEN l.lease_id <> '' THEN pg_notify('{handover}' || left(l.lease_id, 12),
+                                         %(key)s || ' ' || l.lease_id || ' ' || l.token)
     WHEN l.wanted THEN pg_notify(%(channel)s, %(key)s)
     WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.name = l.name AND z.slot = 0)
         THEN pg_notify(%(channel)s, %(key)s)
@@ -383,9 +463,18 @@ def _advisory_keys(namespace: bytes, name: str, limit: int) -> list[int]:
 
 def _render(template: str, table: sql.Identifier) -> bytes:
     """The statement with the quoted table name in place, rendered once per store."""
+    position = "array_position(l.q_ids, %(lease_id)s)"
+    withdraw = ",\n    ".join(
+        f"{column} = CASE WHEN {position} IS NULL THEN l.{column} "
+        f"ELSE l.{column}[:{position} - 1] || l.{column}[{position} + 1:] END"
+        for column in _QUEUE)
     return sql.SQL(template.strip()).format(
-        t=table, seed=sql.SQL(_SEED), free=sql.SQL(_FREE),
-        held=sql.SQL(_HELD.format(row="l"))).as_bytes(None)
+        t=table, seed=sql.SQL(_SEED), free=sql.SQL(_FREE), mine=sql.SQL(_MINE),
+        held=sql.SQL(_HELD.format(row="l")), queue=sql.SQL(", ".join(_QUEUE)),
+        rest=sql.SQL(", ".join(f"l.{column}[n + 1:]" for column in _QUEUE)),
+        withdraw=sql.SQL(withdraw), most=sql.SQL(str(_MOST_WAITERS)),
+        alive=sql.SQL(_ALIVE.format(id="q.id")),
+        handover=sql.SQL(_HANDOVER_CHANNEL)).as_bytes(None)
 
 
 # Parameter types (OIDs) of the statements that libpq runs directly (see _Statement).
@@ -487,6 +576,27 @@ def _alive(connection: Connection) -> bool:
                 and pgconn.transaction_status == TransactionStatus.IDLE)
 
 
+class _Registration:
+    """A waiter's registration for a hand-over (see _ENQUEUE), from its wait on."""
+
+    __slots__ = ("event", "forget_at", "holder", "lease_id", "name", "sent_at", "state", "token",
+                 "ttl", "wait")
+
+    def __init__(self, name: str, lease_id: str, holder: str, ttl: float, sent_at: float,
+                 event: _shim.Event, wait: float) -> None:
+        self.name, self.lease_id, self.holder, self.ttl = name, lease_id, holder, ttl
+        self.sent_at = sent_at  # when the registering statement was sent (monotonic)
+        self.event, self.wait = event, wait  # the wait lasts `wait` s, as the registration
+        self.token: int | None = None  # set once the lease is ours
+        self.state = "waiting"  # -> "claimable" (the wait ended), "done", or "dropped"
+        self.forget_at = sent_at + wait + 60.0  # no notice about it comes later than this
+
+    def grant(self) -> Grant:
+        assert self.token is not None
+        return Grant(self.name, 0, self.holder, self.lease_id, self.token, self.name,
+                     self.sent_at)
+
+
 class _Session:
     """A pooled connection, its reused cursor (a new cursor per statement costs about as much
     client time as the server spends on a lease statement) and its prepared statements."""
@@ -566,6 +676,9 @@ class PostgresStore(Backend, RecordKeeper):
         self._acquire_slot_sql = _statement("acquire_slot", _ACQUIRE_SLOT, table,
                                             [*lease, ("limit", _INT4)])
         self._renew_sql = _render(_RENEW, table)
+        self._enqueue_sql = _statement("enqueue", _ENQUEUE, table, [
+            *lease, ("wait", _FLOAT8)])
+        self._acquire_queued_sql = _statement("acquire_queued", _ACQUIRE_QUEUED, table, lease)
         self._release_sql = _statement("release", _RELEASE, table, [
             ("name", _BYTEA), ("slot", _INT4), ("lease_id", _TEXT), ("channel", _TEXT),
             ("key", _TEXT)])
@@ -604,6 +717,17 @@ class PostgresStore(Backend, RecordKeeper):
         self._waiters: dict[str, list[_shim.Event]] = {}
         self._missed: dict[str, float] = {}  # key -> when a try_acquire that found it held began
         self._released: dict[str, float] = {}  # key -> when its last release notice arrived
+        # Hand-over (see _ENQUEUE): what the last try_acquire of a lock name that found it held
+        # asked for (holder, ttl); registrations by lease id (kept a while after they ended, so
+        # a late notice is recognised); those whose wait ended, for the next try_acquire of
+        # their name; names with a registration under way; grants nobody will take, to free.
+        self._handover_channel = _HANDOVER_CHANNEL + self._id_prefix
+        self._listener_alive = False  # its session holds the lock that says so (see _ALIVE)
+        self._asked: dict[str, tuple[str, float]] = {}
+        self._registered: dict[str, _Registration] = {}
+        self._claimable: dict[str, _Registration] = {}
+        self._registering: set[str] = set()
+        self._orphans: list[Grant] = []
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
@@ -871,6 +995,13 @@ class PostgresStore(Backend, RecordKeeper):
     # -- leases -------------------------------------------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        if self._claimable:  # a wait registered for a hand-over just ended (see wait_released)
+            with self._mutex:
+                registration = self._claimable.pop(name, None)
+            if registration is not None:
+                if limit == 1:
+                    return self._claim(registration, holder, ttl)
+                self._drop(registration)  # a semaphore of the same name: not for it
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         params = {"name": name.encode(), "limit": limit, "holder": holder.encode(),
                   "lease_id": lease_id, "ttl": ttl}
@@ -898,8 +1029,33 @@ class PostgresStore(Backend, RecordKeeper):
                                  name)
                 # Another acquirer took the slot we picked at the same moment; another may
                 # still be free.
-        if self._listen_task is not None:  # see wait_released
-            self._note_missed(name_digest(name), started)
+        if self._notify:  # see wait_released
+            self._note_missed(name, started, (holder, ttl) if limit == 1 else None)
+        return None
+
+    def _claim(self, registration: _Registration, holder: str,
+                     ttl: float) -> Grant | None:
+        """try_acquire after a wait registered for a hand-over: the lease handed over, without
+        a round trip when it asks for the same and the registration is recent (its deadline
+        counts from when the registration was sent); else an acquire by the registration's
+        lease id, which also withdraws the registration (a hand-over came first: "already
+        ours")."""
+        started = _shim.monotonic()
+        with self._mutex:
+            token = registration.token
+            registration.state = "done"  # a late notice about it is ignored
+            if token is not None:
+                self._registered.pop(registration.lease_id, None)
+        if (token is not None and (holder, ttl) == (registration.holder, registration.ttl)
+                and started - registration.sent_at <= 2 * _HANDOVER_SHARE * ttl):
+            return registration.grant()
+        name, lease_id = registration.name, registration.lease_id
+        result = self._execute("acquire", name, self._acquire_queued_sql, {
+            "name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
+            "ttl": ttl})
+        if result.ntuples and result.get_value(0, 0) == b"t":
+            return Grant(name, 0, holder, lease_id, int(result.get_value(0, 1)), name)
+        self._note_missed(name, started, (holder, ttl))
         return None
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
@@ -1030,9 +1186,16 @@ class PostgresStore(Backend, RecordKeeper):
             missed = self._missed.pop(key, None)
             # A release noticed after our failed try began would otherwise be lost on us.
             released = missed is not None and self._released.get(key, -math.inf) >= missed
+        registration: _Registration | None = None
+        ended = False
         try:
             if not released:
-                _shim.wait_event(event, timeout)
+                registration = self._register(name, event, timeout)
+                if registration is None:
+                    _shim.wait_event(event, timeout)
+                elif registration.token is None:
+                    _shim.wait_event(event, registration.wait)
+            ended = True
         finally:
             with self._mutex:
                 waiting = self._waiters.get(key, [])
@@ -1041,13 +1204,80 @@ class PostgresStore(Backend, RecordKeeper):
                 if not waiting:
                     self._waiters.pop(key, None)
                     self._released.pop(key, None)
+            if registration is not None:
+                self._end_wait(registration, ended)
 
-    def _note_missed(self, key: str, started: float) -> None:
+    def _register(self, name: str, event: _shim.Event,
+                        timeout: float) -> _Registration | None:
+        """Register for a hand-over of lock `name` for this wait (see _ENQUEUE), when a
+        try_acquire of it just failed and no other wait of this store is registered for it.
+        The statement grants the lease at once when it is free by now. None: wait as before."""
+        asked = self._asked.get(name)
+        if asked is None or not self._listener_alive or self._advisory:
+            return None
+        holder, ttl = asked
+        wait = min(timeout, _HANDOVER_SHARE * ttl)
+        lease_id = f"{self._id_prefix}{next(self._ids)}"
+        sent_at = _shim.monotonic()
+        registration = _Registration(name, lease_id, holder, ttl, sent_at, event, wait)
+        with self._mutex:
+            if name in self._registering or name in self._claimable:
+                return None
+            self._registering.add(name)
+            self._registered[lease_id] = registration  # its hand-over may beat our answer
+            for other in [other for other in self._registered.values()
+                          if other.state in ("done", "dropped") and other.forget_at < sent_at]:
+                del self._registered[other.lease_id]
+        try:
+            result = self._execute("waiting", name, self._enqueue_sql, {
+                "name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
+                "ttl": ttl, "wait": wait})
+        except BaseException as exc:
+            self._end_wait(registration, ended=False)
+            if isinstance(exc, StoreUnavailable):  # wait without it
+                log.debug("tenure: %s: waiting without a hand-over: %s", self.url, exc)
+                return None
+            raise
+        if not result.ntuples:  # the queue is full: wait as before
+            with self._mutex:
+                self._registering.discard(name)
+                del self._registered[lease_id]
+            return None
+        if result.get_value(0, 0) == b"t":  # free by now: granted
+            with self._mutex:
+                registration.token = int(result.get_value(0, 1))
+        return registration
+
+    def _end_wait(self, registration: _Registration, ended: bool) -> None:
+        """A registered wait is over: its registration goes to the next try_acquire of the
+        name; or, when the wait was interrupted, nobody takes what it is handed (freed)."""
+        with self._mutex:
+            self._registering.discard(registration.name)
+            if ended:
+                registration.state = "claimable"
+                self._claimable[registration.name] = registration
+                return
+        self._drop(registration)
+
+    def _drop(self, registration: _Registration) -> None:
+        """Nobody will take what `registration` is handed: the listener frees it (now, if it
+        was handed over already, else when its hand-over notice comes)."""
+        with self._mutex:
+            registration.state = "dropped"
+            if registration.token is not None:
+                self._registered.pop(registration.lease_id, None)
+                self._orphans.append(registration.grant())
+
+    def _note_missed(self, name: str, started: float,
+                     asked: tuple[str, float] | None) -> None:
         with self._mutex:
             if len(self._missed) > 10_000:  # try_acquire callers that never wait
                 self._missed.clear()
                 self._released.clear()
-            self._missed[key] = started
+                self._asked.clear()
+            self._missed[name_digest(name)] = started
+            if asked is not None and not self._advisory:
+                self._asked[name] = asked
 
     def _wake(self, key: str) -> None:
         with self._mutex:
@@ -1056,6 +1286,31 @@ class PostgresStore(Backend, RecordKeeper):
             events = self._waiters.get(key, [])
         for event in events:
             event.set()
+
+    def _handed(self, payload: str) -> None:
+        """A release handed a lease to one of our registrations ("key lease_id token")."""
+        _, lease_id, token = payload.split(" ")
+        with self._mutex:
+            registration = self._registered.get(lease_id)
+            if registration is None or registration.state == "done":
+                return  # withdrawn or taken meanwhile: the acquire said "already ours"
+            registration.token = int(token)
+            if registration.state == "dropped":
+                del self._registered[lease_id]
+                self._orphans.append(registration.grant())
+                return
+        registration.event.set()
+
+    def _free_orphans(self) -> None:
+        """Release what was handed over to waits that were interrupted (cancelled, or failed
+        while registering): held by nobody, it would block the name until it expires."""
+        with self._mutex:
+            orphans, self._orphans = self._orphans, []
+        for grant in orphans:
+            try:
+                self.release(grant)
+            except StoreUnavailable as exc:  # it expires by itself
+                log.debug("tenure: %s: could not free a lease nobody took: %s", self.url, exc)
 
     def _wake_all(self) -> None:
         """The listener stopped: everyone polls now rather than at the end of its backoff."""
@@ -1079,8 +1334,14 @@ class PostgresStore(Backend, RecordKeeper):
             connection = psycopg.Connection.connect(
                 **self._params, autocommit=True, prepare_threshold=None)
             try:
-                connection.execute(
-                    sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+                cursor = connection.execute(
+                    "SELECT pg_try_advisory_lock(%s, %s)",
+                    (_ALIVE_CLASS, int.from_bytes(bytes.fromhex(self._id_prefix[:8]), "big",
+                                                  signed=True)))
+                row = cursor.fetchone()
+                alive = bool(row and row[0])  # False: another session has our key (rare)
+                connection.execute(sql.SQL("LISTEN {}; LISTEN {}").format(
+                    sql.Identifier(self.channel), sql.Identifier(self._handover_channel)))
             except BaseException:
                 connection.close()
                 raise
@@ -1093,6 +1354,7 @@ class PostgresStore(Backend, RecordKeeper):
                      self._clean(exc))
             return False
         stale, self._listener = self._listener, connection
+        self._listener_alive = alive
 
         def run() -> None:
             self._listen(connection)
@@ -1107,7 +1369,14 @@ class PostgresStore(Backend, RecordKeeper):
         try:
             while not self._closed:
                 for notice in connection.notifies(timeout=_LISTEN_TICK):
-                    self._wake(notice.payload)
+                    if notice.channel == self._handover_channel:
+                        self._handed(notice.payload)
+                    else:
+                        self._wake(notice.payload)
+                    if self._orphans:
+                        self._free_orphans()
+                if self._orphans:
+                    self._free_orphans()
         except (psycopg.Error, OSError) as exc:
             if not self._closed:
                 self._listen_retry_at = _shim.monotonic() + _LISTEN_RETRY
@@ -1117,6 +1386,7 @@ class PostgresStore(Backend, RecordKeeper):
             if self._listener is connection:
                 self._listen_task = None
                 self._listener = None
+                self._listener_alive = False
             self._wake_all()
             self._close_quietly(connection)
 
@@ -1128,6 +1398,13 @@ class PostgresStore(Backend, RecordKeeper):
             log.debug("tenure: closing a PostgreSQL connection failed", exc_info=True)
 
     def close(self) -> None:
+        with self._mutex:  # handed over, never taken: free them while the pool is open
+            for registration in self._claimable.values():
+                if registration.token is not None:
+                    self._orphans.append(registration.grant())
+            self._claimable.clear()
+        if self._orphans and not self._closed:
+            self._free_orphans()
         with self._mutex:
             self._closed = True
             idle, self._idle = self._idle, []
