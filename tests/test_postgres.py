@@ -304,14 +304,15 @@ def test_release_hands_the_lease_to_a_waiting_process(postgres_server: PostgresS
                 waiter.wait()
 
 
-def test_release_skips_registrations_that_ended_or_whose_store_is_gone(
-        postgres_server: PostgresServer, schema: str) -> None:
+def test_release_hands_over_only_to_a_live_registration(postgres_server: PostgresServer,
+                                                       schema: str) -> None:
     """Three registrations: one whose wait ended, one of a store whose listener session is
-    gone (nobody holds its advisory key), one alive: the release hands the lease to the third
-    and drops the two before it."""
+    gone (nobody holds its advisory key), one alive. A release with an unusable registration
+    first drops it and frees the lease (and notifies); the live one is handed the lease."""
     with tenure.connect(f"{postgres_server.url}?schema={schema}") as store, \
             psycopg.connect(postgres_server.url, autocommit=True) as alive:
-        lease = store.lock("skip", ttl=30).try_acquire()
+        lock = store.lock("skip", ttl=30)
+        lease = lock.try_acquire()
         assert lease is not None
         alive.execute("SELECT pg_advisory_lock(%s, %s)", (_ALIVE_CLASS, int.from_bytes(
             bytes.fromhex("cccccccc"), "big", signed=True)))
@@ -322,6 +323,12 @@ def test_release_skips_registrations_that_ended_or_whose_store_is_gone(
                 q_until = ARRAY[now() - interval '1 s', now() + interval '1 min',
                                 now() + interval '1 min']
             WHERE name = %s AND slot = 0 RETURNING true""", b"skip")
+        channel = store.backend.channel
+        for remaining in (2, 1):  # the ended one, then the one whose store is gone
+            assert notices(postgres_server, channel, lease.release) == [name_digest("skip")]
+            assert slot_zero(postgres_server, schema, "skip") == ("", lease.token, remaining)
+            lease = lock.try_acquire()
+            assert lease is not None
         assert lease.release() is True
         assert slot_zero(postgres_server, schema, "skip") == ("cccccccccccc1", lease.token + 1, 0)
         [(holder,)] = query(postgres_server, f"SELECT holder FROM {schema}.tenure_leases "
