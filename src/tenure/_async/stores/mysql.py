@@ -171,10 +171,11 @@ _WHY_LOST = (f"SELECT name, slot, lease_id, expires_at > {_NOW} FROM `{{table}}`
 # Release also takes slot 0's `wanted` flag (set by a sleeping waiter) and clears it: its old
 # value comes back as LAST_INSERT_ID in the OK packet, so only a release that someone waits for
 # costs more round trips (waking the waiters). A semaphore's other slots reach slot 0's row by a
-# join. Parameters: key, slot, lease_id.
+# join. Parameters: key, lease_id (slot 0); key, slot, lease_id (other slots).
 _RELEASE = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
             "wanted = IF(LAST_INSERT_ID(wanted), 0, 0) "
-            f"WHERE name_key = UNHEX(%s) AND slot = %s AND lease_id = %s AND expires_at > {_NOW}")
+            "WHERE name_key = UNHEX(%(key)s) AND slot = 0 AND lease_id = %(lease_id)s "
+            f"AND expires_at > {_NOW}")
 _RELEASE_SLOT = (f"UPDATE `{{table}}` AS r JOIN `{{table}}` AS z "
                  "ON z.name_key = r.name_key AND z.slot = 0 "
                  f"SET r.lease_id = 0, r.expires_at = {_FREED}, "
@@ -192,6 +193,17 @@ _RELEASE_SLOT = (f"UPDATE `{{table}}` AS r JOIN `{{table}}` AS z "
 _PREPARED = {"lock": ("tenure_lock", _ACQUIRE_LOCK_MARIADB),
              "release": ("tenure_release", _RELEASE)}
 _PARAMETER = re.compile(r"%\((\w+)\)s|%s")
+
+
+def _binary(text: str) -> str:
+    """`text` as a SQL literal of its UTF-8 bytes (hex): no escaping to get wrong, and cheaper
+    for the client than the driver's escaping of a quoted string.
+
+    Example:
+        >>> _binary("jobs")
+        "X'6a6f6273'"
+    """
+    return f"X'{text.encode().hex()}'"
 
 
 def _placeholders(statement: str) -> tuple[str, list[str]]:
@@ -377,15 +389,14 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             "records": _RECORDS.format(table=self.table),
         }
         # On MariaDB (see _PREPARED): the PREPAREs (one multi-statement) and their texts, and
-        # per statement the EXECUTE and the order of its named parameters.
+        # per statement the start of its EXECUTE and the order of its parameters.
         self._prepare = "; ".join(f"PREPARE {handle} FROM %s" for handle, _ in _PREPARED.values())
         self._prepare_texts: list[str] = []
         self._executes: dict[str, tuple[str, list[str]]] = {}
         for statement, (handle, template) in _PREPARED.items():
             text, names = _placeholders(template.format(table=self.table))
             self._prepare_texts.append(text)
-            marks = ", ".join(["%s"] * text.count("?"))
-            self._executes[statement] = (f"EXECUTE {handle} USING {marks}", names)
+            self._executes[statement] = (f"EXECUTE {handle} USING ", names)
         self._prepared = False  # the server is MariaDB: the statements above are used
         self._idle: list[Any] = []
         # Connections that sleep for waiters (see _WAIT): kept apart, so that a KILL QUERY that
@@ -527,16 +538,26 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         slot, token = found
         return Grant(name, slot, holder, str(lease_id), token, name)
 
+    def _cycle_statement(self, statement: str, literals: dict[str, str]) -> str:
+        """The text of a statement of the uncontended cycle ("lock" or "release") with its
+        parameters given as SQL literals: `EXECUTE ... USING` them on MariaDB (see _PREPARED),
+        else the statement itself. Sent with `connection.query`, which skips the driver's
+        cursor and escaping: about a tenth of a cycle's time on this path."""
+        if self._prepared:
+            execute, names = self._executes[statement]
+            return execute + ", ".join([literals[name] for name in names])
+        return self._sql[statement] % literals
+
     async def _acquire_in(self, connection: Any,
                           parameters: dict[str, Any]) -> tuple[int, int] | None:
+        if parameters["limit"] == 1:
+            literals = {"key": f"'{parameters['key']}'", "name": _binary(parameters["name"]),
+                        "holder": _binary(parameters["holder"]),
+                        "lease_id": str(parameters["lease_id"]),
+                        "ttl_us": str(parameters["ttl_us"])}
+            won = await connection.query(self._cycle_statement("lock", literals))
+            return (0, int(connection.insert_id())) if won else None
         async with connection.cursor() as cursor:
-            if parameters["limit"] == 1:
-                if self._prepared:
-                    execute, names = self._executes["lock"]
-                    won = await cursor.execute(execute, [parameters[name] for name in names])
-                else:
-                    won = await cursor.execute(self._sql["lock"], parameters)
-                return (0, int(cursor.lastrowid)) if won else None
             await cursor.execute(self._sql["slot"], parameters)
             rows = await cursor.fetchall()
             while await cursor.nextset():
@@ -589,14 +610,15 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
     async def _release_in(self, connection: Any, key: str, slot: int,
                           lease_id: int) -> tuple[int, int]:
         """Release (slot >= 0) or break (slot -1): (rows changed, slot 0's old `wanted`)."""
+        if slot == 0:
+            changed = await connection.query(self._cycle_statement(
+                "release", {"key": f"'{key}'", "lease_id": str(lease_id)}))
+            return changed, connection.insert_id()
         async with connection.cursor() as cursor:
             if slot < 0:
                 changed = await cursor.execute(self._sql["break"], (key,))
-            elif slot == 0 and self._prepared:
-                changed = await cursor.execute(self._executes["release"][0], (key, slot, lease_id))
             else:
-                changed = await cursor.execute(
-                    self._sql["release" if slot == 0 else "release slot"], (key, slot, lease_id))
+                changed = await cursor.execute(self._sql["release slot"], (key, slot, lease_id))
             return changed, cursor.lastrowid
 
     async def break_lease(self, name: str) -> int:
