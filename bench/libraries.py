@@ -7,7 +7,9 @@ redis-py's 0.1 s polling, tooz's server-side waits...). Where a library's blocki
 timeout (tooz's `blocking=True`), `timeout` is ignored and the caller bounds the wait.
 
 Libraries: "tenure", "filelock", "portalocker-file", "portalocker-redis", "redis-py",
-"python-redis-lock", "pottery", "tooz", "azure-sdk".
+"python-redis-lock", "pottery", "tooz", "azure-sdk"; and two server floors, no library at all:
+"pg-advisory-lock" (a blocking `pg_advisory_lock` on one psycopg connection) and "get-lock"
+(a blocking `GET_LOCK` on one PyMySQL connection), the servers' own lock waits.
 
 Example::
 
@@ -87,6 +89,8 @@ def open_library(library: str, url: str, ttl: float, options: dict[str, Any] | N
         return _tooz(url, options, connect)
     if library == "azure-sdk":
         return _azure(ttl, connect)
+    if library in ("pg-advisory-lock", "get-lock"):
+        return _server_lock(library, url)
     return _redis(library, url, ttl, options)
 
 
@@ -194,6 +198,43 @@ def _tooz(url: str, options: dict[str, Any], connect: dict[str, Any]) -> Library
         return _Calls(lambda timeout: peer.acquire(**waiting), peer.release)
 
     return Library(lock, coordinator.stop)
+
+
+def _server_lock(library: str, url: str) -> Library:
+    """The server's own blocking lock wait, with nothing around it: the floor of a hand-off on
+    that server (no expiry, no fencing; the lock ends with its connection)."""
+    if library == "pg-advisory-lock":
+        import psycopg
+
+        connection: Any = psycopg.connect(url, autocommit=True)
+
+        def run(statement: str, name: str, timeout: float = 0.0) -> bool:
+            # hashtext: 32 bits of the name, enough for a benchmark's few names
+            result = connection.execute(statement, (name,)).fetchone()
+            return result is None or result[0] is not False
+
+        take = "SELECT pg_advisory_lock(hashtext(%s))"
+        give = "SELECT pg_advisory_unlock(hashtext(%s))"
+    else:
+        import pymysql
+
+        parts = urlsplit(url)
+        connection = pymysql.connect(host=parts.hostname, port=parts.port or 3306,
+                                     user=parts.username, password=parts.password or "",
+                                     database=parts.path.lstrip("/"), autocommit=True)
+
+        def run(statement: str, name: str, timeout: float = 0.0) -> bool:
+            with connection.cursor() as cursor:
+                cursor.execute(statement, (name, timeout) if "%s, %s" in statement else (name,))
+                return bool(cursor.fetchone()[0])
+
+        take = "SELECT GET_LOCK(%s, %s)"
+        give = "SELECT RELEASE_LOCK(%s)"
+
+    def lock(name: str) -> PeerLock:
+        return _Calls(lambda timeout: run(take, name, timeout), lambda: run(give, name))
+
+    return Library(lock, connection.close)
 
 
 def _azure(ttl: float, connect: dict[str, Any]) -> Library:

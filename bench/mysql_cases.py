@@ -75,6 +75,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
                   {"min_wait": 0.001, "max_wait": 0.02}),
         Contender("tooz (`acquire(blocking=30)`: GET_LOCK waits on the server)", "tooz", url,
                   {"blocking": 30}),
+        Contender("floor: bare blocking `GET_LOCK(name, 60)` + `RELEASE_LOCK` (the server's own "
+                  "lock wait, PyMySQL; no expiry, no fencing)", "get-lock", url),
     ]
     return ServerSection(
         TITLE, url, cases, contended, rtt=rtt,

@@ -91,6 +91,9 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
                   f"{url}?schema={SCHEMA}&notify=false", {"min_wait": 0.001, "max_wait": 0.02}),
         Contender("tooz (`acquire(blocking=True)`: pg_advisory_lock waits on the server)",
                   "tooz", url),
+        Contender("floor: bare blocking `pg_advisory_lock` + `pg_advisory_unlock` (the "
+                  "server's own lock wait, psycopg; no expiry, no fencing)",
+                  "pg-advisory-lock", url),
     ]
     statements = bool(server.details.get("statements"))
     return ServerSection(
