@@ -114,9 +114,9 @@ _MINE = "(l.expires_at <= now() OR l.lease_id = %(lease_id)s)"  # the same, in a
 # grant (a failed acquire sets it, a grant clears it): an uncontended cycle sends no NOTIFY,
 # whose commit takes a lock that every notifying transaction of the cluster queues on.
 
-# A lock (limit 1), ONE statement on ONE row (slot 0, counter and lease together): grant when
-# free; else mark the name wanted (once). Answers (granted, token), or nothing.
-_ACQUIRE_LOCK = """
+# The upsert of a lock's slot-0 row that grants the lease when the slot is free ({free}): the
+# head of _ACQUIRE_LOCK and _ENQUEUE, which add what a held slot gets.
+_GRANT_WHEN_FREE = """
 INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
 VALUES (%(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
         now() + %(ttl)s * interval '1 second', false)
@@ -126,7 +126,11 @@ ON CONFLICT (name, slot) DO UPDATE SET
     token = CASE WHEN {free} THEN l.counter + 1 ELSE l.token END,
     counter = CASE WHEN {free} THEN l.counter + 1 ELSE l.counter END,
     expires_at = CASE WHEN {free} THEN excluded.expires_at ELSE l.expires_at END,
-    wanted = NOT {free}
+"""
+
+# A lock (limit 1), ONE statement on ONE row (slot 0, counter and lease together): grant when
+# free; else mark the name wanted (once). Answers (granted, token), or nothing.
+_ACQUIRE_LOCK = _GRANT_WHEN_FREE + """    wanted = NOT {free}
 WHERE {free} OR NOT l.wanted
 RETURNING l.lease_id = %(lease_id)s, l.token
 """
@@ -223,17 +227,7 @@ _ALIVE = f"NOT pg_try_advisory_xact_lock({_ALIVE_CLASS}, ('x' || left({{id}}, 8)
 
 # A registration, ONE statement like _ACQUIRE_LOCK: grant when free; else append the waiter to
 # the queue (at most {most} registrations); nothing answers when the queue is full.
-_ENQUEUE = """
-INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
-VALUES (%(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
-        now() + %(ttl)s * interval '1 second', false)
-ON CONFLICT (name, slot) DO UPDATE SET
-    holder = CASE WHEN {free} THEN excluded.holder ELSE l.holder END,
-    lease_id = CASE WHEN {free} THEN excluded.lease_id ELSE l.lease_id END,
-    token = CASE WHEN {free} THEN l.counter + 1 ELSE l.token END,
-    counter = CASE WHEN {free} THEN l.counter + 1 ELSE l.counter END,
-    expires_at = CASE WHEN {free} THEN excluded.expires_at ELSE l.expires_at END,
-    wanted = l.wanted AND NOT {free},
+_ENQUEUE = _GRANT_WHEN_FREE + """    wanted = l.wanted AND NOT {free},
     q_ids = CASE WHEN {free} THEN l.q_ids ELSE l.q_ids || excluded.lease_id END,
     q_holders = CASE WHEN {free} THEN l.q_holders ELSE l.q_holders || excluded.holder END,
     q_ttls = CASE WHEN {free} THEN l.q_ttls ELSE l.q_ttls || %(ttl)s END,

@@ -99,33 +99,32 @@ CREATE TABLE IF NOT EXISTS `{table}` (
 # _PREPARED), elsewhere the statement is kept short. Parameters: key, name, holder, lease_id,
 # ttl_us.
 _EXPIRES = f"{_NOW} + INTERVAL %(ttl_us)s MICROSECOND"
-_OURS = "lease_id = %(lease_id)s"
-_ACQUIRE_LOCK = f"""
+
+
+def _acquire_lock(new: dict[str, str]) -> str:
+    """The lock's upsert, with `new[column]` standing for the value the INSERT brings in the
+    update branch: the parameter itself (the text), or VALUES(column) (prepared on MariaDB)."""
+    ours = f"lease_id = {new['lease_id']}"
+    return f"""
 INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter, expires_at)
 VALUES (UNHEX(%(key)s), 0, %(name)s, %(holder)s, %(lease_id)s, {_NOW_US},
         LAST_INSERT_ID({_NOW_US}), {_EXPIRES})
 ON DUPLICATE KEY UPDATE
-    lease_id = IF(expires_at <= {_NOW}, %(lease_id)s, lease_id),
-    holder = IF({_OURS}, %(holder)s, holder),
-    counter = IF({_OURS}, LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US})), counter),
-    token = IF({_OURS}, counter, token),
-    expires_at = IF({_OURS}, {_EXPIRES}, expires_at)
+    lease_id = IF(expires_at <= {_NOW}, {new['lease_id']}, lease_id),
+    holder = IF({ours}, {new['holder']}, holder),
+    counter = IF({ours}, LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US})), counter),
+    token = IF({ours}, counter, token),
+    expires_at = IF({ours}, {new['expires_at']}, expires_at)
 """
+
+
+_ACQUIRE_LOCK = _acquire_lock(
+    {"lease_id": "%(lease_id)s", "holder": "%(holder)s", "expires_at": _EXPIRES})
 # The same for MariaDB, prepared (see _PREPARED): VALUES(column) reads the inserted row's value,
 # so that each parameter is sent once. (MySQL 8.0.20+ deprecates VALUES() for a row alias that
 # MariaDB lacks.)
-_NEW = "lease_id = VALUES(lease_id)"
-_ACQUIRE_LOCK_MARIADB = f"""
-INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter, expires_at)
-VALUES (UNHEX(%(key)s), 0, %(name)s, %(holder)s, %(lease_id)s, {_NOW_US},
-        LAST_INSERT_ID({_NOW_US}), {_EXPIRES})
-ON DUPLICATE KEY UPDATE
-    lease_id = IF(expires_at <= {_NOW}, VALUES(lease_id), lease_id),
-    holder = IF({_NEW}, VALUES(holder), holder),
-    counter = IF({_NEW}, LAST_INSERT_ID(GREATEST(counter + 1, {_NOW_US})), counter),
-    token = IF({_NEW}, counter, token),
-    expires_at = IF({_NEW}, VALUES(expires_at), expires_at)
-"""
+_ACQUIRE_LOCK_MARIADB = _acquire_lock(
+    {column: f"VALUES({column})" for column in ("lease_id", "holder", "expires_at")})
 
 # A semaphore (limit > 1): one transaction in one round trip. The upsert of slot 0 creates the
 # name's row when missing (counter seeded from the server clock) and locks it until COMMIT, so
@@ -193,7 +192,7 @@ _RELEASE_SLOT = (f"UPDATE `{{table}}` AS r JOIN `{{table}}` AS z "
 # again by the server itself.
 _PREPARED = {"lock": ("tenure_lock", _ACQUIRE_LOCK_MARIADB),
              "release": ("tenure_release", _RELEASE)}
-_PARAMETER = re.compile(r"%\((\w+)\)s|%s")
+_PARAMETER = re.compile(r"%\((\w+)\)s")
 
 
 def _binary(text: str) -> str:
@@ -208,13 +207,12 @@ def _binary(text: str) -> str:
 
 
 def _placeholders(statement: str) -> tuple[str, list[str]]:
-    """A pyformat statement with `?` placeholders for PREPARE, and the names of its parameters
-    in order (empty for positional `%s` ones)."""
+    """A statement with named pyformat parameters, with `?` placeholders for PREPARE, and the
+    names of its parameters in order."""
     names: list[str] = []
 
     def mark(found: re.Match[str]) -> str:
-        if found.group(1):
-            names.append(found.group(1))
+        names.append(found.group(1))
         return "?"
 
     return _PARAMETER.sub(mark, statement), names
