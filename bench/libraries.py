@@ -200,39 +200,61 @@ def _tooz(url: str, options: dict[str, Any], connect: dict[str, Any]) -> Library
     return Library(lock, coordinator.stop)
 
 
+def psycopg_connection(url: str) -> Any:
+    """A psycopg connection like tenure's: autocommit, the same startup options.
+
+    Example::
+
+        connection = psycopg_connection("postgresql://postgres@127.0.0.1:5433/postgres")
+    """
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True,
+                           options="-c statement_timeout=5000 -c synchronous_commit=on")
+
+
+def pymysql_connection(url: str) -> Any:
+    """A PyMySQL connection like tenure's: autocommit, utf8mb4, TCP to the URL's host.
+
+    Example::
+
+        connection = pymysql_connection("mysql://root@127.0.0.1:3307/tenure")
+    """
+    import pymysql
+
+    parts = urlsplit(url)
+    return pymysql.connect(host=parts.hostname, port=parts.port or 3306, user=parts.username,
+                           password=parts.password or "", database=parts.path.lstrip("/"),
+                           autocommit=True, charset="utf8mb4")
+
+
 def _server_lock(library: str, url: str) -> Library:
     """The server's own blocking lock wait, with nothing around it: the floor of a hand-off on
     that server (no expiry, no fencing; the lock ends with its connection)."""
     if library == "pg-advisory-lock":
-        import psycopg
+        connection = psycopg_connection(url)
 
-        connection: Any = psycopg.connect(url, autocommit=True)
-
-        def run(statement: str, name: str, timeout: float = 0.0) -> bool:
+        def take(name: str, timeout: float) -> bool:  # waits for as long as it takes
             # hashtext: 32 bits of the name, enough for a benchmark's few names
-            result = connection.execute(statement, (name,)).fetchone()
-            return result is None or result[0] is not False
+            connection.execute("SELECT pg_advisory_lock(hashtext(%s))", (name,))
+            return True
 
-        take = "SELECT pg_advisory_lock(hashtext(%s))"
-        give = "SELECT pg_advisory_unlock(hashtext(%s))"
+        def give(name: str) -> None:
+            connection.execute("SELECT pg_advisory_unlock(hashtext(%s))", (name,))
     else:
-        import pymysql
+        connection = pymysql_connection(url)
 
-        parts = urlsplit(url)
-        connection = pymysql.connect(host=parts.hostname, port=parts.port or 3306,
-                                     user=parts.username, password=parts.password or "",
-                                     database=parts.path.lstrip("/"), autocommit=True)
-
-        def run(statement: str, name: str, timeout: float = 0.0) -> bool:
+        def take(name: str, timeout: float) -> bool:
             with connection.cursor() as cursor:
-                cursor.execute(statement, (name, timeout) if "%s, %s" in statement else (name,))
+                cursor.execute("SELECT GET_LOCK(%s, %s)", (name, timeout))
                 return bool(cursor.fetchone()[0])
 
-        take = "SELECT GET_LOCK(%s, %s)"
-        give = "SELECT RELEASE_LOCK(%s)"
+        def give(name: str) -> None:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT RELEASE_LOCK(%s)", (name,))
 
     def lock(name: str) -> PeerLock:
-        return _Calls(lambda timeout: run(take, name, timeout), lambda: run(give, name))
+        return _Calls(lambda timeout: take(name, timeout), lambda: give(name))
 
     return Library(lock, connection.close)
 

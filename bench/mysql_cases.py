@@ -20,10 +20,10 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
-from urllib.parse import urlsplit
 
 from cases import LOCK_NAME, Case, Extras, ServerSection, async_case, optional_case, tenure_cases
 from handoff import Contender
+from libraries import pymysql_connection
 from lineup import Entry, footprints, takers
 from servers import Server
 from timing import Runner, timed_loop
@@ -105,19 +105,9 @@ def lineup(url: str) -> list[Entry]:
     ]
 
 
-def _pymysql(url: str) -> Any:
-    """A PyMySQL connection like tenure's: autocommit, utf8mb4, TCP to the URL's host."""
-    import pymysql
-
-    parts = urlsplit(url)
-    return pymysql.connect(host=parts.hostname, port=parts.port or 3306, user=parts.username,
-                           password=parts.password or "", database=parts.path.lstrip("/"),
-                           autocommit=True, charset="utf8mb4")
-
-
 def round_trip(url: str, count: int = 2000) -> float:
     """The median time of a bare `SELECT 1` through PyMySQL: one round trip, in seconds."""
-    connection = _pymysql(url)
+    connection = pymysql_connection(url)
     with connection, connection.cursor() as cursor:
         times = []
         for _ in range(count):
@@ -130,7 +120,7 @@ def round_trip(url: str, count: int = 2000) -> float:
 
 def row_floor(url: str, stack: ExitStack) -> Runner:
     """A bare lease-row upsert + delete, two autocommit statements on one reused connection."""
-    connection = _pymysql(url)
+    connection = pymysql_connection(url)
     stack.callback(connection.close)
     cursor = connection.cursor()
     cursor.execute("CREATE TABLE IF NOT EXISTS bench_floor (name VARBINARY(255) PRIMARY KEY, "
@@ -151,7 +141,7 @@ def row_floor(url: str, stack: ExitStack) -> Runner:
 def kept_row_floor(url: str, stack: ExitStack) -> Runner:
     """A bare conditional UPDATE pair on a row that stays: take it when expired, free it when
     still ours (what a store that keeps its counter in the lease row must do)."""
-    connection = _pymysql(url)
+    connection = pymysql_connection(url)
     stack.callback(connection.close)
     cursor = connection.cursor()
     cursor.execute("INSERT IGNORE INTO bench_floor VALUES ('kept', '', NOW(6))")
@@ -170,7 +160,7 @@ def kept_row_floor(url: str, stack: ExitStack) -> Runner:
 
 def get_lock_floor(url: str, stack: ExitStack) -> Runner:
     """A bare `SELECT GET_LOCK(name, 0)` + `SELECT RELEASE_LOCK(name)` on one connection."""
-    connection = _pymysql(url)
+    connection = pymysql_connection(url)
     stack.callback(connection.close)
     cursor = connection.cursor()
     name = (f"{LOCK_NAME}-get-lock",)

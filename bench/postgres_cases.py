@@ -26,6 +26,7 @@ from typing import Any
 
 from cases import LOCK_NAME, Case, Extras, ServerSection, async_case, optional_case, tenure_cases
 from handoff import Contender
+from libraries import psycopg_connection
 from lineup import Entry, footprints, takers
 from servers import Server
 from timing import Runner, timed_loop
@@ -149,17 +150,9 @@ def advisory_mode_cases(url: str, advisory: Case, stack: ExitStack,
     return rows
 
 
-def _psycopg(url: str) -> Any:
-    """A psycopg connection like tenure's: autocommit, the same startup options."""
-    import psycopg
-
-    return psycopg.connect(url, autocommit=True,
-                           options="-c statement_timeout=5000 -c synchronous_commit=on")
-
-
 def round_trip(url: str, count: int = 2000) -> float:
     """The median time of a bare `SELECT 1` through psycopg: one round trip, in seconds."""
-    with _psycopg(url) as connection:
+    with psycopg_connection(url) as connection:
         times = []
         for _ in range(count):
             start = time.perf_counter()
@@ -170,7 +163,7 @@ def round_trip(url: str, count: int = 2000) -> float:
 
 def _two_statements(url: str, stack: ExitStack, setup: str, first: str, second: str,
                     arguments: tuple[Any, ...]) -> Runner:
-    connection = _psycopg(url)
+    connection = psycopg_connection(url)
     stack.callback(connection.close)
     if setup:
         connection.execute(setup)
@@ -207,7 +200,7 @@ def kept_floor(url: str, stack: ExitStack) -> Runner:
 
 def advisory_floor(url: str, stack: ExitStack) -> Runner:
     """A bare `SELECT pg_try_advisory_lock(key)` + `SELECT pg_advisory_unlock(key)`."""
-    connection = _psycopg(url)
+    connection = psycopg_connection(url)
     stack.callback(connection.close)
     key = (4242,)
 
