@@ -120,7 +120,8 @@ class AsyncLock:
                     f"{self._kind()} {self.name!r} was not acquired within {timeout:g} s: "
                     "another holder has it; wait longer, or use try_acquire() to skip the work"
                 )
-            await self._backend.wait_released(self.name, min(backoff.next_delay(), remaining))
+            await self._backend.wait_released(self.name, min(backoff.next_delay(), remaining),
+                                              remaining)
 
     def _kind(self) -> str:
         return "lock" if self.limit == 1 else f"semaphore (limit {self.limit})"

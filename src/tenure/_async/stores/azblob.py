@@ -465,7 +465,8 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
             raise self._failure("listing", prefix, exc) from None
         return sorted(found, key=lambda info: (info.name, info.slot))
 
-    async def wait_released(self, name: str, timeout: float) -> None:
+    async def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         await _shim.sleep(timeout)  # blob leases have no notifications; the core polls
 
     async def read_record(self, name: str) -> str | None:

@@ -339,7 +339,8 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                 found.append(LeaseInfo(name, holder, token, None, slot))
         return sorted(found, key=lambda info: (info.name, info.slot))
 
-    async def wait_released(self, name: str, timeout: float) -> None:
+    async def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         await _shim.sleep(timeout)  # no portable release notification; the core polls
 
     def _record_path(self, name: str) -> str:

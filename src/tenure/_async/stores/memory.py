@@ -115,7 +115,8 @@ class AsyncMemoryStore(AsyncBackend, AsyncRecordKeeper):
             ]
         return sorted(found, key=lambda info: (info.name, info.slot))
 
-    async def wait_released(self, name: str, timeout: float) -> None:
+    async def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         with self._mutex:
             event = self._released.setdefault(name, _shim.Event())
         await _shim.wait_event(event, timeout)

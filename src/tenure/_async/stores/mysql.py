@@ -698,7 +698,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             await cursor.execute(self._sql[statement], arguments)
             return list(await cursor.fetchall())
 
-    async def wait_released(self, name: str, timeout: float) -> None:
+    async def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         key = name_digest(name)
         limit = self._limits.pop(key, None)
         # A sleep stays well inside the driver's read timeout; the core calls again if needed.

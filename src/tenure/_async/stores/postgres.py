@@ -68,6 +68,9 @@ _SLOT_RETRIES = 4
 # registration was sent (so it keeps at least 80 % of its ttl, less the usual margin).
 _MOST_WAITERS = 32
 _HANDOVER_SHARE = 0.1
+# A registration with less time left than this is withdrawn by the try after a wait rather
+# than kept for the next wait, and none is made for less.
+_KEEP_AT_LEAST = 0.01
 
 # -- the statements ---------------------------------------------------------------------------
 # {t} is the lease table (schema-qualified, quoted). Slot 0's row of a name also keeps the
@@ -207,15 +210,16 @@ ORDER BY w.i
 """
 
 # -- hand-over ---------------------------------------------------------------------------------
-# A waiter for a lock registers in slot 0's row (wait_released: _ENQUEUE), for its wait slice
-# only; the release then grants the lease to the first registration still valid (its slice not
-# over, its listener's session alive) in the same statement: lease id, holder, token =
-# counter + 1 and expiry from the registration, under the same row lock as every grant. The
-# NOTIFY carries the grant ("key lease_id token") on the waiter's store's own channel
-# (_HANDOVER_CHANNEL + the first 12 characters of the lease id, its store's prefix), so only
-# that listener wakes and the waiter takes the lease without a further round trip. A waiter
-# that did not get it withdraws with its next try_acquire (_ACQUIRE_QUEUED, same lease id),
-# which is also an acquire: a lease handed over meanwhile is "already ours".
+# A waiter for a lock registers in slot 0's row (wait_released: _ENQUEUE) for as long as its
+# acquire waits, at most _HANDOVER_SHARE of the ttl: one place in the queue across its waits.
+# The release grants the lease to the first registration still valid (its time not over, its
+# listener's session alive) in the same statement: lease id, holder, token = counter + 1 and
+# expiry from the registration, under the same row lock as every grant. The NOTIFY carries the
+# grant ("key lease_id token") on the waiter's store's own channel (_HANDOVER_CHANNEL + the
+# first 12 characters of the lease id, its store's prefix), so only that listener wakes and
+# the waiter takes the lease without a further round trip. The waiter's try after a wait that
+# was not handed the lease is an acquire by the registration's lease id (_ACQUIRE_QUEUED): a
+# lease handed over meanwhile is "already ours", and a registration whose time is up leaves.
 
 _HANDOVER_CHANNEL = "tenure.w."
 _QUEUE = ("q_ids", "q_holders", "q_ttls", "q_until")
@@ -237,8 +241,10 @@ WHERE {free} OR coalesce(cardinality(l.q_ids), 0) < {most}
 RETURNING l.lease_id = %(lease_id)s, l.token
 """
 
-# try_acquire with the lease id of a registration that ended: _ACQUIRE_LOCK's grant (free, or
-# already ours: handed over), and the registration is withdrawn either way.
+# try_acquire with the lease id of a registration whose wait ended: _ACQUIRE_LOCK's grant (free,
+# or already ours: handed over), which also withdraws the registration. Not granted, the
+# registration keeps its place for the caller's next wait unless `leave` (its time is up), and
+# nothing is written: a waiter's look at the name does not contend for its row.
 _ACQUIRE_QUEUED = """
 UPDATE {t} AS l SET
     holder = CASE WHEN {mine} THEN %(holder)s ELSE l.holder END,
@@ -249,7 +255,7 @@ UPDATE {t} AS l SET
                       ELSE l.expires_at END,
     wanted = NOT {mine},
     {withdraw}
-WHERE l.name = %(name)s AND l.slot = 0
+WHERE l.name = %(name)s AND l.slot = 0 AND ({mine} OR %(leave)s)
 RETURNING l.lease_id = %(lease_id)s, l.token
 """
 
@@ -491,7 +497,7 @@ def _render(template: str, table: sql.Identifier) -> bytes:
 
 
 # Parameter types (OIDs) of the statements that libpq runs directly (see _Statement).
-_BYTEA, _INT4, _TEXT, _FLOAT8 = 17, 23, 25, 701
+_BOOL, _BYTEA, _INT4, _TEXT, _FLOAT8 = 16, 17, 23, 25, 701
 
 
 class _Statement(NamedTuple):
@@ -590,19 +596,22 @@ def _alive(connection: Connection) -> bool:
 
 
 class _Registration:
-    """A waiter's registration for a hand-over (see _ENQUEUE), from its wait on."""
+    """A waiter's registration for a hand-over (see _ENQUEUE), from its first wait on."""
 
-    __slots__ = ("event", "forget_at", "holder", "lease_id", "name", "sent_at", "state", "token",
-                 "ttl", "wait")
+    __slots__ = ("ends", "event", "forget_at", "holder", "lease_id", "name", "sent_at", "state",
+                 "token", "ttl")
 
     def __init__(self, name: str, lease_id: str, holder: str, ttl: float, sent_at: float,
-                 event: _shim.Event, wait: float) -> None:
+                 event: _shim.Event, ends: float) -> None:
         self.name, self.lease_id, self.holder, self.ttl = name, lease_id, holder, ttl
         self.sent_at = sent_at  # when the registering statement was sent (monotonic)
-        self.event, self.wait = event, wait  # the wait lasts `wait` s, as the registration
+        self.event = event  # set when the lease is handed over; replaced for each wait
+        self.ends = ends  # the registration is good until then (monotonic; the server's later)
         self.token: int | None = None  # set once the lease is ours
-        self.state = "waiting"  # -> "claimable" (the wait ended), "done", or "dropped"
-        self.forget_at = sent_at + wait + 60.0  # no notice about it comes later than this
+        # -> "claimable" (a wait ended), "claiming" (a try runs), "kept" (the try failed, the
+        # next wait goes on with it), "done" (taken or withdrawn), or "dropped" (nobody waits)
+        self.state = "waiting"
+        self.forget_at = ends + 60.0  # no notice about it comes later than this
 
     def grant(self) -> Grant:
         assert self.token is not None
@@ -691,7 +700,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         self._renew_sql = _render(_RENEW, table)
         self._enqueue_sql = _statement("enqueue", _ENQUEUE, table, [
             *lease, ("wait", _FLOAT8)])
-        self._acquire_queued_sql = _statement("acquire_queued", _ACQUIRE_QUEUED, table, lease)
+        self._acquire_queued_sql = _statement("acquire_queued", _ACQUIRE_QUEUED, table,
+                                              [*lease, ("leave", _BOOL)])
         release = [("name", _BYTEA), ("slot", _INT4), ("lease_id", _TEXT), ("channel", _TEXT),
                    ("key", _TEXT)]
         self._release_sql = _statement("release", _RELEASE, table, release)
@@ -1012,6 +1022,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         if self._claimable:  # a wait registered for a hand-over just ended (see wait_released)
             with self._mutex:
                 registration = self._claimable.pop(name, None)
+                if registration is not None:
+                    registration.state = "claiming"  # a notice now only sets its token
             if registration is not None:
                 if limit == 1:
                     return await self._claim(registration, holder, ttl)
@@ -1052,25 +1064,54 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         """try_acquire after a wait registered for a hand-over: the lease handed over, without
         a round trip when it asks for the same and the registration is recent (its deadline
         counts from when the registration was sent); else an acquire by the registration's
-        lease id, which also withdraws the registration (a hand-over came first: "already
-        ours")."""
+        lease id (a hand-over came first: "already ours"). Not granted, the registration is
+        kept for the next wait while it has time left, else withdrawn."""
         started = _shim.monotonic()
         with self._mutex:
             token = registration.token
-            registration.state = "done"  # a late notice about it is ignored
             if token is not None:
+                registration.state = "done"
                 self._registered.pop(registration.lease_id, None)
         if (token is not None and (holder, ttl) == (registration.holder, registration.ttl)
                 and started - registration.sent_at <= 2 * _HANDOVER_SHARE * ttl):
             return registration.grant()
         name, lease_id = registration.name, registration.lease_id
-        result = await self._execute("acquire", name, self._acquire_queued_sql, {
-            "name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
-            "ttl": ttl})
+        leave = token is not None or registration.ends - started < _KEEP_AT_LEAST
+        try:
+            result = await self._execute("acquire", name, self._acquire_queued_sql, {
+                "name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
+                "ttl": ttl, "leave": leave})
+        except BaseException:
+            self._drop(registration)  # maybe still registered: what it is handed is freed
+            raise
         if result.ntuples and result.get_value(0, 0) == b"t":
+            self._forget(registration)
             return Grant(name, 0, holder, lease_id, int(result.get_value(0, 1)), name)
+        if leave:
+            self._forget(registration)
+        elif registration.token is not None:  # handed over after the statement's look
+            return await self._claim(registration, holder, ttl)
+        else:
+            self._keep(registration)
         self._note_missed(name, started, (holder, ttl))
         return None
+
+    def _forget(self, registration: _Registration) -> None:
+        """The registration was taken or withdrawn: no notice about it counts any more."""
+        with self._mutex:
+            registration.state = "done"
+            self._registered.pop(registration.lease_id, None)
+
+    def _keep(self, registration: _Registration) -> None:
+        """A try after a wait failed: the registration stays queued for the next wait (which
+        finds it handed over at once, when that came meanwhile)."""
+        with self._mutex:
+            if registration.name not in self._claimable and (
+                    registration.name not in self._registering):
+                registration.state = "kept"
+                self._claimable[registration.name] = registration
+                return
+        self._drop(registration)  # another wait of the name registered meanwhile
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         if not grants:
@@ -1189,7 +1230,12 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
 
     # -- hand-off by LISTEN/NOTIFY ------------------------------------------------------------
 
-    async def wait_released(self, name: str, timeout: float) -> None:
+    async def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
+        """Wait for a NOTIFY of a release of `name`; for a lock, registered for a hand-over
+        (see _ENQUEUE) for `patience` seconds, at most _HANDOVER_SHARE of the ttl, so that
+        the waits of one acquire keep one place in the queue."""
+        until = _shim.monotonic() + max(timeout, patience or 0.0)  # when the acquire gives up
         if not self._notify:
             await _shim.sleep(timeout)  # no notifications: the core polls with backoff
             return
@@ -1208,11 +1254,14 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         ended = False
         try:
             if not released:
-                registration = await self._register(name, event, timeout)
+                registration = self._resume(name, event)
+                if registration is None:
+                    registration = await self._register(name, event, until)
                 if registration is None:
                     await _shim.wait_event(event, timeout)
                 elif registration.token is None:
-                    await _shim.wait_event(event, registration.wait)
+                    await _shim.wait_event(
+                        event, max(0.0, min(timeout, registration.ends - _shim.monotonic())))
             ended = True
         finally:
             with self._mutex:
@@ -1225,19 +1274,38 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             if registration is not None:
                 self._end_wait(registration, ended)
 
+    def _resume(self, name: str, event: _shim.Event) -> _Registration | None:
+        """The registration that the last failed try of `name` kept (see _claim), to wait on
+        again with `event`; None when there is none."""
+        with self._mutex:
+            registration = self._claimable.get(name)
+            if (registration is None or registration.state != "kept"
+                    or name in self._registering):
+                return None
+            del self._claimable[name]
+            if registration.ends > _shim.monotonic():
+                self._registering.add(name)
+                registration.state, registration.event = "waiting", event
+                return registration
+            self._drop_locked(registration)  # its time is up: what it is handed is freed
+            return None
+
     async def _register(self, name: str, event: _shim.Event,
-                        timeout: float) -> _Registration | None:
-        """Register for a hand-over of lock `name` for this wait (see _ENQUEUE), when a
-        try_acquire of it just failed and no other wait of this store is registered for it.
-        The statement grants the lease at once when it is free by now. None: wait as before."""
+                        until: float) -> _Registration | None:
+        """Register for a hand-over of lock `name` until `until` at most (see _ENQUEUE),
+        when a try_acquire of it just failed and no other wait of this store is registered for
+        it. The statement grants the lease at once when it is free by now. None: wait as
+        before."""
         asked = self._asked.get(name)
         if asked is None or not self._listener_alive or self._advisory:
             return None
         holder, ttl = asked
-        wait = min(timeout, _HANDOVER_SHARE * ttl)
-        lease_id = f"{self._id_prefix}{next(self._ids)}"
         sent_at = _shim.monotonic()
-        registration = _Registration(name, lease_id, holder, ttl, sent_at, event, wait)
+        wait = min(until - sent_at, _HANDOVER_SHARE * ttl)
+        if wait < _KEEP_AT_LEAST:
+            return None  # not worth a statement: the acquire is about to give up
+        lease_id = f"{self._id_prefix}{next(self._ids)}"
+        registration = _Registration(name, lease_id, holder, ttl, sent_at, event, sent_at + wait)
         with self._mutex:
             if name in self._registering or name in self._claimable:
                 return None
@@ -1277,14 +1345,34 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 return
         self._drop(registration)
 
+    def _abandon(self, registration: _Registration) -> None:
+        """A kept registration's time is up: no wait of its acquire goes on with it (mutex
+        held)."""
+        if self._claimable.get(registration.name) is registration:
+            del self._claimable[registration.name]
+        self._drop_locked(registration)
+
+    def _sweep(self) -> None:
+        """Free what was handed over to kept registrations whose time is up (their acquire
+        gave up between a try and its next wait)."""
+        now = _shim.monotonic()
+        with self._mutex:
+            for registration in list(self._claimable.values()):
+                if (registration.state == "kept" and registration.token is not None
+                        and registration.ends < now):
+                    self._abandon(registration)
+
     def _drop(self, registration: _Registration) -> None:
         """Nobody will take what `registration` is handed: the listener frees it (now, if it
         was handed over already, else when its hand-over notice comes)."""
         with self._mutex:
-            registration.state = "dropped"
-            if registration.token is not None:
-                self._registered.pop(registration.lease_id, None)
-                self._orphans.append(registration.grant())
+            self._drop_locked(registration)
+
+    def _drop_locked(self, registration: _Registration) -> None:
+        registration.state = "dropped"
+        if registration.token is not None:
+            self._registered.pop(registration.lease_id, None)
+            self._orphans.append(registration.grant())
 
     def _note_missed(self, name: str, started: float,
                      asked: tuple[str, float] | None) -> None:
@@ -1313,6 +1401,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             if registration is None or registration.state == "done":
                 return  # withdrawn or taken meanwhile: the acquire said "already ours"
             registration.token = int(token)
+            if registration.state == "kept" and registration.ends < _shim.monotonic():
+                self._abandon(registration)  # its time is up: no wait goes on with it
             if registration.state == "dropped":
                 del self._registered[lease_id]
                 self._orphans.append(registration.grant())
@@ -1393,6 +1483,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                         self._wake(notice.payload)
                     if self._orphans:
                         await self._free_orphans()
+                if self._claimable:
+                    self._sweep()
                 if self._orphans:
                     await self._free_orphans()
         except (psycopg.Error, OSError) as exc:

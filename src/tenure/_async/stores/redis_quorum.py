@@ -403,7 +403,8 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
 
     # -- waiting ------------------------------------------------------------------------------
 
-    async def wait_released(self, name: str, timeout: float) -> None:
+    async def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         """Block on one master's signal list (each master's release pushes one); when that
         master fails, on the next one; when all failed, poll (sleep out the timeout)."""
         deadline = _shim.monotonic() + timeout

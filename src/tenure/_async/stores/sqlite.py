@@ -306,7 +306,8 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             for name, slot, holder, token, expires in rows
         ]
 
-    async def wait_released(self, name: str, timeout: float) -> None:
+    async def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         await _shim.sleep(timeout)  # SQLite has no notifications; the core polls with backoff
 
     async def read_record(self, name: str) -> str | None:

@@ -83,8 +83,15 @@ class Backend(Protocol):
         """Live leases whose name starts with `prefix`, sorted by name and slot."""
         ...
 
-    def wait_released(self, name: str, timeout: float) -> None:
-        """Return when `name` may have been released, or after `timeout` seconds."""
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
+        """Return when `name` may have been released, or after `timeout` seconds.
+
+        `patience` (at least `timeout`; None: just `timeout`) is how much longer the caller's
+        acquire goes on waiting, a wait after each failed try_acquire: a store that hands a
+        release over to a registered waiter may keep the registration that long, so the
+        waiter keeps its place in the queue across its waits.
+        """
         ...
 
     def close(self) -> None:

@@ -466,7 +466,8 @@ class AzureBlobStore(Backend, RecordKeeper):
             raise self._failure("listing", prefix, exc) from None
         return sorted(found, key=lambda info: (info.name, info.slot))
 
-    def wait_released(self, name: str, timeout: float) -> None:
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         _shim.sleep(timeout)  # blob leases have no notifications; the core polls
 
     def read_record(self, name: str) -> str | None:

@@ -340,7 +340,8 @@ class FileStore(Backend, RecordKeeper):
                 found.append(LeaseInfo(name, holder, token, None, slot))
         return sorted(found, key=lambda info: (info.name, info.slot))
 
-    def wait_released(self, name: str, timeout: float) -> None:
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         _shim.sleep(timeout)  # no portable release notification; the core polls
 
     def _record_path(self, name: str) -> str:

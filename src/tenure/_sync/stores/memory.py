@@ -116,7 +116,8 @@ class MemoryStore(Backend, RecordKeeper):
             ]
         return sorted(found, key=lambda info: (info.name, info.slot))
 
-    def wait_released(self, name: str, timeout: float) -> None:
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         with self._mutex:
             event = self._released.setdefault(name, _shim.Event())
         _shim.wait_event(event, timeout)

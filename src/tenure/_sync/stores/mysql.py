@@ -699,7 +699,8 @@ class MySQLStore(Backend, RecordKeeper):
             cursor.execute(self._sql[statement], arguments)
             return list(cursor.fetchall())
 
-    def wait_released(self, name: str, timeout: float) -> None:
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         key = name_digest(name)
         limit = self._limits.pop(key, None)
         # A sleep stays well inside the driver's read timeout; the core calls again if needed.

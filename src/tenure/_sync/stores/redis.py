@@ -914,7 +914,8 @@ class RedisStore(Backend, RecordKeeper):
 
     # -- waiting and restarts -----------------------------------------------------------------
 
-    def wait_released(self, name: str, timeout: float) -> None:
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         """Block on the name's signal list: a release pushes one item, so one waiter wakes at
         once, and a release just before the wait is not missed (the item stays 2 s). Each
         block lasts at most half the store's timeout (a reply must come within it).

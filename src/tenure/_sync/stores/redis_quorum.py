@@ -404,7 +404,8 @@ class RedisQuorumStore(Backend, RecordKeeper):
 
     # -- waiting ------------------------------------------------------------------------------
 
-    def wait_released(self, name: str, timeout: float) -> None:
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         """Block on one master's signal list (each master's release pushes one); when that
         master fails, on the next one; when all failed, poll (sleep out the timeout)."""
         deadline = _shim.monotonic() + timeout

@@ -307,7 +307,8 @@ class SQLiteStore(Backend, RecordKeeper):
             for name, slot, holder, token, expires in rows
         ]
 
-    def wait_released(self, name: str, timeout: float) -> None:
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
         _shim.sleep(timeout)  # SQLite has no notifications; the core polls with backoff
 
     def read_record(self, name: str) -> str | None:
