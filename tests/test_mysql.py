@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ from waiting import call, eventually, wait_until
 
 import tenure
 import tenure.aio
+from tenure._async.stores import mysql as async_mysql
+from tenure._sync.stores import mysql as sync_mysql
 from tenure._types import Grant, LostReason
 from tenure.aio.stores import AsyncMySQLStore
 from tenure.stores import MySQLStore
@@ -135,7 +137,8 @@ def sleepers(admin: Admin, table: str) -> int:
 
 
 async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, waiter: Any,
-                           name: str, limit: int) -> float:
+                           name: str, limit: int,
+                           before_release: Callable[[], object] = lambda: None) -> float:
     """Hold every slot of `name` with `holder`, let `waiter` wait with a 10 s backoff, release
     the last slot: the seconds from the release to the waiter holding it."""
     held = [await call(holder.semaphore(name, limit, ttl=30).try_acquire())
@@ -155,6 +158,7 @@ async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, wait
         async with anyio.create_task_group() as group:
             group.start_soon(wait)
             await eventually(asleep, 5, "the waiter to sleep on the server")
+            before_release()
             released_at = time.monotonic()
             assert await held[-1].release() is True
     else:
@@ -165,6 +169,7 @@ async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, wait
         thread = threading.Thread(target=wait_in_thread)
         thread.start()
         await eventually(asleep, 5, "the waiter to sleep on the server")
+        before_release()
         released_at = time.monotonic()
         assert held[-1].release() is True
         thread.join(timeout=30)
@@ -187,6 +192,77 @@ async def test_release_wakes_a_sleeping_waiter(api: str, mariadb_server: MariaDB
             # The waiter sleeps up to 4 s (0.8 x timeout); KILL QUERY ends it at the release.
             assert latency < 1.0, f"woken {latency:.3f} s after the release"
         assert sleepers(admin, table) == 0
+    finally:
+        await call(holder.close())
+        await call(waiter.close())
+
+
+async def test_a_sleeper_that_is_gone_is_skipped(api: str, mariadb_server: MariaDBServer,
+                                                 table: str, admin: Admin) -> None:
+    """A connection id left at the head of the sleepers' list (its wait was cut off, its
+    connection closed) costs the release a failed KILL QUERY; the next sleeper is woken."""
+    module = tenure.aio if api == "async" else tenure
+    url = f"{mariadb_server.url}?table={table}"
+    holder, waiter = module.connect(url), module.connect(url)
+    [(gone,)] = admin.sql("SELECT CONNECTION_ID()")  # closed by now
+
+    def prepend_gone() -> None:
+        admin.sql(f"UPDATE `{table}` SET sleepers = CONCAT(',{gone}', sleepers) WHERE slot = 0")
+
+    try:
+        latency = await wait_for_handoff(api, admin, table, holder, waiter, "gone", 1,
+                                         prepend_gone)
+        assert latency < 1.0, f"woken {latency:.3f} s after the release"  # it sleeps 4 s
+        assert admin.sql(f"SELECT sleepers FROM `{table}` WHERE slot = 0") == [(b",",)]
+    finally:
+        await call(holder.close())
+        await call(waiter.close())
+
+
+async def test_the_woken_waiter_goes_before_the_releaser(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after a release woke a waiter, the releasing store's own try of the name fails
+    without a statement (the head start, 5 s here), so it does not take the lease back from
+    the waiter it woke."""
+    monkeypatch.setattr(async_mysql if api == "async" else sync_mysql, "_WAKE_HEAD_START", 5.0)
+    module = tenure.aio if api == "async" else tenure
+    url = f"{mariadb_server.url}?table={table}"
+    holder, waiter = module.connect(url), module.connect(url)
+    lock = holder.lock("first", ttl=30)
+    tries: list[Any] = []
+    calls: list[str] = []  # what the holder's store asks its server
+    ask = holder.backend._call
+
+    def recording(operation: str, *args: Any) -> Any:
+        calls.append(operation)
+        return ask(operation, *args)
+
+    monkeypatch.setattr(holder.backend, "_call", recording)
+    try:
+        held = await call(lock.try_acquire())
+        woken = waiter.lock("first", ttl=30, min_wait=10, max_wait=10)
+        got: dict[str, Any] = {}
+        if api == "async":
+            async def wait() -> None:
+                got["lease"] = await woken.acquire(timeout=30)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(wait)
+                await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
+                assert await held.release() is True
+                tries.append(await lock.try_acquire())
+        else:
+            thread = threading.Thread(target=lambda: got.update(lease=woken.acquire(timeout=30)))
+            thread.start()
+            await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
+            assert held.release() is True
+            tries.append(lock.try_acquire())
+            thread.join(timeout=30)
+        assert tries == [None] and calls == ["acquire", "release", "wake"]
+        assert got["lease"].token > held.token
+        await call(got["lease"].release())
+        assert await call(lock.try_acquire()) is not None  # the head start is used up
     finally:
         await call(holder.close())
         await call(waiter.close())

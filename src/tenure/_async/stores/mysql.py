@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import math
 import re
 import secrets
 from collections.abc import Sequence
@@ -79,7 +80,7 @@ CREATE TABLE IF NOT EXISTS `{table}` (
     token      BIGINT          NOT NULL,  -- the token of the lease on this row
     counter    BIGINT          NOT NULL,  -- slot 0 only: the last token granted for the name
     expires_at DATETIME(6)     NOT NULL,  -- UTC, by the server's clock
-    wanted     TINYINT         NOT NULL DEFAULT 0,  -- slot 0: a waiter sleeps (see wait_released)
+    sleepers   VARBINARY(1024) NOT NULL DEFAULT ',',  -- slot 0: ',id,id,' of waiters (see _WAIT)
     record     BLOB,                      -- slot 0 only: the name's record (UTF-8)
     record_writes BIGINT       NOT NULL DEFAULT 0,  -- slot 0: counts writes (see _WRITE_RECORD)
     PRIMARY KEY (name_key, slot)
@@ -167,18 +168,29 @@ _RENEW = (f"UPDATE `{{table}}` SET expires_at = {_NOW} + INTERVAL %s MICROSECOND
 # Parameters: (key, slot) per grant.
 _WHY_LOST = (f"SELECT name, slot, lease_id, expires_at > {_NOW} FROM `{{table}}` "
              "WHERE (name_key, slot) IN ({rows})")
-# Release also takes slot 0's `wanted` flag (set by a sleeping waiter) and clears it: its old
-# value comes back as LAST_INSERT_ID in the OK packet, so only a release that someone waits for
-# costs more round trips (waking the waiters). A semaphore's other slots reach slot 0's row by a
-# join. Parameters: key, lease_id (slot 0); key, slot, lease_id (other slots).
+
+
+def _popped(sleepers: str) -> str:
+    """Slot 0's list of sleeping waiters (`sleepers`: the column, maybe qualified) without its
+    first connection id, which goes into the OK packet as LAST_INSERT_ID (0 when nobody sleeps;
+    '' is never cast to a number, which strict mode would refuse)."""
+    first = f"IF({sleepers} = ',', 0, SUBSTRING_INDEX(SUBSTRING({sleepers}, 2), ',', 1))"
+    rest = f"SUBSTRING({sleepers}, LOCATE(',', {sleepers}, 2))"
+    return f"IF(LAST_INSERT_ID({first}), {rest}, {sleepers})"
+
+
+# Release also takes the first sleeping waiter off slot 0's list (see _WAIT): its connection id
+# comes back as LAST_INSERT_ID in the OK packet, so only a release that someone waits for costs
+# one more round trip (the KILL QUERY that wakes that waiter). A semaphore's other slots reach
+# slot 0's row by a join. Parameters: key, lease_id (slot 0); key, slot, lease_id (other slots).
 _RELEASE = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
-            "wanted = IF(LAST_INSERT_ID(wanted), 0, 0) "
+            f"sleepers = {_popped('sleepers')} "
             "WHERE name_key = UNHEX(%(key)s) AND slot = 0 AND lease_id = %(lease_id)s "
             f"AND expires_at > {_NOW}")
 _RELEASE_SLOT = (f"UPDATE `{{table}}` AS r JOIN `{{table}}` AS z "
                  "ON z.name_key = r.name_key AND z.slot = 0 "
                  f"SET r.lease_id = 0, r.expires_at = {_FREED}, "
-                 "z.wanted = IF(LAST_INSERT_ID(z.wanted), 0, 0) "
+                 f"z.sleepers = {_popped('z.sleepers')} "
                  "WHERE r.name_key = UNHEX(%s) AND r.slot = %s AND r.lease_id = %s "
                  f"AND r.expires_at > {_NOW}")
 
@@ -218,28 +230,41 @@ def _placeholders(statement: str) -> tuple[str, list[str]]:
 
 
 # Waking waiters without notifications: a waiter runs the statements below on a connection of
-# the store's waiting pool. It flags the name wanted, then sleeps on the server while the name
-# stays taken (live slots >= limit) and nobody has released since the flag was set (`wanted`
-# still 1). A release that finds the flag set looks the sleepers up in the process list (by the
-# tag in their statement's text) and ends each sleep with KILL QUERY, which needs no privilege
-# for the user's own connections. A release before the flag was set is seen by the check; one
-# after it finds the sleeper. Parameters: key, key, limit, seconds, limit.
+# the store's waiting pool. It appends its connection id to slot 0's list of sleepers (moving
+# it to the end if a killed wait left it there), then sleeps on the server while the name stays
+# taken (live slots >= limit) and no release has taken it off the list, and at last takes
+# itself off the list (a sleep ended by KILL QUERY skips that: the release took it off). A
+# release takes the first id off the list and ends that sleep with KILL QUERY, which needs no
+# privilege for the user's own connections: each release wakes the longest sleeper (waking all
+# would have them all retry for the one free slot). A release before the append is seen by the
+# sleep's check; one after it finds the sleeper. Only the waiting pool's connections sleep, so
+# a KILL QUERY for an id that stayed on the list after all (its wait was cut off) ends another
+# sleep at worst. A full list (about 90 sleepers) takes no more: those sleep until their time.
+# Parameters: key, limit, limit, seconds, key, key.
 _WAIT_TAG = "tenure-wait {table} {key}"
-_WAIT = (f"UPDATE `{{table}}` SET wanted = 1 WHERE name_key = UNHEX(%s) AND slot = 0; "
-         f"SELECT /* {_WAIT_TAG} */ SLEEP(IF(z.wanted = 1 AND ("
+_ME = "CONCAT(',', CONNECTION_ID(), ',')"
+_MOST_SLEEPERS = 1000  # bytes of the list, within the column's 1024
+_WAKE_TRIES = 3  # sleepers a release tries to wake when the first ones are gone
+# After a release woke a waiter, this store's next try of the name within this many seconds
+# does not race it for the lease: it fails without a statement, and so waits (on the list).
+_WAKE_HEAD_START = 0.005
+_WAIT = (f"UPDATE `{{table}}` SET sleepers = CONCAT(REPLACE(sleepers, {_ME}, ','), "
+         f"CONNECTION_ID(), ',') WHERE name_key = UNHEX(%s) AND slot = 0 "
+         f"AND LENGTH(sleepers) < {_MOST_SLEEPERS}; "
+         f"SELECT /* {_WAIT_TAG} */ SLEEP(IF((LOCATE({_ME}, z.sleepers) "
+         f"OR LENGTH(z.sleepers) >= {_MOST_SLEEPERS}) AND ("
          "SELECT COUNT(*) FROM `{table}` AS l WHERE l.name_key = z.name_key AND l.slot < %s "
          f"AND l.expires_at > {_NOW}) >= %s, %s, 0)) "
-         "FROM `{table}` AS z WHERE z.name_key = UNHEX(%s) AND z.slot = 0")
-# The lookup builds the tag with CONCAT so that its own text never matches it.
-_SLEEPERS = ("SELECT ID FROM information_schema.PROCESSLIST "
-             "WHERE INFO LIKE CONCAT('%%tenure', '-wait {table} ', %s, '%%') "
-             "AND ID <> CONNECTION_ID() ORDER BY TIME DESC, ID")
-# A release wakes one sleeper (waking all would have them all retry for the one free slot);
-# when others still sleep, the name stays flagged, so the next release wakes the next one.
-_FLAG = "UPDATE `{table}` SET wanted = 1 WHERE name_key = UNHEX(%s) AND slot = 0"
-# Break takes slot 0's `wanted` flag as release does (when slot 0 was held). Parameters: key.
+         "FROM `{table}` AS z WHERE z.name_key = UNHEX(%s) AND z.slot = 0; "
+         f"UPDATE `{{table}}` SET sleepers = REPLACE(sleepers, {_ME}, ',') "
+         "WHERE name_key = UNHEX(%s) AND slot = 0")
+# The next sleeper, when the one a release took off the list is gone. Parameters: key.
+_POP = (f"UPDATE `{{table}}` SET sleepers = {_popped('sleepers')} "
+        "WHERE name_key = UNHEX(%s) AND slot = 0")
+# Break takes the first sleeper off slot 0's list as release does (when slot 0 was held).
+# Parameters: key.
 _BREAK = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
-          "wanted = IF(slot = 0, IF(LAST_INSERT_ID(wanted), 0, 0), wanted) "
+          f"sleepers = IF(slot = 0, {_popped('sleepers')}, sleepers) "
           f"WHERE name_key = UNHEX(%s) AND expires_at > {_NOW}")
 # Parameters: prefix length in bytes, prefix.
 _LIST = (f"SELECT name, slot, holder, token, TIMESTAMPDIFF(MICROSECOND, {_NOW}, expires_at) "
@@ -378,8 +403,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             "slot": _ACQUIRE_SLOT.format(table=self.table),
             "release": _RELEASE.format(table=self.table),
             "release slot": _RELEASE_SLOT.format(table=self.table),
-            "sleepers": _SLEEPERS.format(table=self.table),
-            "flag": _FLAG.format(table=self.table),
+            "pop": _POP.format(table=self.table),
             "break": _BREAK.format(table=self.table),
             "list": _LIST.format(table=self.table),
             "write record": _WRITE_RECORD.format(table=self.table),
@@ -401,6 +425,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         # comes after its sleep ended can only cut another sleep short, never a lease statement.
         self._sleepers: list[Any] = []
         self._limits: dict[str, int] = {}  # key -> limit of the last try that found it taken
+        self._woken: dict[str, float] = {}  # key -> until when the waiter we woke goes first
         # The table is created when a statement finds it missing (then the call is retried),
         # so a store costs no round trip for it, and needs no CREATE privilege once it exists.
         self._table_missing = False
@@ -524,6 +549,9 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         # stale holder's id matches a later grant of the same row with odds of 2**-62.
         lease_id = secrets.randbits(62) + 1
         key = name_digest(name)
+        if self._woken and self._woken.pop(key, -math.inf) > _shim.monotonic():
+            self._limits[key] = limit  # we just woke its waiter: its turn, then ours (a wait)
+            return None
         parameters = {"key": key, "name": name, "holder": holder,
                       "lease_id": lease_id, "ttl_us": round(ttl * 1_000_000), "limit": limit}
         found: tuple[int, int] | None = await self._call(
@@ -599,15 +627,18 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
 
     async def release(self, grant: Grant) -> bool:
         key = name_digest(grant.name)
-        released, wanted = await self._call("release", grant.name, self._release_in,
-                                            key, grant.slot, _number_of(grant))
-        if wanted:
-            await self._wake(grant.name, key)
+        released, sleeper = await self._call("release", grant.name, self._release_in,
+                                             key, grant.slot, _number_of(grant))
+        if sleeper:
+            await self._wake(grant.name, key, sleeper)
+            if len(self._woken) > 10_000:  # names never tried again here
+                self._woken.clear()
+            self._woken[key] = _shim.monotonic() + _WAKE_HEAD_START
         return bool(released)
 
     async def _release_in(self, connection: Any, key: str, slot: int,
                           lease_id: int) -> tuple[int, int]:
-        """Release (slot >= 0) or break (slot -1): (rows changed, slot 0's old `wanted`)."""
+        """Release (slot >= 0) or break (slot -1): (rows changed, the sleeper to wake or 0)."""
         if slot == 0:
             changed = await connection.query(self._cycle_statement(
                 "release", {"key": f"'{key}'", "lease_id": str(lease_id)}))
@@ -621,36 +652,36 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
 
     async def break_lease(self, name: str) -> int:
         key = name_digest(name)
-        broken, wanted = await self._call("break", name, self._release_in, key, -1, 0)
-        if wanted:
-            await self._wake(name, key)
+        broken, sleeper = await self._call("break", name, self._release_in, key, -1, 0)
+        if sleeper:
+            await self._wake(name, key, sleeper)
         return int(broken)
 
     # -- waking waiters ----------------------------------------------------------------------
 
-    async def _wake(self, name: str, key: str) -> None:
-        """End the sleep of this name's longest sleeping waiter (see _WAIT). Best effort: a
-        waiter not woken wakes at the end of its backoff, so errors are only logged."""
+    async def _wake(self, name: str, key: str, sleeper: int) -> None:
+        """End the sleep of `sleeper`, the connection of this name's longest sleeping waiter,
+        which the release took off the list (see _WAIT). Best effort: a waiter not woken wakes
+        at the end of its backoff, so errors are only logged."""
         try:
-            await self._call("wake", name, self._wake_in, key)
+            await self._call("wake", name, self._wake_in, key, sleeper)
         except StoreUnavailable as exc:
             log.debug("tenure: %s: waking the waiters of %r failed: %s", self.url, name, exc)
 
-    async def _wake_in(self, connection: Any, key: str) -> None:
+    async def _wake_in(self, connection: Any, key: str, sleeper: int) -> None:
         async with connection.cursor() as cursor:
-            await cursor.execute(self._sql["sleepers"], (key,))
-            sleepers = [int(thread) for (thread,) in await cursor.fetchall()]
-            for number, thread in enumerate(sleepers):
+            for _ in range(_WAKE_TRIES):
                 try:
-                    await cursor.execute(f"KILL QUERY {thread}")
+                    await cursor.execute(f"KILL QUERY {int(sleeper)}")
+                    return
                 except aiomysql.OperationalError as exc:
-                    # Gone already (1094), or another user's (1095: needs CONNECTION ADMIN)
+                    # Gone (1094), or another user's (1095: needs CONNECTION ADMIN): the next
                     if _error_code(exc) not in (ER.NO_SUCH_THREAD, ER.KILL_DENIED_ERROR):
                         raise
-                    continue
-                if number + 1 < len(sleepers):
-                    await cursor.execute(self._sql["flag"], (key,))
-                return
+                await cursor.execute(self._sql["pop"], (key,))
+                sleeper = cursor.lastrowid
+                if not sleeper:
+                    return
 
     async def _execute(self, connection: Any, statement: str, arguments: tuple[Any, ...]) -> int:
         async with connection.cursor() as cursor:
@@ -719,7 +750,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                 async with connection.cursor() as cursor:
                     await cursor.execute(
                         _WAIT.format(table=self.table, key=key),
-                        (key, limit, limit, round(seconds, 3), key))
+                        (key, limit, limit, round(seconds, 3), key, key))
                     while await cursor.nextset():
                         pass
         except BaseException as exc:
