@@ -138,9 +138,12 @@ def sleepers(admin: Admin, table: str) -> int:
 
 async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, waiter: Any,
                            name: str, limit: int,
-                           before_release: Callable[[], object] = lambda: None) -> float:
+                           before_release: Callable[[], object] = lambda: None,
+                           after_release: Callable[[], object] = lambda: None) -> float:
     """Hold every slot of `name` with `holder`, let `waiter` wait with a 10 s backoff, release
-    the last slot: the seconds from the release to the waiter holding it."""
+    the last slot: the seconds from the release to the waiter holding it. The hooks run right
+    before and right after the release (what `after_release` returns is awaited when it can
+    be)."""
     held = [await call(holder.semaphore(name, limit, ttl=30).try_acquire())
             for _ in range(limit)]
     assert all(lease is not None for lease in held)
@@ -161,6 +164,7 @@ async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, wait
             before_release()
             released_at = time.monotonic()
             assert await held[-1].release() is True
+            await call(after_release())
     else:
         def wait_in_thread() -> None:
             got["lease"] = lock.acquire(timeout=30)
@@ -172,6 +176,7 @@ async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, wait
         before_release()
         released_at = time.monotonic()
         assert held[-1].release() is True
+        await call(after_release())
         thread.join(timeout=30)
     assert got["lease"].token > held[-1].token
     for other in held[:-1]:
@@ -238,30 +243,14 @@ async def test_the_woken_waiter_goes_before_the_releaser(
         calls.append(operation)
         return ask(operation, *args)
 
+    async def try_again() -> None:  # right after the release
+        tries.append(await call(lock.try_acquire()))
+
     monkeypatch.setattr(holder.backend, "_call", recording)
     try:
-        held = await call(lock.try_acquire())
-        woken = waiter.lock("first", ttl=30, min_wait=10, max_wait=10)
-        got: dict[str, Any] = {}
-        if api == "async":
-            async def wait() -> None:
-                got["lease"] = await woken.acquire(timeout=30)
-
-            async with anyio.create_task_group() as group:
-                group.start_soon(wait)
-                await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
-                assert await held.release() is True
-                tries.append(await lock.try_acquire())
-        else:
-            thread = threading.Thread(target=lambda: got.update(lease=woken.acquire(timeout=30)))
-            thread.start()
-            await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
-            assert held.release() is True
-            tries.append(lock.try_acquire())
-            thread.join(timeout=30)
+        await wait_for_handoff(api, admin, table, holder, waiter, "first", 1,
+                               after_release=try_again)
         assert tries == [None] and calls == ["acquire", "release", "wake"]
-        assert got["lease"].token > held.token
-        await call(got["lease"].release())
         assert await call(lock.try_acquire()) is not None  # the head start is used up
     finally:
         await call(holder.close())

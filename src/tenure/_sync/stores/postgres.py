@@ -1236,10 +1236,10 @@ class PostgresStore(Backend, RecordKeeper):
         """Wait for a NOTIFY of a release of `name`; for a lock, registered for a hand-over
         (see _ENQUEUE) for `patience` seconds, at most _HANDOVER_SHARE of the ttl, so that
         the waits of one acquire keep one place in the queue."""
-        until = _shim.monotonic() + max(timeout, patience or 0.0)  # when the acquire gives up
         if not self._notify:
             _shim.sleep(timeout)  # no notifications: the core polls with backoff
             return
+        until = _shim.monotonic() + max(timeout, patience or 0.0)  # when the acquire gives up
         if not self._listening():
             # The listener is down (or starting): poll, and try it again within a second.
             _shim.sleep(min(timeout, _LISTEN_RETRY))
