@@ -83,6 +83,19 @@ def local_deadline(sent_at: float, ttl: float) -> float:
     return sent_at + ttl * (1 - CLOCK_RATE_TOLERANCE) - margin_for(ttl)
 
 
+def fresh_for(ttl: float) -> float:
+    """How long after its request was sent a grant taken while its caller waited (pipelined
+    behind a wait on the server) may still be handed out: the lease's deadline stays before
+    the server's expiry as long as the request went out at most this long before the deadline
+    is counted from (the clock-rate tolerance plus the margin of `local_deadline`).
+
+    Example:
+        >>> round(fresh_for(30.0), 3)
+        1.3
+    """
+    return ttl * CLOCK_RATE_TOLERANCE + margin_for(ttl)
+
+
 def jittered(interval: float, spread: float = 0.1) -> float:
     """`interval` moved randomly by up to +-spread (default 10 %), so holders do not align.
 

@@ -9,8 +9,9 @@ whose answer (affected rows and LAST_INSERT_ID, both in the OK packet) says whet
 with which token. A semaphore is one round trip too: a short transaction sent as one
 multi-statement, serialized per name by the lock on that slot-0 row. Renewal of every lease a
 process holds is one UPDATE; release and break are one UPDATE each. A waiter sleeps on the
-server (SELECT SLEEP) and the release that frees its name ends the sleep with KILL QUERY (see
-_WAIT); backoff polling remains the fallback.
+server (SELECT SLEEP) with its next try sent right behind the sleep, and the release that frees
+its name ends the sleep with KILL QUERY, so the server runs that try at once (see _WAIT and
+_sleep_then_try); backoff polling remains the fallback.
 
 Example::
 
@@ -27,7 +28,7 @@ import re
 import secrets
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import anyio
@@ -36,12 +37,13 @@ from tenure._sync import _shim
 from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
 from tenure._names import name_digest
+from tenure._timing import fresh_for
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import redact
 
 try:
     import pymysql  # type: ignore[import-untyped]
-    from pymysql.constants import CLIENT, CR, ER  # type: ignore[import-untyped]
+    from pymysql.constants import CLIENT, COMMAND, CR, ER  # type: ignore[import-untyped]
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingExtra("the mysql:// store needs a MySQL driver: install tenure[mysql]") from exc
 
@@ -241,6 +243,7 @@ def _placeholders(statement: str) -> tuple[str, list[str]]:
 # sleep's check; one after it finds the sleeper. Only the waiting pool's connections sleep, so
 # a KILL QUERY for an id that stayed on the list after all (its wait was cut off) ends another
 # sleep at worst. A full list (about 90 sleepers) takes no more: those sleep until their time.
+# The waiter's next try goes out right behind these statements (see _sleep_then_try).
 # Parameters: key, limit, limit, seconds, key, key.
 _WAIT_TAG = "tenure-wait {table} {key}"
 _ME = "CONCAT(',', CONNECTION_ID(), ',')"
@@ -259,9 +262,18 @@ _WAIT = (f"UPDATE `{{table}}` SET sleepers = CONCAT(REPLACE(sleepers, {_ME}, ','
          "FROM `{table}` AS z WHERE z.name_key = UNHEX(%s) AND z.slot = 0; "
          f"UPDATE `{{table}}` SET sleepers = REPLACE(sleepers, {_ME}, ',') "
          "WHERE name_key = UNHEX(%s) AND slot = 0")
+# Sent in the same round trip as a release of a name that this store saw contended: wakes the
+# sleeper that the release took off the list (its id is LAST_INSERT_ID when the release changed
+# a row). KILL QUERY 0 when there is none fails with error 1094, which is why a release of a
+# name not seen contended sends the KILL only after its answer named a sleeper.
+_WAKE_NEXT = "; KILL QUERY IF(ROW_COUNT() > 0, LAST_INSERT_ID(), 0)"
 # The next sleeper, when the one a release took off the list is gone. Parameters: key.
 _POP = (f"UPDATE `{{table}}` SET sleepers = {_popped('sleepers')} "
         "WHERE name_key = UNHEX(%s) AND slot = 0")
+# Frees whichever slot a try pipelined behind an interrupted wait may have taken (see
+# _sleep_then_try). Parameters: key, lease_id.
+_FORGET = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
+           f"WHERE name_key = UNHEX(%s) AND lease_id = %s AND expires_at > {_NOW}")
 # Break takes the first sleeper off slot 0's list as release does (when slot 0 was held).
 # Parameters: key.
 _BREAK = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
@@ -337,6 +349,87 @@ def _number(options: dict[str, Any], option: str, default: float, low: float, hi
     return number
 
 
+def _acquired(connection: Any, limit: int) -> tuple[int, int] | None:
+    """The answer to an acquire (see _acquire_statement) whose first result has been read:
+    (slot, token), or None when nothing was free."""
+    result = connection._result
+    while result.has_next:  # a semaphore's transaction: its SELECT comes last
+        connection.next_result()
+        result = connection._result
+    if limit == 1:  # the upsert's OK packet: affected rows and the token as LAST_INSERT_ID
+        return (0, int(result.insert_id)) if result.affected_rows else None
+    slot, token = result.rows[0]
+    return None if slot is None else (int(slot), int(token))
+
+
+def _sleep_then_try(connection: Any, wait: str, then: str,
+                          limit: int) -> tuple[bool, tuple[int, int] | None]:
+    """Send the statements of a wait (see _WAIT) and, right behind them before any answer,
+    an acquire (`then`), and read both answers: (False, None) when a KILL QUERY meant for
+    the wait reached the acquire instead (its outcome is unknown), else (True, the
+    acquire's answer as `_acquired` gives it).
+
+    When a release ends the sleep with KILL QUERY, the server runs the acquire at once,
+    instead of after the wait's answer reached this process and a new query came back: a
+    hand-off in about one round trip. Only the wait is killed (MariaDB aborts the whole
+    multi-statement with error 1317); the acquire behind it is a query of its own.
+
+    Neither driver sends a query before the answer to the previous one is read (no
+    pipelining), so this writes both with their internals, which pymysql and PyMySQL share:
+    `_execute_command`, `_read_query_result` and the packet sequence number `_next_seq_id`,
+    which restarts at 1 for each query's answer.
+    """
+    connection._execute_command(COMMAND.COM_QUERY, wait)
+    connection._execute_command(COMMAND.COM_QUERY, then)
+    try:
+        connection._read_query_result()
+        while connection._result.has_next:
+            connection._read_query_result()
+    except pymysql.OperationalError as exc:
+        if _error_code(exc) != ER.QUERY_INTERRUPTED:  # woken: the rest of the wait is skipped
+            raise
+    connection._next_seq_id = 1
+    try:
+        connection._read_query_result()
+    except pymysql.OperationalError as exc:
+        if _error_code(exc) != ER.QUERY_INTERRUPTED:
+            raise
+        return False, None  # a release took this waiter off the list just before its check
+    return True, _acquired(connection, limit)
+
+
+def _woke(next_answer: Any) -> bool:
+    """Read the answer to _WAKE_NEXT with `next_answer` (the connection's or the cursor's
+    next-result call): True when its KILL QUERY ended a sleep."""
+    try:
+        next_answer()
+    except pymysql.OperationalError as exc:
+        # 1094: no such thread (none slept: KILL QUERY 0, or it is gone); 1095: not ours
+        if _error_code(exc) not in (ER.NO_SUCH_THREAD, ER.KILL_DENIED_ERROR):
+            raise
+        return False
+    return True
+
+
+class _Attempt(NamedTuple):
+    """What a failed try_acquire asked for: the next wait sends the same try behind its sleep."""
+
+    holder: str
+    ttl: float
+    limit: int
+
+
+class _Prefetched(NamedTuple):
+    """The outcome of a try that was sent behind a wait (see _sleep_then_try), for the next
+    try_acquire of the name that asks for the same; `retry_id` is the lease id to try again
+    with when the outcome is unknown (an acquire with the lease id it took takes it again)."""
+
+    attempt: _Attempt
+    sent_at: float
+    grant: Grant | None
+    retry_id: int | None = None
+
+
 class MySQLStore(Backend, RecordKeeper):
     """Leases in a table of a MySQL 8 or MariaDB 10.5+ database. Needs tenure[mysql].
 
@@ -405,6 +498,7 @@ class MySQLStore(Backend, RecordKeeper):
             "release": _RELEASE.format(table=self.table),
             "release slot": _RELEASE_SLOT.format(table=self.table),
             "pop": _POP.format(table=self.table),
+            "forget": _FORGET.format(table=self.table),
             "break": _BREAK.format(table=self.table),
             "list": _LIST.format(table=self.table),
             "write record": _WRITE_RECORD.format(table=self.table),
@@ -425,8 +519,10 @@ class MySQLStore(Backend, RecordKeeper):
         # Connections that sleep for waiters (see _WAIT): kept apart, so that a KILL QUERY that
         # comes after its sleep ended can only cut another sleep short, never a lease statement.
         self._sleepers: list[Any] = []
-        self._limits: dict[str, int] = {}  # key -> limit of the last try that found it taken
+        self._attempts: dict[str, _Attempt] = {}  # key -> the last try that found it taken
+        self._prefetched: dict[str, _Prefetched] = {}  # key -> the try sent behind a wait
         self._woken: dict[str, float] = {}  # key -> until when the waiter we woke goes first
+        self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
         # The table is created when a statement finds it missing (then the call is retried),
         # so a store costs no round trip for it, and needs no CREATE privilege once it exists.
         self._table_missing = False
@@ -437,9 +533,9 @@ class MySQLStore(Backend, RecordKeeper):
 
     # -- connections -------------------------------------------------------------------------
 
-    def _open(self, prepare: bool = True) -> Any:
+    def _open(self) -> Any:
         """A new connection; the table created first if it was found missing, and on MariaDB
-        the cycle's statements prepared (see _PREPARED) unless `prepare` is False."""
+        the cycle's statements prepared (see _PREPARED)."""
         if self._closed:
             raise StoreUnavailable(f"{self.url}: the store is closed; connect again")
         connection = pymysql.connect(**self._connect_options)
@@ -449,7 +545,7 @@ class MySQLStore(Backend, RecordKeeper):
                     cursor.execute(_SCHEMA.format(table=self.table))
                     self._table_missing = False
                 self._prepared = "mariadb" in connection.get_server_info().lower()
-                if prepare and self._prepared:
+                if self._prepared:
                     cursor.execute(self._prepare, self._prepare_texts)
                     while cursor.nextset():
                         pass
@@ -546,24 +642,47 @@ class MySQLStore(Backend, RecordKeeper):
     # -- operations --------------------------------------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        # Random 62 bits, never 0 (a freed row's): an integer compares faster than text, and a
-        # stale holder's id matches a later grant of the same row with odds of 2**-62.
-        lease_id = secrets.randbits(62) + 1
         key = name_digest(name)
+        attempt = _Attempt(holder, ttl, limit)
+        lease_id: int | None = None
+        if self._prefetched:
+            prefetched = self._prefetched.pop(key, None)
+            if prefetched is not None:
+                fresh = (prefetched.attempt == attempt
+                         and _shim.monotonic() - prefetched.sent_at <= fresh_for(ttl))
+                if fresh and prefetched.retry_id is not None:
+                    lease_id = prefetched.retry_id
+                elif fresh:
+                    if prefetched.grant is None:
+                        self._attempts[key] = attempt
+                    return prefetched.grant  # the try right after the wait, already made
+                elif prefetched.grant is not None:  # not this caller's, or too old: free it
+                    with contextlib.suppress(StoreUnavailable):  # else it expires by itself
+                        self.release(prefetched.grant)
         if self._woken and self._woken.pop(key, -math.inf) > _shim.monotonic():
-            self._limits[key] = limit  # we just woke its waiter: its turn, then ours (a wait)
+            self._attempts[key] = attempt  # we just woke its waiter: its turn, then ours
             return None
-        parameters = {"key": key, "name": name, "holder": holder,
-                      "lease_id": lease_id, "ttl_us": round(ttl * 1_000_000), "limit": limit}
+        parameters = self._parameters(key, name, attempt, lease_id)
         found: tuple[int, int] | None = self._call(
             "acquire", name, self._acquire_in, parameters)
         if found is None:
-            if len(self._limits) > 10_000:  # try_acquire callers that never wait
-                self._limits.clear()
-            self._limits[key] = limit  # for wait_released
+            if len(self._attempts) > 10_000:  # try_acquire callers that never wait
+                self._attempts.clear()
+            self._attempts[key] = attempt  # for wait_released
+            self._note_contended(key)
             return None
         slot, token = found
-        return Grant(name, slot, holder, str(lease_id), token, name)
+        return Grant(name, slot, holder, str(parameters["lease_id"]), token, name)
+
+    @staticmethod
+    def _parameters(key: str, name: str, attempt: _Attempt,
+                    lease_id: int | None = None) -> dict[str, Any]:
+        """The parameters of an acquire statement, with a new lease id unless given: random 62
+        bits, never 0 (a freed row's). An integer compares faster than text, and a stale
+        holder's id matches a later grant of the same row with odds of 2**-62."""
+        return {"key": key, "name": name, "holder": attempt.holder,
+                "lease_id": lease_id or secrets.randbits(62) + 1,
+                "ttl_us": round(attempt.ttl * 1_000_000), "limit": attempt.limit}
 
     def _cycle_statement(self, statement: str, literals: dict[str, str]) -> str:
         """The text of a statement of the uncontended cycle ("lock" or "release") with its
@@ -575,22 +694,21 @@ class MySQLStore(Backend, RecordKeeper):
             return execute + ", ".join([literals[name] for name in names])
         return self._sql[statement] % literals
 
+    def _acquire_statement(self, parameters: dict[str, Any]) -> str:
+        """The text of an acquire, a lock's or a semaphore's, with its parameters as SQL
+        literals."""
+        literals = {"key": f"'{parameters['key']}'", "name": _binary(parameters["name"]),
+                    "holder": _binary(parameters["holder"]),
+                    "lease_id": str(parameters["lease_id"]),
+                    "ttl_us": str(parameters["ttl_us"]), "limit": str(parameters["limit"])}
+        if parameters["limit"] > 1:
+            return str(self._sql["slot"] % literals)
+        return self._cycle_statement("lock", literals)
+
     def _acquire_in(self, connection: Any,
                           parameters: dict[str, Any]) -> tuple[int, int] | None:
-        if parameters["limit"] == 1:
-            literals = {"key": f"'{parameters['key']}'", "name": _binary(parameters["name"]),
-                        "holder": _binary(parameters["holder"]),
-                        "lease_id": str(parameters["lease_id"]),
-                        "ttl_us": str(parameters["ttl_us"])}
-            won = connection.query(self._cycle_statement("lock", literals))
-            return (0, int(connection.insert_id())) if won else None
-        with connection.cursor() as cursor:
-            cursor.execute(self._sql["slot"], parameters)
-            rows = cursor.fetchall()
-            while cursor.nextset():
-                rows = cursor.fetchall()
-        slot, token = rows[0]
-        return None if slot is None else (int(slot), int(token))
+        connection.query(self._acquire_statement(parameters))
+        return _acquired(connection, parameters["limit"])
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
@@ -628,32 +746,48 @@ class MySQLStore(Backend, RecordKeeper):
 
     def release(self, grant: Grant) -> bool:
         key = name_digest(grant.name)
-        released, sleeper = self._call("release", grant.name, self._release_in,
-                                             key, grant.slot, _number_of(grant))
+        contended = key in self._contended
+        released, sleeper, woken = self._call(
+            "release", grant.name, self._release_in, key, grant.slot, _number_of(grant),
+            contended)
         if sleeper:
-            self._wake(grant.name, key, sleeper)
+            self._note_contended(key)
+            if not woken:  # the KILL was not sent with the release, or that sleeper was gone
+                self._wake(grant.name, key, 0 if contended else sleeper)
             if len(self._woken) > 10_000:  # names never tried again here
                 self._woken.clear()
             self._woken[key] = _shim.monotonic() + _WAKE_HEAD_START
+        elif contended:
+            self._contended.discard(key)
         return bool(released)
 
-    def _release_in(self, connection: Any, key: str, slot: int,
-                          lease_id: int) -> tuple[int, int]:
-        """Release (slot >= 0) or break (slot -1): (rows changed, the sleeper to wake or 0)."""
+    def _release_in(self, connection: Any, key: str, slot: int, lease_id: int,
+                          wake: bool = False) -> tuple[int, int, bool]:
+        """Release (slot >= 0) or break (slot -1): (rows changed, the sleeper taken off the
+        list or 0, whether it was woken). With `wake`, the KILL QUERY that wakes the sleeper
+        goes in the same round trip (see _WAKE_NEXT)."""
+        then = _WAKE_NEXT if wake else ""
         if slot == 0:
             changed = connection.query(self._cycle_statement(
-                "release", {"key": f"'{key}'", "lease_id": str(lease_id)}))
-            return changed, connection.insert_id()
-        with connection.cursor() as cursor:
+                "release", {"key": f"'{key}'", "lease_id": str(lease_id)}) + then)
+            return changed, connection.insert_id(), wake and _woke(connection.next_result)
+        with connection.cursor() as cursor:  # (its close would read the KILL's answer)
             if slot < 0:
                 changed = cursor.execute(self._sql["break"], (key,))
             else:
-                changed = cursor.execute(self._sql["release slot"], (key, slot, lease_id))
-            return changed, cursor.lastrowid
+                changed = cursor.execute(self._sql["release slot"] + then,
+                                               (key, slot, lease_id))
+            return changed, cursor.lastrowid, wake and _woke(cursor.nextset)
+
+    def _note_contended(self, key: str) -> None:
+        """Someone waits for this name: its releases here send the wake-up along (_WAKE_NEXT)."""
+        if len(self._contended) > 10_000:  # names never released here
+            self._contended.clear()
+        self._contended.add(key)
 
     def break_lease(self, name: str) -> int:
         key = name_digest(name)
-        broken, sleeper = self._call("break", name, self._release_in, key, -1, 0)
+        broken, sleeper, _ = self._call("break", name, self._release_in, key, -1, 0)
         if sleeper:
             self._wake(name, key, sleeper)
         return int(broken)
@@ -670,8 +804,14 @@ class MySQLStore(Backend, RecordKeeper):
             log.debug("tenure: %s: waking the waiters of %r failed: %s", self.url, name, exc)
 
     def _wake_in(self, connection: Any, key: str, sleeper: int) -> None:
+        """KILL QUERY `sleeper`, or the next one on the list when it is 0 or gone."""
         with connection.cursor() as cursor:
             for _ in range(_WAKE_TRIES):
+                if not sleeper:
+                    cursor.execute(self._sql["pop"], (key,))
+                    sleeper = cursor.lastrowid
+                    if not sleeper:
+                        return
                 try:
                     cursor.execute(f"KILL QUERY {int(sleeper)}")
                     return
@@ -679,10 +819,7 @@ class MySQLStore(Backend, RecordKeeper):
                     # Gone (1094), or another user's (1095: needs CONNECTION ADMIN): the next
                     if _error_code(exc) not in (ER.NO_SUCH_THREAD, ER.KILL_DENIED_ERROR):
                         raise
-                cursor.execute(self._sql["pop"], (key,))
-                sleeper = cursor.lastrowid
-                if not sleeper:
-                    return
+                sleeper = 0
 
     def _execute(self, connection: Any, statement: str, arguments: tuple[Any, ...]) -> int:
         with connection.cursor() as cursor:
@@ -732,11 +869,17 @@ class MySQLStore(Backend, RecordKeeper):
 
     def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
+        """Sleep on the server until a release of `name` wakes this waiter, with the try that
+        follows a wait sent right behind the sleep (see _sleep_then_try): the next
+        try_acquire returns its outcome without a round trip."""
         key = name_digest(name)
-        limit = self._limits.pop(key, None)
-        # A sleep stays well inside the driver's read timeout; the core calls again if needed.
+        attempt = self._attempts.pop(key, None)
+        # A sleep stays well inside the driver's read timeout, and short enough that a lease
+        # the try behind it takes is still fresh for try_acquire; the core calls again.
         seconds = min(timeout, self.timeout * 0.8)
-        if limit is None or seconds < 0.002:
+        if attempt is not None:
+            seconds = min(seconds, fresh_for(attempt.ttl) / 2)
+        if attempt is None or seconds < 0.001:
             _shim.sleep(timeout)  # no failed try to wait after: poll
             return
         started = _shim.monotonic()
@@ -744,33 +887,69 @@ class MySQLStore(Backend, RecordKeeper):
             connection = self._sleepers.pop()
         except IndexError:
             connection = None
+        parameters = self._parameters(key, name, attempt)
+        sent_at: float | None = None
         try:
             with _deadline(self.timeout):
                 if connection is None:
-                    connection = self._open(prepare=False)
-                with connection.cursor() as cursor:
-                    cursor.execute(
-                        _WAIT.format(table=self.table, key=key),
-                        (key, limit, limit, round(seconds, 3), key, key))
-                    while cursor.nextset():
-                        pass
+                    connection = self._open()
+                wait = _WAIT.format(table=self.table, key=key) % (
+                    f"'{key}'", attempt.limit, attempt.limit, f"{seconds:.3f}", f"'{key}'",
+                    f"'{key}'")
+                then = self._acquire_statement(parameters)
+                sent_at = _shim.monotonic()
+                answered, found = _sleep_then_try(connection, wait, then, attempt.limit)
         except BaseException as exc:
-            killed = _error_code(exc) == ER.QUERY_INTERRUPTED  # woken during the check
-            if connection is not None and not killed:
+            if connection is not None:
                 self._discard(connection)
-                connection = None
+                if sent_at is not None:  # the try behind the wait may still run, or it ran
+                    with _shim.shielded():
+                        self._forget(name, key, parameters["lease_id"],
+                                           connection.thread_id())
             if not isinstance(exc, _DRIVER_ERRORS):
                 raise
-            if not killed:  # the server is unreachable or refused: poll instead
-                log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
-                _shim.sleep(max(0.0, timeout - (_shim.monotonic() - started)))
-        if connection is not None:
-            if self._closed or len(self._sleepers) >= self.pool_size:
-                self._discard(connection)
-            else:
-                self._sleepers.append(connection)
+            log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
+            _shim.sleep(max(0.0, timeout - (_shim.monotonic() - started)))
+            return
+        assert sent_at is not None
+        lease_id = parameters["lease_id"]
+        grant = None if found is None else Grant(
+            name, found[0], attempt.holder, str(lease_id), found[1], name, sent_at)
+        if len(self._prefetched) > 10_000:  # never claimed: they expire by themselves
+            self._prefetched.clear()
+        self._prefetched[key] = _Prefetched(attempt, sent_at, grant,
+                                            None if answered else lease_id)
+        if self._closed or len(self._sleepers) >= self.pool_size:
+            self._discard(connection)
+        else:
+            self._sleepers.append(connection)
+
+    def _forget(self, name: str, key: str, lease_id: int, thread_id: int) -> None:
+        """Undo a try sent behind a wait whose answers never came in (cancelled, timed out,
+        cut off): the server runs it when the sleep ends, even after this side closed the
+        connection. KILL CONNECTION ends that connection before it does, and what it took
+        already is freed. Best effort: a lease left behind expires after its ttl."""
+        try:
+            self._call("freeing an abandoned try", name, self._forget_in, key, lease_id,
+                             thread_id)
+        except StoreUnavailable as exc:
+            log.debug("tenure: %s: %s", self.url, exc)
+
+    def _forget_in(self, connection: Any, key: str, lease_id: int, thread_id: int) -> None:
+        with connection.cursor() as cursor:
+            try:
+                cursor.execute(f"KILL CONNECTION {int(thread_id)}")
+            except pymysql.OperationalError as exc:
+                if _error_code(exc) != ER.NO_SUCH_THREAD:  # gone already: nothing to end
+                    raise
+            cursor.execute(self._sql["forget"], (key, lease_id))
 
     def close(self) -> None:
+        prefetched, self._prefetched = self._prefetched, {}
+        for taken in prefetched.values():  # taken behind a wait, never claimed
+            if taken.grant is not None:
+                with contextlib.suppress(StoreUnavailable):  # else it expires by itself
+                    self.release(taken.grant)
         self._closed = True
         self._discard_idle()
         sleepers, self._sleepers = self._sleepers, []

@@ -51,7 +51,7 @@ from tenure._sync import _shim
 from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
 from tenure._names import safe_key, safe_key_prefix
-from tenure._timing import CLOCK_RATE_TOLERANCE, local_deadline, margin_for
+from tenure._timing import fresh_for, local_deadline
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import redact
 
@@ -652,7 +652,7 @@ class RedisStore(Backend, RecordKeeper):
         if prefetched is not None:
             grant, wanted_ttl, wanted_limit, sent_at = prefetched
             if ((grant.holder, wanted_ttl, wanted_limit) == (holder, ttl, limit)
-                    and _shim.monotonic() - sent_at <= _fresh_for(ttl)):
+                    and _shim.monotonic() - sent_at <= fresh_for(ttl)):
                 return grant
             with contextlib.suppress(StoreUnavailable):  # else it expires by itself
                 self.release(grant)  # not this caller's, or too old: free it (and signal)
@@ -948,7 +948,8 @@ class RedisStore(Backend, RecordKeeper):
         """Wait for a release, and take the lease in the same server turn as the wake-up: a
         BLMOVE of the signal list into this store's own list, with WAKE_ACQUIRE pipelined right
         behind it. A grant waits for the next try_acquire of the name, which returns it when it
-        asks for the same and the grant is fresh (see _fresh_for), else releases it."""
+        asks for the same and the grant is fresh (see tenure._timing.fresh_for), else releases
+        it."""
         keys = self._keys(name)
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         before, after = self._acquire_command(name, holder, ttl, limit, woken=True)
@@ -957,7 +958,7 @@ class RedisStore(Backend, RecordKeeper):
             left = deadline - _shim.monotonic()
             if left <= 0:
                 return
-            seconds = max(0.001, min(left, self.timeout / 2, _fresh_for(ttl) / 2))
+            seconds = max(0.001, min(left, self.timeout / 2, fresh_for(ttl) / 2))
             sent_at = _shim.monotonic()
             moved, granted = self._call(packed(
                 b"BLMOVE", keys.signal.encode(), self._wake_key(name), b"LEFT", b"RIGHT",
@@ -1078,14 +1079,6 @@ def _record_entry(value: bytes | None) -> tuple[str, tuple[int, int], str] | Non
     if not isinstance(name, str) or not isinstance(record, str):
         return None
     return name, (int(token), int(seq)), record
-
-
-def _fresh_for(ttl: float) -> float:
-    """How long after its request was sent a grant taken at a wake-up may still be handed out:
-    the core computes the lease's deadline from when try_acquire was called, and that deadline
-    stays before the server's expiry as long as the request went out at most this long
-    before (the clock-rate tolerance plus the margin of tenure._timing.local_deadline)."""
-    return ttl * CLOCK_RATE_TOLERANCE + margin_for(ttl)
 
 
 def _reply_or_error(connection: Any) -> Any:
