@@ -323,6 +323,44 @@ async def test_a_cancelled_wait_takes_nothing(mariadb_server: MariaDBServer, tab
         await waiter.close()
 
 
+async def test_a_try_behind_a_wait_cut_short_is_made_again_with_its_lease_id(
+        mariadb_server: MariaDBServer, table: str, admin: Admin,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KILL QUERY meant for a sleep that reaches the try behind it instead leaves that try's
+    outcome unknown: the connection is closed (a semaphore's transaction may be open) and the
+    next try_acquire runs the acquire again with the same lease id, which takes back what the
+    cut-off try may have taken."""
+    url = f"{mariadb_server.url}?table={table}"
+    holder, waiter = AsyncMySQLStore(url), AsyncMySQLStore(url)
+    try:
+        lease = await holder.try_acquire("cut", "holder", 30.0, 1)
+        assert lease is not None
+        assert await waiter.try_acquire("cut", "waiter", 30.0, 1) is None
+        statement = waiter._acquire_statement
+        monkeypatch.setattr(waiter, "_acquire_statement",
+                            lambda parameters: "SELECT SLEEP(10); " + statement(parameters))
+
+        def slow_try() -> list[tuple[Any, ...]]:
+            return admin.sql("SELECT ID FROM information_schema.PROCESSLIST "
+                             "WHERE INFO LIKE CONCAT('SELECT ', 'SLEEP(10)%')")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(waiter.wait_released, "cut", 0.05)
+            await eventually(lambda: len(slow_try()) == 1, 5, "the try behind the wait to run")
+            [(connection_id,)] = slow_try()
+            admin.sql(f"KILL QUERY {connection_id}")
+        monkeypatch.undo()
+        retry_id = waiter._prefetched[async_mysql.name_digest("cut")].retry_id
+        assert retry_id is not None and waiter._sleepers == []  # closed, not kept
+        assert await holder.release(lease) is True
+        grant = await waiter.try_acquire("cut", "waiter", 30.0, 1)
+        assert grant is not None and grant.lease_id == str(retry_id)
+        assert await waiter.release(grant) is True
+    finally:
+        await holder.close()
+        await waiter.close()
+
+
 async def test_a_release_nobody_waits_for_costs_one_statement(
         api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -918,7 +918,9 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             self._prefetched.clear()
         self._prefetched[key] = _Prefetched(attempt, sent_at, grant,
                                             None if answered else lease_id)
-        if self._closed or len(self._sleepers) >= self.pool_size:
+        # An acquire cut short may leave a transaction open (a semaphore's): closing the
+        # connection rolls it back.
+        if not answered or self._closed or len(self._sleepers) >= self.pool_size:
             self._discard(connection)
         else:
             self._sleepers.append(connection)
