@@ -128,12 +128,17 @@ def backend(api: str, url: str, **options: Any) -> Any:
 # -- round trips ---------------------------------------------------------------------------------
 
 
+def sleeping(admin: Admin, table: str) -> list[int]:
+    """The connections that sleep for waiters of `table` (the tag built with CONCAT, so that
+    this query does not find itself)."""
+    rows = admin.sql("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE "
+                     f"CONCAT('%tenure', '-wait {table} %')")
+    return [int(connection_id) for connection_id, in rows]
+
+
 def sleepers(admin: Admin, table: str) -> int:
-    """How many connections sleep for waiters of `table` (the tag built with CONCAT, so that
-    this query does not count itself)."""
-    [(count,)] = admin.sql("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE "
-                           f"CONCAT('%tenure', '-wait {table} %')")
-    return int(count)
+    """How many connections sleep for waiters of `table`."""
+    return len(sleeping(admin, table))
 
 
 async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, waiter: Any,
@@ -307,8 +312,7 @@ async def test_a_cancelled_wait_takes_nothing(mariadb_server: MariaDBServer, tab
         async with anyio.create_task_group() as group:
             group.start_soon(waiter.wait_released, "cancelled", 10.0)
             await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
-            [(sleeper,)] = admin.sql("SELECT ID FROM information_schema.PROCESSLIST WHERE "
-                                     f"INFO LIKE CONCAT('%tenure', '-wait {table} %')")
+            [sleeper] = sleeping(admin, table)
             group.cancel_scope.cancel()
         assert lease is not None and await holder.release(lease) is True
 

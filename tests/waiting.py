@@ -23,9 +23,10 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> fl
 
 
 async def eventually(condition: Callable[[], object], timeout: float, what: str) -> float:
-    """Wait (yielding to the event loop) until `condition` holds; fail after `timeout` s."""
+    """Wait (yielding to the event loop) until `condition` holds; fail after `timeout` s.
+    A condition that returns an awaitable (an async check) is awaited each time."""
     started = time.monotonic()
-    while not condition():
+    while not await call(condition()):
         if time.monotonic() - started > timeout:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
         await anyio.sleep(0.005)

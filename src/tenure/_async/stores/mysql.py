@@ -701,7 +701,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                     "lease_id": str(parameters["lease_id"]),
                     "ttl_us": str(parameters["ttl_us"]), "limit": str(parameters["limit"])}
         if parameters["limit"] > 1:
-            return str(self._sql["slot"] % literals)
+            return self._sql["slot"] % literals
         return self._cycle_statement("lock", literals)
 
     async def _acquire_in(self, connection: Any,

@@ -702,7 +702,7 @@ class MySQLStore(Backend, RecordKeeper):
                     "lease_id": str(parameters["lease_id"]),
                     "ttl_us": str(parameters["ttl_us"]), "limit": str(parameters["limit"])}
         if parameters["limit"] > 1:
-            return str(self._sql["slot"] % literals)
+            return self._sql["slot"] % literals
         return self._cycle_statement("lock", literals)
 
     def _acquire_in(self, connection: Any,
