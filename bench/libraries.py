@@ -7,9 +7,14 @@ redis-py's 0.1 s polling, tooz's server-side waits...). Where a library's blocki
 timeout (tooz's `blocking=True`), `timeout` is ignored and the caller bounds the wait.
 
 Libraries: "tenure", "filelock", "portalocker-file", "portalocker-redis", "redis-py",
-"python-redis-lock", "pottery", "tooz", "azure-sdk"; and two server floors, no library at all:
+"python-redis-lock", "pottery", "tooz", "azure-sdk"; two server floors, no library at all:
 "pg-advisory-lock" (a blocking `pg_advisory_lock` on one psycopg connection) and "get-lock"
-(a blocking `GET_LOCK` on one PyMySQL connection), the servers' own lock waits.
+(a blocking `GET_LOCK` on one PyMySQL connection), the servers' own lock waits; and two floors
+of a hand-off on a lease row, the least a lease table can do per hand-off (no expiry check
+beyond the row's, no fencing, no timeouts): "pg-notify-handover" (tenure's PostgreSQL design
+bare: the release hands the row to the first queued waiter and NOTIFYs that waiter alone) and
+"get-lock-bell" (a MySQL lease row whose holder keeps a `GET_LOCK` as a doorbell; a waiter's
+`GET_LOCK` and its try go in one round trip, the release frees the row and then the doorbell).
 
 Example::
 
@@ -69,6 +74,13 @@ class _Calls:
         self._release()
 
 
+def _by_name(acquire: Callable[[str, float], Any], release: Callable[[str], Any]
+             ) -> Callable[[str], PeerLock]:
+    """`Library.lock` from an acquire function (taking the name and the timeout) and a release
+    function (taking the name)."""
+    return lambda name: _Calls(lambda timeout: acquire(name, timeout), lambda: release(name))
+
+
 def open_library(library: str, url: str, ttl: float, options: dict[str, Any] | None = None,
                  connect: dict[str, Any] | None = None) -> Library:
     """Open `library` on `url`; its locks expire after `ttl` seconds where the library has an
@@ -91,6 +103,10 @@ def open_library(library: str, url: str, ttl: float, options: dict[str, Any] | N
         return _azure(ttl, connect)
     if library in ("pg-advisory-lock", "get-lock"):
         return _server_lock(library, url)
+    if library == "pg-notify-handover":
+        return _notify_handover(url)
+    if library == "get-lock-bell":
+        return _get_lock_bell(url)
     return _redis(library, url, ttl, options)
 
 
@@ -213,8 +229,9 @@ def psycopg_connection(url: str) -> Any:
                            options="-c statement_timeout=5000 -c synchronous_commit=on")
 
 
-def pymysql_connection(url: str) -> Any:
-    """A PyMySQL connection like tenure's: autocommit, utf8mb4, TCP to the URL's host.
+def pymysql_connection(url: str, client_flag: int = 0) -> Any:
+    """A PyMySQL connection like tenure's: autocommit, utf8mb4, TCP to the URL's host;
+    `client_flag` adds capabilities (e.g. CLIENT.MULTI_STATEMENTS).
 
     Example::
 
@@ -225,7 +242,7 @@ def pymysql_connection(url: str) -> Any:
     parts = urlsplit(url)
     return pymysql.connect(host=parts.hostname, port=parts.port or 3306, user=parts.username,
                            password=parts.password or "", database=parts.path.lstrip("/"),
-                           autocommit=True, charset="utf8mb4")
+                           autocommit=True, charset="utf8mb4", client_flag=client_flag)
 
 
 def _server_lock(library: str, url: str) -> Library:
@@ -253,10 +270,85 @@ def _server_lock(library: str, url: str) -> Library:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT RELEASE_LOCK(%s)", (name,))
 
-    def lock(name: str) -> PeerLock:
-        return _Calls(lambda timeout: take(name, timeout), lambda: give(name))
+    return Library(_by_name(take, give), connection.close)
 
-    return Library(lock, connection.close)
+
+def _notify_handover(url: str) -> Library:
+    """A bare lease row handed over by NOTIFY: one statement grants the row when it is free,
+    else queues this process; the release's one statement hands the row to the first queued
+    process and NOTIFYs its own channel. The waiter reads its listener in its own thread (no
+    thread hop), and the notice itself says the row is its own: no try after the wake."""
+    import os
+
+    connection, listener = psycopg_connection(url), psycopg_connection(url)
+    me = os.getpid()
+    with connection.transaction():  # the processes start together: one creates the table
+        connection.execute("SELECT pg_advisory_xact_lock(42)")
+        connection.execute("CREATE TABLE IF NOT EXISTS bench_handover (name text PRIMARY KEY, "
+                           "holder int NOT NULL, queue int[] NOT NULL)")
+    listener.execute(f"LISTEN bench_handover_{me}")
+    notices = listener.notifies()
+    take = ("INSERT INTO bench_handover AS l VALUES (%(name)s, %(me)s, '{}') "
+            "ON CONFLICT (name) DO UPDATE SET "
+            "holder = CASE WHEN l.holder = 0 THEN %(me)s ELSE l.holder END, "
+            "queue = CASE WHEN l.holder = 0 THEN l.queue ELSE l.queue || %(me)s END "
+            "RETURNING l.holder = %(me)s")
+    give = ("UPDATE bench_handover SET holder = coalesce(queue[1], 0), queue = queue[2:] "
+            "WHERE name = %(name)s AND holder = %(me)s "
+            "RETURNING CASE WHEN holder <> 0 THEN pg_notify('bench_handover_' || holder, '') END")
+
+    def acquire(name: str, timeout: float) -> bool:  # queued: waits for as long as it takes
+        row = connection.execute(take, {"name": name, "me": me}).fetchone()
+        if not row[0]:
+            next(notices)
+        return True
+
+    def release(name: str) -> None:
+        connection.execute(give, {"name": name, "me": me})
+
+    def close() -> None:
+        listener.close()
+        connection.close()
+
+    return Library(_by_name(acquire, release), close)
+
+
+def _get_lock_bell(url: str) -> Library:
+    """A bare MySQL lease row with a doorbell: the holder's connection keeps `GET_LOCK(name)`
+    while it holds the row; a waiter's `GET_LOCK` and its try of the row go in one round trip
+    (the server runs the try as soon as the lock is granted), and the release frees the row and
+    then the lock in one round trip."""
+    import os
+
+    from pymysql.constants import CLIENT
+
+    connection = pymysql_connection(url, client_flag=CLIENT.MULTI_STATEMENTS)
+    me = os.getpid()
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS bench_bell (name VARBINARY(255) PRIMARY KEY, "
+                       "holder BIGINT NOT NULL) ENGINE=InnoDB")
+
+    def acquire(name: str, timeout: float) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT GET_LOCK(%s, %s); INSERT INTO bench_bell VALUES (%s, %s) "
+                           "ON DUPLICATE KEY UPDATE holder = IF(holder = 0, VALUES(holder), "
+                           "holder)", (name, timeout, name, me))
+            granted = cursor.fetchone()[0]
+            cursor.nextset()
+            if not granted:
+                raise RuntimeError(f"GET_LOCK gave up after {timeout} s")
+            if cursor.rowcount == 0:
+                raise RuntimeError("the doorbell was granted but the row was still held")
+        return True
+
+    def release(name: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE bench_bell SET holder = 0 WHERE name = %s AND holder = %s; "
+                           "DO RELEASE_LOCK(%s)", (name, me, name))
+            while cursor.nextset():
+                pass
+
+    return Library(_by_name(acquire, release), connection.close)
 
 
 def _azure(ttl: float, connect: dict[str, Any]) -> Library:

@@ -4,7 +4,9 @@
   server with the same driver (PyMySQL, autocommit): a bare lease-row upsert + DELETE pair (the
   goal's floor), a conditional UPDATE pair on a kept row, and a bare `GET_LOCK(name, 0)` +
   `RELEASE_LOCK(name)` pair; the peer, tooz's mysql driver (GET_LOCK).
-- Hand-off contenders: tenure with its defaults, tenure with a short backoff, tooz.
+- Hand-off contenders: tenure with its defaults, tenure with a short backoff, tooz, the bare
+  `GET_LOCK` floor and the floor of a lease-row hand-off (a `GET_LOCK` doorbell, see
+  libraries.py).
 - Renewal counter: PyMySQL `Connection.query` calls (COM_QUERY packets), and the server's
   `Questions` status counter.
 
@@ -77,6 +79,10 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
                   {"blocking": 30}),
         Contender("floor: bare blocking `GET_LOCK(name, 60)` + `RELEASE_LOCK` (the server's own "
                   "lock wait, PyMySQL; no expiry, no fencing)", "get-lock", url),
+        Contender("floor of a lease-row hand-off: a bare lease row whose holder keeps a "
+                  "`GET_LOCK` doorbell; the waiter's `GET_LOCK` + try in one round trip, the "
+                  "release's row UPDATE + `RELEASE_LOCK` in one (PyMySQL, no expiry, no fencing; "
+                  "not tenure's design)", "get-lock-bell", url),
     ]
     return ServerSection(
         TITLE, url, cases, contended, rtt=rtt,

@@ -7,7 +7,8 @@
   and a lease-row upsert + UPDATE pair that keeps the row (as a store whose fencing counter
   lives in the row must); the peer, tooz's postgresql driver (advisory locks, psycopg2). With
   pg_stat_statements: the server's execution time of each statement (a table below).
-- Hand-off contenders: tenure (LISTEN/NOTIFY), tenure polling (`notify=false`), tooz.
+- Hand-off contenders: tenure (LISTEN/NOTIFY), tenure polling (`notify=false`), tooz, the bare
+  `pg_advisory_lock` floor and the floor of tenure's NOTIFY hand-over (see libraries.py).
 - Renewal counter: psycopg `Cursor.execute` calls, and pg_stat_statements' calls.
 
 Example::
@@ -95,6 +96,9 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
         Contender("floor: bare blocking `pg_advisory_lock` + `pg_advisory_unlock` (the "
                   "server's own lock wait, psycopg; no expiry, no fencing)",
                   "pg-advisory-lock", url),
+        Contender("floor of the NOTIFY hand-off: a bare lease row that the release hands to the "
+                  "first queued waiter, NOTIFYing it alone (tenure's design with nothing else; "
+                  "psycopg, no expiry, no fencing)", "pg-notify-handover", url),
     ]
     statements = bool(server.details.get("statements"))
     return ServerSection(
