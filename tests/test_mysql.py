@@ -12,7 +12,8 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -190,43 +191,43 @@ async def wait_for_handoff(api: str, admin: Admin, table: str, holder: Any, wait
     return float(got["at"] - released_at)
 
 
-async def test_release_wakes_a_sleeping_waiter(api: str, mariadb_server: MariaDBServer,
-                                               table: str, admin: Admin) -> None:
+@asynccontextmanager
+async def holder_and_waiter(api: str, url: str) -> AsyncIterator[tuple[Any, Any]]:
+    """Two stores on `url` (the `api`'s kind), closed when the block ends."""
     module = tenure.aio if api == "async" else tenure
-    url = f"{mariadb_server.url}?table={table}"
     holder, waiter = module.connect(url), module.connect(url)
     try:
+        yield holder, waiter
+    finally:
+        await call(holder.close())
+        await call(waiter.close())
+
+
+async def test_release_wakes_a_sleeping_waiter(api: str, mariadb_server: MariaDBServer,
+                                               table: str, admin: Admin) -> None:
+    async with holder_and_waiter(api, f"{mariadb_server.url}?table={table}") as (holder, waiter):
         for limit in (1, 2, 1):
             latency = await wait_for_handoff(api, admin, table, holder, waiter,
                                              f"wake-{limit}", limit)
             # The waiter sleeps up to 4 s (0.8 x timeout); KILL QUERY ends it at the release.
             assert latency < 1.0, f"woken {latency:.3f} s after the release"
         assert sleepers(admin, table) == 0
-    finally:
-        await call(holder.close())
-        await call(waiter.close())
 
 
 async def test_a_sleeper_that_is_gone_is_skipped(api: str, mariadb_server: MariaDBServer,
                                                  table: str, admin: Admin) -> None:
     """A connection id left at the head of the sleepers' list (its wait was cut off, its
     connection closed) costs the release a failed KILL QUERY; the next sleeper is woken."""
-    module = tenure.aio if api == "async" else tenure
-    url = f"{mariadb_server.url}?table={table}"
-    holder, waiter = module.connect(url), module.connect(url)
     [(gone,)] = admin.sql("SELECT CONNECTION_ID()")  # closed by now
 
     def prepend_gone() -> None:
         admin.sql(f"UPDATE `{table}` SET sleepers = CONCAT(',{gone}', sleepers) WHERE slot = 0")
 
-    try:
+    async with holder_and_waiter(api, f"{mariadb_server.url}?table={table}") as (holder, waiter):
         latency = await wait_for_handoff(api, admin, table, holder, waiter, "gone", 1,
                                          prepend_gone)
         assert latency < 1.0, f"woken {latency:.3f} s after the release"  # it sleeps 4 s
         assert admin.sql(f"SELECT sleepers FROM `{table}` WHERE slot = 0") == [(b",",)]
-    finally:
-        await call(holder.close())
-        await call(waiter.close())
 
 
 async def test_the_woken_waiter_goes_before_the_releaser(
@@ -236,30 +237,24 @@ async def test_the_woken_waiter_goes_before_the_releaser(
     without a statement (the head start, 5 s here), so it does not take the lease back from
     the waiter it woke."""
     monkeypatch.setattr(async_mysql if api == "async" else sync_mysql, "_WAKE_HEAD_START", 5.0)
-    module = tenure.aio if api == "async" else tenure
-    url = f"{mariadb_server.url}?table={table}"
-    holder, waiter = module.connect(url), module.connect(url)
-    lock = holder.lock("first", ttl=30)
     tries: list[Any] = []
     calls: list[str] = []  # what the holder's store asks its server
-    ask = holder.backend._call
+    async with holder_and_waiter(api, f"{mariadb_server.url}?table={table}") as (holder, waiter):
+        lock = holder.lock("first", ttl=30)
+        ask = holder.backend._call
 
-    def recording(operation: str, *args: Any) -> Any:
-        calls.append(operation)
-        return ask(operation, *args)
+        def recording(operation: str, *args: Any) -> Any:
+            calls.append(operation)
+            return ask(operation, *args)
 
-    async def try_again() -> None:  # right after the release
-        tries.append(await call(lock.try_acquire()))
+        async def try_again() -> None:  # right after the release
+            tries.append(await call(lock.try_acquire()))
 
-    monkeypatch.setattr(holder.backend, "_call", recording)
-    try:
+        monkeypatch.setattr(holder.backend, "_call", recording)
         await wait_for_handoff(api, admin, table, holder, waiter, "first", 1,
                                after_release=try_again)
         assert tries == [None] and calls == ["acquire", "release", "wake"]
         assert await call(lock.try_acquire()) is not None  # the head start is used up
-    finally:
-        await call(holder.close())
-        await call(waiter.close())
 
 
 async def test_the_try_behind_a_wait_takes_the_lease_at_the_wake_up(
