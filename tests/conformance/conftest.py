@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -213,6 +214,14 @@ class Target:
 
         if self.kind.shared_between_processes:
             processes = [self.spawn(mode, name, **options) for _ in range(contenders)]
+            for process in processes:  # every one imported and ready, then all start at once
+                assert process.stdout is not None and process.stdin is not None
+                ready, _, _ = select.select([process.stdout], [], [], 120)
+                assert ready and process.stdout.readline() == "READY\n", "a worker did not start"
+            for process in processes:
+                assert process.stdin is not None
+                process.stdin.write("go\n")
+                process.stdin.close()
             for process in processes:
                 assert process.wait(timeout=120) == 0, "a worker process failed"
         elif self.is_async:

@@ -6,7 +6,8 @@ API is "sync" or "async". Modes:
 - exit:     take NAME with try_acquire, print "HELD <token>", exit normally when stdin closes.
 - serve:    hold NAME inside a with-block until SIGTERM, which the "app" handles by exiting.
 - hold:     acquire NAME, print "HELD <token>", then block until killed or stdin closes.
-- cycles:   acquire/release NAME `count` times; inside the critical section append
+- cycles:   print "READY", wait for a line on stdin (the start), then
+            acquire/release NAME `count` times; inside the critical section append
             "enter|exit <pid> <token> <monotonic ns>" lines to `log` (one write per line,
             O_APPEND), and do a read-modify-write of the integer in `counter`.
 - sem:      like cycles, on a semaphore of `limit` slots (no counter file).
@@ -164,11 +165,16 @@ def main() -> None:
             hold_sync(url, name, options)
         else:
             asyncio.run(hold_async(url, name, options))
-    elif api == "sync":
-        with tenure.connect(url) as store:
-            cycles_sync(store, mode, name, options)
     else:
-        asyncio.run(_cycles_async_by_url(url, mode, name, options))
+        # Imported and ready: the contenders start together, so that they contend however
+        # long each took to start (on a loaded machine one could finish before the next began).
+        print("READY", flush=True)
+        sys.stdin.readline()
+        if api == "sync":
+            with tenure.connect(url) as store:
+                cycles_sync(store, mode, name, options)
+        else:
+            asyncio.run(_cycles_async_by_url(url, mode, name, options))
 
 
 if __name__ == "__main__":
