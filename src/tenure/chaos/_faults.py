@@ -32,7 +32,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tenure.chaos._fleet import Fleet, WorkerProcess
@@ -55,6 +55,26 @@ class PlannedFault:
     factor: float = 0.0  # pause: multiple of the ttl
     mode: str = ""  # proxy: latency, blackhole or reset
 
+    def within(self, left: float, ttl: float, first_of_kind: bool) -> PlannedFault | None:
+        """This fault if it fits in the `left` seconds of the window; else, when the phase has
+        not had its kind yet, the fault cut to fit where its length is the plan's to choose (a
+        kill's restart delay; a proxy fault, down to one renewal interval); else None.
+
+        A fault that ran long (a slow server restart, a holder slow to reach its write) must
+        not cost the phase a kind it has not had.
+
+        Example::
+
+            PlannedFault("proxy", gap=1.0, seconds=3.0, mode="reset").within(1.0, 2.0, True)
+            # -> the same proxy fault, 1 s long
+        """
+        if self.estimate(ttl) <= left:
+            return self
+        shortest = {"kill": 0.0, "proxy": ttl / 3}.get(self.kind)  # None: not ours to cut
+        if first_of_kind and shortest is not None and left > 0 and left >= shortest:
+            return replace(self, seconds=min(self.seconds, left))
+        return None
+
     def estimate(self, ttl: float) -> float:
         """Seconds it may last, to keep it inside the fault window."""
         if self.kind == "pause":
@@ -76,9 +96,11 @@ def plan_faults(chance: random.Random, kinds: Sequence[str], ttl: float, window:
                 pause_factors: Sequence[float] = (0.5, 1.5, 3.0)) -> list[PlannedFault]:
     """The faults that fit in `window` seconds, drawn from `chance` (a seeded Random).
 
-    Every kind comes once first, in a shuffled order, then kinds are drawn at random. Pause
-    lengths and proxy modes cycle through a shuffled order, so a run with three pauses has one
-    of each length.
+    Every kind comes once first, in a shuffled order except that a restart comes last (its
+    length is the server's, so it must not push a kind whose length the plan sets out of the
+    window), then kinds are drawn at random; a kind's first fault is cut to fit where its
+    length is the plan's (see PlannedFault.within). Pause lengths and proxy modes cycle through
+    a shuffled order, so a run with three pauses has one of each length.
 
     Example::
 
@@ -90,27 +112,28 @@ def plan_faults(chance: random.Random, kinds: Sequence[str], ttl: float, window:
     chance.shuffle(modes)
     plan: list[PlannedFault] = []
     used = 0.0
-    counts = {"pause": 0, "proxy": 0}
+    counts: dict[str, int] = {}
     first_round = list(kinds)  # every kind once, in a seeded order; then at random
     chance.shuffle(first_round)
+    first_round.sort(key=lambda kind: kind == "restart")  # stable: the others keep their order
     for _ in range(200 if kinds else 0):
         kind = first_round.pop(0) if first_round else chance.choice(list(kinds))
         gap = chance.uniform(0.25, 1.0) * min(ttl, 4.0)
         if kind == "kill":
             fault = PlannedFault(kind, gap, seconds=chance.uniform(0.2, 1.0))
         elif kind == "pause":
-            fault = PlannedFault(kind, gap, factor=factors[counts["pause"] % len(factors)])
+            fault = PlannedFault(kind, gap, factor=factors[counts.get("pause", 0) % len(factors)])
         elif kind == "proxy":
-            mode = modes[counts["proxy"] % len(modes)]
+            mode = modes[counts.get("proxy", 0) % len(modes)]
             fault = PlannedFault(kind, gap, seconds=chance.uniform(0.5, 1.5) * ttl, mode=mode)
         else:
             fault = PlannedFault(kind, gap)
-        cost = gap + fault.estimate(ttl)
-        if used + cost > window:
+        fitted = fault.within(window - used - gap, ttl, first_of_kind=kind not in counts)
+        if fitted is None:
             continue  # too long for what is left; a shorter one may fit
-        used += cost
+        used += gap + fitted.estimate(ttl)
         counts[kind] = counts.get(kind, 0) + 1
-        plan.append(fault)
+        plan.append(fitted)
     return plan
 
 
@@ -141,6 +164,7 @@ class Nemesis:
         self.restart = restart
         self.chance = chance
         self.plan: list[PlannedFault] = []
+        self.injected: set[str] = set()  # the kinds this phase has had
         self.active: _Active | None = None
         self.next_at = 0.0
         self.window_end = 0.0
@@ -181,6 +205,7 @@ class Nemesis:
     def begin_phase(self, name: str, plan: list[PlannedFault], start: float,
                     window_end: float) -> None:
         self.name, self.plan, self.window_end, self.healed = name, list(plan), window_end, False
+        self.injected = set()
         self.next_at = start + (plan[0].gap if plan else 0.0)
 
     def tick(self) -> None:
@@ -198,8 +223,10 @@ class Nemesis:
             return
         if self.active is None and self.plan and now >= self.next_at:
             planned = self.plan.pop(0)
-            if now + planned.estimate(self.ttl) <= self.window_end:
-                self._start(planned, now)
+            fitted = planned.within(self.window_end - now, self.ttl,
+                                    first_of_kind=planned.kind not in self.injected)
+            if fitted is not None:
+                self._start(fitted, now)
             elif self.plan:  # it does not fit in what is left: maybe the next one does
                 self.next_at = now
 
@@ -234,6 +261,7 @@ class Nemesis:
             return
         active = _Active(planned, worker, now)
         self.active = active
+        self.injected.add(planned.kind)
         target: dict[str, Any] = {} if worker is None else {
             "worker": worker.name, "target_pid": worker.pid}
         self.history.emit("info", "fault", kind=planned.kind, label=planned.label,
