@@ -28,6 +28,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -198,7 +199,6 @@ def _redis(library: str, url: str, ttl: float, options: dict[str, Any]) -> Libra
 
 
 def _tooz(url: str, options: dict[str, Any], connect: dict[str, Any]) -> Library:
-    import os
     import warnings
 
     from tooz import coordination
@@ -278,8 +278,6 @@ def _notify_handover(url: str) -> Library:
     else queues this process; the release's one statement hands the row to the first queued
     process and NOTIFYs its own channel. The waiter reads its listener in its own thread (no
     thread hop), and the notice itself says the row is its own: no try after the wake."""
-    import os
-
     connection, listener = psycopg_connection(url), psycopg_connection(url)
     me = os.getpid()
     with connection.transaction():  # the processes start together: one creates the table
@@ -318,8 +316,6 @@ def _get_lock_bell(url: str) -> Library:
     while it holds the row; a waiter's `GET_LOCK` and its try of the row go in one round trip
     (the server runs the try as soon as the lock is granted), and the release frees the row and
     then the lock in one round trip."""
-    import os
-
     from pymysql.constants import CLIENT
 
     connection = pymysql_connection(url, client_flag=CLIENT.MULTI_STATEMENTS)
