@@ -53,6 +53,18 @@ class AsyncBackend(Protocol):
 
     `limit` is the number of slots of the name (1 for a lock); the store picks a free slot in
     the same round trip as the grant, so a semaphore costs no more than a lock.
+
+    Rules every store keeps (DESIGN.md, "Timing rules"):
+
+    - Every call has a client-side bound (the store's `timeout` option): a path that goes
+      silent ends the call with StoreUnavailable, and the connection it used is dropped.
+    - `renew` may be called again while an earlier `renew` of the same store is still
+      waiting on a stalled connection: the core enforces deadlines on its own timer.
+    - A `try_acquire` that is cancelled, or fails, after its request may have reached the store
+      frees what that request may have taken, by the lease id it sent, best-effort and in the
+      background (`_shim.call_later(0, ...)`), so the caller's cancellation is never delayed.
+    - After fork() a child uses none of the parent's connections or open files and releases
+      nothing of the parent's (`tenure._forks.in_child_after_fork`); it starts afresh.
     """
 
     capabilities: Capabilities
