@@ -45,6 +45,7 @@ class LostReason(str, enum.Enum):
     TAKEN = "taken"  # another holder has it now
     BROKEN = "broken"  # an admin called break_lease
     DEADLINE = "deadline"  # no renewal confirmed before the local deadline
+    INHERITED = "inherited by a forked child"  # the parent process holds it, not this child
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,13 @@ class AsyncLease:
 
     # -- called by the monitor ----------------------------------------------------------------
 
+    def disown(self) -> None:
+        """In a forked child: this lease is the parent's. The child neither renews nor releases
+        it, and `check()` raises there, since the child does not hold it."""
+        self._released = True  # release() in the child then frees nothing of the parent's
+        self._lost_reason = LostReason.INHERITED
+        self._cancel_scope = None
+
     def renewed(self, sent_at: float) -> None:
         """The store confirmed a renewal whose request was sent at `sent_at`."""
         self.deadline = local_deadline(sent_at, self._lock.ttl)

@@ -136,6 +136,25 @@ def call_later(delay: float, function: Callable[..., Coroutine[Any, Any, Any]],
     return Scheduled(delay, function, args)
 
 
+_started: set[asyncio.Task[Any]] = set()  # strong references: the loop keeps only weak ones
+
+
+def start_soon(function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+    """Run `function(*args)` as a task of its own, without waiting for it.
+
+    The lease monitor renews this way, so a renewal stuck on a silent store path never holds
+    up the loop that enforces deadlines.
+
+    Example:
+        >>> async def main():
+        ...     start_soon(sleep, 0)
+        >>> asyncio.run(main())
+    """
+    task = asyncio.get_running_loop().create_task(function(*args))
+    _started.add(task)
+    task.add_done_callback(_started.discard)
+
+
 class Background(Protocol):
     """A running background loop that can be stopped."""
 
@@ -290,5 +309,6 @@ __all__ = [
     "shielded",
     "sleep",
     "spawn",
+    "start_soon",
     "wait_event",
 ]

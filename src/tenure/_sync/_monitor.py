@@ -2,6 +2,10 @@
 """The lease monitor: one background loop per store renews every lease held through it, in
 batches, and marks a lease lost on a definitive refusal or when its local deadline passes.
 
+The loop never waits on the store: each renewal batch runs as a call of its own
+(`_shim.start_soon`) and hands its answer back, so a renewal stuck on a silent path cannot
+delay the loss signal. The loop wakes at the earliest deadline whatever the store does.
+
 Example::
 
     monitor = LeaseMonitor(backend)
@@ -14,10 +18,12 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from contextlib import suppress
-from typing import TYPE_CHECKING
+from itertools import chain
+from typing import TYPE_CHECKING, NamedTuple
 
+from tenure import _forks
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import Backend
 from tenure._errors import TenureError
@@ -33,18 +39,30 @@ log = logging.getLogger("tenure")
 _IDLE_WAKE = 1.0
 
 
+class _Answer(NamedTuple):
+    """What one renewal batch brought back, for the loop to apply."""
+
+    leases: list[Lease]
+    sent_at: float
+    answered_at: float
+    results: list[object] | None  # None: the batch failed transiently
+
+
 class LeaseMonitor:
     """Renews the leases of one store; see the module docstring."""
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._leases: dict[str, Lease] = {}
+        self._renewing: set[str] = set()  # lease ids whose renewal awaits the store
+        self._answers: deque[_Answer] = deque()
         self._mutex = threading.Lock()
         self._wakeup = _shim.Event()
         self._background: _shim.Background | None = None
         self._next_wake = -math.inf
         self._closed = False
         _shim.release_at_exit(self)  # sync: a clean interpreter exit frees the leases at once
+        _forks.in_child_after_fork(self, LeaseMonitor._start_afresh_in_child)
 
     # watch/forget/held run on every acquire and release: plain dict operations, which are
     # atomic (GIL, or the dict's own lock in free-threaded builds); the mutex only guards
@@ -83,6 +101,19 @@ class LeaseMonitor:
         if self._background is not None:
             self._background.stop()
 
+    def _start_afresh_in_child(self) -> None:
+        """After fork(): the child holds none of the parent's leases (they stay the parent's,
+        renewed by the parent), and no loop runs here until the child takes a lease itself."""
+        for lease in self._leases.values():
+            lease.disown()
+        self._leases = {}
+        self._renewing = set()
+        self._answers = deque()
+        self._mutex = threading.Lock()
+        self._wakeup = _shim.Event()
+        self._background = None
+        self._next_wake = -math.inf
+
     def _run(self) -> None:
         while not self._closed:
             try:
@@ -92,44 +123,68 @@ class LeaseMonitor:
                 _shim.sleep(0.1)
 
     def _tick(self) -> None:
-        """Mark overdue leases lost, renew those due, or sleep until the next one is due."""
+        """Apply renewal answers, mark overdue leases lost, start the renewals due, and sleep
+        until the next renewal or deadline (or an answer) is due."""
         self._wakeup.clear()
         self._next_wake = -math.inf  # while we look, every watch() wakes us again
+        while self._answers:
+            self._apply(self._answers.popleft())
         now = _shim.monotonic()
         leases = self.held()
         for lease in leases:
             if now >= lease.deadline:
                 lease.mark_lost(LostReason.DEADLINE)
         leases = [lease for lease in leases if not lease.lost and not lease.released]
-        if any(lease.renew_at <= now for lease in leases):
+        idle = [lease for lease in leases if lease.grant.lease_id not in self._renewing]
+        if any(lease.renew_at <= now for lease in idle):
             # Renew everything due within half its interval too: one batch, not many.
-            self._renew([
-                lease for lease in leases
-                if lease.renew_at <= now + lease._lock.renew_every / 2
-            ])
-            return
-        wake = min((min(lease.renew_at, lease.deadline) for lease in leases),
-                   default=now + _IDLE_WAKE)
+            batch = [lease for lease in idle
+                     if lease.renew_at <= now + lease._lock.renew_every / 2]
+            self._start_renewal(batch)
+            idle = [lease for lease in idle if lease.grant.lease_id not in self._renewing]
+        # Deadlines of every lease, renewals of those not already being renewed.
+        wake = min(chain((lease.deadline for lease in leases),
+                         (lease.renew_at for lease in idle)), default=now + _IDLE_WAKE)
         self._next_wake = wake
-        _shim.wait_event(self._wakeup, max(0.0, wake - now))
+        if not self._answers:
+            _shim.wait_event(self._wakeup, max(0.0, wake - _shim.monotonic()))
 
-    def _renew(self, batch: list[Lease]) -> None:
+    def _start_renewal(self, batch: list[Lease]) -> None:
         by_ttl: dict[float, list[Lease]] = defaultdict(list)
         for lease in batch:
             by_ttl[lease._lock.ttl].append(lease)
         for ttl, group in by_ttl.items():
-            sent_at = _shim.monotonic()
-            try:
-                results = self._backend.renew([lease.grant for lease in group], ttl)
-            except Exception as exc:  # a background renewal never crashes the process
-                log.warning("tenure: renewal of %d lease(s) failed, retrying before the "
-                            "deadline: %s", len(group), exc)
-                now = _shim.monotonic()
-                for lease in group:
-                    lease.retry_soon(now)
+            self._renewing.update(lease.grant.lease_id for lease in group)
+            _shim.start_soon(self._renew, group, ttl)
+
+    def _renew(self, group: list[Lease], ttl: float) -> None:
+        """One renewal batch, run apart from the loop; its answer goes back to the loop."""
+        sent_at = _shim.monotonic()
+        results: list[object] | None
+        try:
+            results = list(self._backend.renew([lease.grant for lease in group], ttl))
+        except Exception as exc:  # a background renewal never crashes the process
+            log.warning("tenure: renewal of %d lease(s) failed, retrying before the "
+                        "deadline: %s", len(group), exc)
+            results = None
+        finally:
+            self._renewing.difference_update(lease.grant.lease_id for lease in group)
+        self._answers.append(_Answer(group, sent_at, _shim.monotonic(), results))
+        self._wakeup.set()
+
+    @staticmethod
+    def _apply(answer: _Answer) -> None:
+        if answer.results is None:
+            for lease in answer.leases:
+                lease.retry_soon(answer.answered_at)
+            return
+        for lease, result in zip(answer.leases, answer.results, strict=True):
+            if lease.released:
                 continue
-            for lease, result in zip(group, results, strict=True):
-                if isinstance(result, LostReason):
-                    lease.mark_lost(result)
-                elif not lease.released:
-                    lease.renewed(sent_at)
+            if isinstance(result, LostReason):
+                lease.mark_lost(result)
+            elif answer.answered_at >= lease.deadline:
+                # Confirmed too late: the holder may already have been told it was lost.
+                lease.mark_lost(LostReason.DEADLINE)
+            else:
+                lease.renewed(answer.sent_at)

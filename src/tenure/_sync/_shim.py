@@ -18,6 +18,7 @@ import heapq
 import inspect
 import itertools
 import logging
+import os
 import threading
 import time
 import weakref
@@ -57,6 +58,19 @@ def _release_everything() -> None:
 
 
 atexit.register(_release_everything)
+
+
+def _start_afresh_in_child() -> None:
+    """After fork(): none of the parent's threads run in the child, so their pools and timer
+    start afresh, with fresh locks (another thread of the parent may have held one at the
+    fork). The monitors drop the parent's leases themselves (tenure._forks), so the child's
+    exit releases only what the child took."""
+    global _pool, _pool_mutex, _calls, _timers, _timers_mutex, _timers_changed, _timer_thread
+    _pool, _calls, _timer_thread = None, None, None
+    _pool_mutex = threading.Lock()
+    _timers = []
+    _timers_mutex = threading.Lock()
+    _timers_changed = threading.Condition(_timers_mutex)
 
 
 def release_at_exit(holder: Any) -> None:
@@ -189,6 +203,35 @@ def call_later(delay: float, function: Callable[..., Any], *args: Any) -> Schedu
     return scheduled
 
 
+_calls: ThreadPoolExecutor | None = None
+_CALL_THREADS = 32
+
+
+def start_soon(function: Callable[..., Any], *args: Any) -> None:
+    """Call `function(*args)` on a thread of tenure's own pool, without waiting for it.
+
+    The lease monitor renews this way, so a renewal stuck on a silent store path never holds
+    up the thread that enforces deadlines. A pool apart from `run_all`'s, which the calls
+    started here may use themselves.
+
+    Example:
+        >>> start_soon(len, "abc")
+    """
+    global _calls
+    if _calls is None:
+        with _pool_mutex:
+            if _calls is None:
+                _calls = ThreadPoolExecutor(_CALL_THREADS, thread_name_prefix="tenure-call")
+    _calls.submit(_logged, function, args)
+
+
+def _logged(function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    try:
+        function(*args)
+    except Exception:
+        logging.getLogger("tenure").exception("tenure: background call failed")
+
+
 class Background(Protocol):
     """A running background loop that can be stopped."""
 
@@ -282,6 +325,9 @@ def is_our_kind(function: Callable[..., Any]) -> bool:
     return not inspect.iscoroutinefunction(function)
 
 
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
+    os.register_at_fork(after_in_child=_start_afresh_in_child)
+
 __all__ = [
     "Background",
     "Event",
@@ -298,5 +344,6 @@ __all__ = [
     "shielded",
     "sleep",
     "spawn",
+    "start_soon",
     "wait_event",
 ]
