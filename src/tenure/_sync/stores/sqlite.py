@@ -25,10 +25,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from tenure import _forks
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, StoreUnavailable
@@ -106,6 +107,35 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("COMMIT")
 
 
+class _Attempt:
+    """One acquire's grant, handed from its worker thread to its caller, or freed when the
+    caller is gone (cancelled) by then."""
+
+    __slots__ = ("_abandoned", "_grant", "_mutex")
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._grant: Grant | None = None
+        self._abandoned = False
+
+    def answer(self, grant: Grant) -> bool:
+        """From the worker: False when the caller already gave up (free the grant then)."""
+        with self._mutex:
+            self._grant = grant
+            return not self._abandoned
+
+    def abandon(self) -> Grant | None:
+        """From the cancelled caller: the grant already taken, which the caller must free."""
+        with self._mutex:
+            self._abandoned = True
+            return self._grant
+
+
+# Connections a forked child inherited: never used, and never closed either (closing one may
+# checkpoint or unlink the parent's WAL); kept here so that garbage collection leaves them be.
+_INHERITED: list[sqlite3.Connection] = []
+
+
 class SQLiteStore(Backend, RecordKeeper):
     """Leases in a SQLite database file shared by the processes of one host.
 
@@ -135,6 +165,15 @@ class SQLiteStore(Backend, RecordKeeper):
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(6)
         self._closed = False
+        _forks.in_child_after_fork(self, SQLiteStore._start_afresh_in_child)
+
+    def _start_afresh_in_child(self) -> None:
+        """After fork(): the parent's connections stay the parent's (SQLite forbids using one
+        across fork); the child opens its own on first use."""
+        _INHERITED.extend(self._all)
+        self._idle, self._all = [], []
+        self._mutex = threading.Lock()
+        self._id_prefix = secrets.token_hex(6)  # lease ids stay unique between the two
 
     # -- connections -------------------------------------------------------------------------
 
@@ -185,8 +224,31 @@ class SQLiteStore(Backend, RecordKeeper):
     # rather than through a context manager: this is the whole cost of a cycle besides SQLite.
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        grant: Grant | None = _shim.offload(self._acquire_now, name, holder, ttl, limit)
+        # The statement runs in a worker thread that a cancelled caller cannot stop: whichever
+        # of the two comes second (the thread's answer, or the caller's cancellation) frees
+        # the grant, so a cancelled acquire never leaves a lease nobody owns.
+        attempt = _Attempt()
+        try:
+            grant: Grant | None = _shim.offload(self._acquire_for, attempt, name, holder,
+                                                      ttl, limit)
+        except BaseException:
+            orphan = attempt.abandon()
+            if orphan is not None:
+                _shim.call_later(0, self._release_quietly, orphan)
+            raise
         return grant
+
+    def _acquire_for(self, attempt: _Attempt, name: str, holder: str, ttl: float,
+                     limit: int) -> Grant | None:
+        grant = self._acquire_now(name, holder, ttl, limit)
+        if grant is not None and not attempt.answer(grant):
+            self._release_now(grant)  # the caller was cancelled meanwhile
+            return None
+        return grant
+
+    def _release_quietly(self, grant: Grant) -> None:
+        with suppress(StoreUnavailable):  # best effort: else the lease expires by itself
+            self.release(grant)
 
     def _acquire_now(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         try:
