@@ -6,11 +6,15 @@ import threading
 import time
 from collections.abc import Sequence
 
+import anyio
+import pytest
 from waiting import wait_until
 
 import tenure
+import tenure.aio
 from tenure import StoreUnavailable
 from tenure._sync._shim import run_all
+from tenure.aio.stores import AsyncMemoryStore
 from tenure.stores import Grant, LostReason, MemoryStore
 
 
@@ -104,3 +108,64 @@ def test_sync_run_all_runs_items_concurrently() -> None:
     # Sequential calls would each wait alone at the barrier and time out.
     assert run_all(lambda item: (barrier.wait(timeout=5), item)[1], list(range(8))) == list(
         range(8))
+
+
+class StalledRenewalStore(MemoryStore):
+    """A real memory store whose renewals hang, as on a store path that went silent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stalled = False
+        self.thaw = threading.Event()
+
+    def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        if self.stalled:
+            self.thaw.wait(30)
+        return super().renew(grants, ttl)
+
+
+def test_a_hanging_renewal_does_not_delay_the_loss_signal() -> None:
+    backend = StalledRenewalStore()
+    signalled: list[float] = []
+    with tenure.connect(backend) as store:
+        lease = store.lock("jobs", ttl=0.6,
+                           on_lost=lambda _: signalled.append(time.monotonic())).try_acquire()
+        assert lease is not None
+        backend.stalled = True
+        try:
+            wait_until(lambda: signalled, 3, "on_lost while the renewal hangs")
+            # The deadline the holder was given last; on_lost runs at it, not when the store
+            # answers (never, here).
+            assert signalled[0] - lease.deadline < 0.1
+            assert lease.lost_reason is LostReason.DEADLINE
+            # Other leases of the same store are still renewed meanwhile: one stuck batch does
+            # not hold up the rest.
+            backend.stalled = False
+            other = store.lock("reports", ttl=0.6).try_acquire()
+            assert other is not None
+            wait_until(lambda: other.expires_in > 0.5 and other.deadline > lease.deadline + 0.6,
+                       3, "the second lease to be renewed")
+            assert not other.lost
+        finally:
+            backend.thaw.set()
+
+
+@pytest.mark.anyio
+async def test_a_hanging_renewal_does_not_delay_cancelling_the_body() -> None:
+    thaw = anyio.Event()
+
+    class Stalled(AsyncMemoryStore):
+        async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+            await thaw.wait()
+            return await super().renew(grants, ttl)
+
+    async with tenure.aio.connect(Stalled()) as store:
+        cancelled_at = deadline = 0.0
+        with pytest.raises(tenure.LeaseLost):
+            async with store.lock("jobs", ttl=0.6).acquire(timeout=1) as lease:
+                try:
+                    await anyio.sleep(5)
+                finally:
+                    cancelled_at, deadline = time.monotonic(), lease.deadline
+        assert cancelled_at - deadline < 0.1
+        thaw.set()
