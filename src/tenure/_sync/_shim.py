@@ -347,3 +347,63 @@ __all__ = [
     "start_soon",
     "wait_event",
 ]
+
+
+def run_first(function: Callable[[T], R], items: Sequence[T],
+              enough: Callable[[dict[int, R]], bool], timeout: float,
+              late: Callable[[T, Any], object]) -> dict[int, R]:
+    """`function(item)` for every item concurrently on `run_all`'s pool; the results so far,
+    by index, as soon as `enough(results)` holds, every call answered, or `timeout` seconds
+    passed (a quorum of Redis masters answers without waiting for a silent one).
+
+    The calls still running go on in their threads, and `late(item, result or error)` gets
+    each one's outcome there when it ends. When a call failed in time, `late` gets the
+    outcomes already in too (nothing a call took is left unaccounted for), then the error is
+    raised.
+
+    Example:
+        >>> run_first(len, ["a", "bc"], lambda answers: 0 in answers, 1.0, print)
+        {0: 1, 1: 2}
+    """
+    global _pool
+    if _pool is None:
+        with _pool_mutex:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="tenure-io")
+    answers: dict[int, R] = {}
+    errors: dict[int, Exception] = {}
+    state = {"waiting": True}
+    changed = threading.Condition()
+
+    def run(index: int) -> None:
+        outcome: Any
+        try:
+            outcome = function(items[index])
+        except Exception as exc:
+            outcome = exc
+        with changed:
+            if state["waiting"]:
+                if isinstance(outcome, Exception):
+                    errors[index] = outcome
+                else:
+                    answers[index] = outcome
+                changed.notify()
+                return
+        _logged(late, (items[index], outcome))
+
+    for index in range(len(items)):
+        _pool.submit(run, index)
+    deadline = time.monotonic() + timeout
+    with changed:
+        while not (errors or len(answers) == len(items) or enough(answers)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            changed.wait(left)
+        state["waiting"] = False
+        found, failed = dict(answers), dict(errors)
+    if failed:
+        for index, outcome in found.items():
+            _pool.submit(_logged, late, (items[index], outcome))
+        raise failed[min(failed)]
+    return found
