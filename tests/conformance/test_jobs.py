@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import Target, call
-from waiting import wait_until
+from waiting import eventually, wait_until
 
 import tenure
 from tenure.jobs import AsyncWorker, JobRecord, Run, Worker
@@ -194,8 +194,9 @@ async def test_a_killed_leader_is_replaced_within_ttl(target: Target,
 # -- in-process: a lost lease stops the job; its period is not recorded -----------------------
 
 
+@pytest.mark.parametrize("leader", [False, True], ids=["take-turns", "leader"])
 async def test_a_lost_lease_stops_the_job_and_leaves_the_period_unrecorded(
-        target: Target) -> None:
+        target: Target, leader: bool) -> None:
     store, admin = target.connect(), target.connect()
     ttl = target.ttl(2.0)
     started, outcome = anyio.Event() if target.is_async else None, []
@@ -203,7 +204,7 @@ async def test_a_lost_lease_stops_the_job_and_leaves_the_period_unrecorded(
     if target.is_async:
         worker: Any = AsyncWorker(store, grace=5)
 
-        @worker.every(timedelta(seconds=1), name="long", ttl=ttl, jitter=0)
+        @worker.every(timedelta(seconds=1), name="long", ttl=ttl, jitter=0, leader=leader)
         async def long_async(run: Run) -> None:
             assert started is not None
             started.set()
@@ -224,7 +225,7 @@ async def test_a_lost_lease_stops_the_job_and_leaves_the_period_unrecorded(
         worker = Worker(store, grace=5)
         running = []
 
-        @worker.every(timedelta(seconds=1), name="long", ttl=ttl, jitter=0)
+        @worker.every(timedelta(seconds=1), name="long", ttl=ttl, jitter=0, leader=leader)
         def long_sync(run: Run) -> None:
             running.append(run)
             deadline = time.monotonic() + 60
@@ -243,3 +244,91 @@ async def test_a_lost_lease_stops_the_job_and_leaves_the_period_unrecorded(
     assert outcome[0] == "cancelled"
     record = await call(store.backend.read_record("job:long"))
     assert record is None or JobRecord.parse(record).outcome != "ok"
+
+
+async def test_an_abandoned_sync_run_s_check_raises_once_the_worker_gave_up(
+        target: Target) -> None:
+    """Past the grace period at shutdown the worker abandons a sync run (a thread cannot be
+    interrupted) and releases its lease: from then on the run's check() raises, although the
+    lease is released rather than lost."""
+    store, other = target.connect(), target.connect()
+    ttl = target.ttl(5.0)
+    running: list[Run] = []
+    raised: list[str] = []
+    passed_after_release: list[int] = []
+
+    def long_sync(run: Run) -> None:
+        running.append(run)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            released = run.lease.released  # read first: a release may land during check()
+            try:
+                run.check()
+            except tenure.LeaseLost as exc:
+                raised.append(str(exc))
+                return
+            if released:
+                passed_after_release.append(run.token)
+            time.sleep(0.01)
+
+    worker: Any = (AsyncWorker if target.is_async else Worker)(store, grace=0.2)
+    worker.every(timedelta(minutes=10), name="long", ttl=ttl, jitter=0)(long_sync)
+    if target.is_async:
+        async with worker:
+            await eventually(lambda: running, timeout=ttl + 10, what="the job to start")
+    else:
+        with worker:
+            wait_until(lambda: running, timeout=ttl + 10, what="the job to start")
+    # The worker has stopped: it gave up on the run and released the run's lease.
+    taken = await call(other.lock("job:long", ttl=ttl).try_acquire())
+    assert taken is not None, "the abandoned run's lease must be released at shutdown"
+    await eventually(lambda: raised, timeout=10, what="the abandoned run's check() to raise")
+    assert passed_after_release == [], "check() passed after the run's lease was released"
+    assert "gave up" in raised[0]
+    await call(taken.release())
+
+
+async def test_a_lost_election_lease_stops_the_leader(target: Target) -> None:
+    """A lost election lease cancels an async on_elected and turns is_leader false at once, so a
+    sync on_elected that polls it stops; then on_lost runs."""
+    store, admin = target.connect(), target.connect()
+    ttl = target.ttl(2.0)
+    events: list[str] = []
+
+    async def lead_async() -> None:
+        events.append("elected")
+        if events.count("elected") > 1:
+            return
+        try:
+            await anyio.sleep(60)
+        except BaseException:
+            events.append("stopped" if not election.is_leader else "cancelled while leading")
+            raise
+
+    def lead_sync() -> None:
+        events.append("elected")
+        if events.count("elected") > 1:
+            return
+        deadline = time.monotonic() + 60
+        while election.is_leader and time.monotonic() < deadline:
+            time.sleep(0.01)
+        events.append("stopped" if not election.is_leader else "still leading")
+
+    worker: Any = (AsyncWorker if target.is_async else Worker)(store, grace=5)
+    election = worker.election("primary", ttl=ttl, on_elected=lead_async if target.is_async
+                               else lead_sync, on_lost=lambda: events.append("lost"))
+    if target.is_async:
+        async with worker:
+            await eventually(lambda: events, timeout=ttl + 10, what="the election won")
+            assert election.is_leader
+            assert await admin.break_lease(election.lock_name) == 1
+            await eventually(lambda: "lost" in events, timeout=ttl + 10,
+                             what="the leader to learn of its loss")
+    else:
+        with worker:
+            wait_until(lambda: events, timeout=ttl + 10, what="the election won")
+            assert election.is_leader
+            assert admin.break_lease(election.lock_name) == 1
+            wait_until(lambda: "lost" in events, timeout=ttl + 10,
+                       what="the leader to learn of its loss")
+    assert events[:3] == ["elected", "stopped", "lost"]

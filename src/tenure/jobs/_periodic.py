@@ -107,10 +107,15 @@ async def call_job(function: Callable[[Run], Any], run: Run) -> None:
     """Await an async job; run a sync one in a worker thread (it sees a loss via run.check())."""
     if inspect.iscoroutinefunction(function):
         await function(run)
-    else:
-        # abandon_on_cancel: at shutdown past the grace period the worker stops waiting for a
-        # thread it cannot interrupt; the thread's next run.check() raises.
+        return
+    try:
+        # abandon_on_cancel: past the grace period at shutdown, or once the lease is lost, the
+        # worker stops waiting for a thread it cannot interrupt and releases the lease; the
+        # thread's next run.check() raises.
         await anyio.to_thread.run_sync(function, run, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        run._abandon()
+        raise
 
 
 class PeriodicJob:
@@ -158,7 +163,9 @@ class PeriodicJob:
             return
         _metrics.record_acquired(spec.name, anyio.current_time() - waited_from)
         try:
-            await self._run_unless_done(lease, period, stopping)
+            # A sync store's acquire runs on in its thread after a stop: no new run then.
+            if not stopping.is_set():
+                await self._run_unless_done(lease, period, stopping)
         finally:
             with anyio.CancelScope(shield=True):
                 await self._release(lease)

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from tenure._errors import LeaseLost
+
 if TYPE_CHECKING:
     import anyio
 
@@ -43,6 +45,7 @@ class Run:
     attempt: int
     instance: str
     _stopping: anyio.Event | None = field(default=None, repr=False)
+    _abandoned: bool = field(default=False, repr=False)
 
     @property
     def token(self) -> int:
@@ -55,13 +58,27 @@ class Run:
         return self._stopping is not None and self._stopping.is_set()
 
     def check(self) -> None:
-        """Raise tenure.LeaseLost if the job's lease is lost; call it between steps.
+        """Raise tenure.LeaseLost once the run may no longer work under its lease: the lease
+        was lost, or released (whoever released it), or the worker gave up on the run (a sync
+        run still going after the grace period at shutdown, or after its lease was lost).
+        Call it between steps.
 
         Example::
 
             run.check()
         """
-        self.lease.check()
+        self.lease.check()  # lost: raises with the reason
+        if self._abandoned:
+            raise LeaseLost(f"the worker gave up on this run of job {self.job!r} (token "
+                            f"{self.token}) and released its lease: stop the protected work, "
+                            "it may now run elsewhere")
+        if self.lease.released:
+            raise LeaseLost(f"the lease of job {self.job!r} (token {self.token}) was released: "
+                            "stop the protected work, it may now run elsewhere")
+
+    def _abandon(self) -> None:
+        """The worker stopped waiting for this run; from now on check() raises."""
+        self._abandoned = True
 
 
 @dataclass(frozen=True)
