@@ -4,6 +4,7 @@ tests/conformance/test_jobs.py."""
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,14 @@ import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from waiting import wait_until
 
 import tenure
 import tenure.aio
 import tenure.aio.stores
+import tenure.stores
 from tenure.jobs import AsyncWorker, Cron, Every, JobRecord, Run, Worker
+from tenure.queues import Message
 
 pytestmark = pytest.mark.anyio
 
@@ -294,3 +298,78 @@ def test_sync_worker_runs_sync_and_async_jobs_in_the_background(tmp_path: Path) 
         assert worker.health()["healthy"]
     assert store.leases() == []
     store.close()
+
+
+# -- after the lease is gone -------------------------------------------------------------------
+
+
+def test_a_run_s_check_raises_once_someone_else_released_its_lease() -> None:
+    store = tenure.connect("memory://")
+    worker = Worker(store, grace=1)
+    running: list[Run] = []
+    outcome: list[str] = []
+
+    @worker.every(timedelta(minutes=10), name="released", jitter=0)
+    def released(run: Run) -> None:
+        running.append(run)
+        wait_until(lambda: run.lease.released, timeout=10, what="the lease released")
+        try:
+            run.check()
+            outcome.append("passed")
+        except tenure.LeaseLost as exc:
+            outcome.append(str(exc))
+
+    with worker:
+        wait_until(lambda: running, timeout=10, what="the job to start")
+        running[0].lease.release()  # e.g. the store closed under a running job
+        wait_until(lambda: outcome, timeout=10, what="the job's check()")
+    assert "was released" in outcome[0]
+
+
+def test_a_message_s_check_raises_once_its_scope_lock_was_released() -> None:
+    store = tenure.connect("memory://")
+    lease = store.lock("queue:billing:42", ttl=5).try_acquire()
+    assert lease is not None
+    message = Message("m1", '{"Invoice": {"Id": 42}}', dequeue_count=1)
+    message.lease = lease
+    message.check()
+    lease.release()
+    assert message.stopped
+    with pytest.raises(tenure.LeaseLost, match="scope lock was released"):
+        message.check()
+
+
+@pytest.mark.parametrize("kind", ["job", "election"])
+def test_a_lease_that_comes_back_after_stop_was_asked_starts_no_run(kind: str) -> None:
+    """A sync store's acquire cannot be cancelled: the worker waits for it when asked to stop.
+    A lease it brings back then is released at once: no new run starts, no one is elected."""
+    backend = tenure.stores.MemoryStore()
+    store, other = tenure.connect(backend), tenure.connect(backend)
+    held = other.lock(f"{kind}:late", ttl=30).try_acquire()
+    assert held is not None
+    worker = Worker(store, grace=5)
+    runs: list[str] = []
+    waiting = threading.Event()
+    if kind == "job":
+        worker.every(timedelta(minutes=10), name="late", jitter=0, poll=5)(
+            lambda run: runs.append("ran"))
+    else:
+        worker.election("late", poll=5, on_elected=lambda: runs.append("elected"))
+
+    acquire = worker._locks.acquire
+
+    async def acquire_and_tell(*args: Any, **kwargs: Any) -> Any:
+        waiting.set()
+        return await acquire(*args, **kwargs)
+
+    worker._locks.acquire = acquire_and_tell  # type: ignore[method-assign]
+    worker.start()
+    assert waiting.wait(10), "the worker never waited for the job's lock"
+    stopper = threading.Thread(target=worker.stop)
+    stopper.start()
+    wait_until(lambda: not worker.running, timeout=10, what="the stop to be asked")
+    held.release()  # the worker's acquire, still waiting in its thread, takes the lease now
+    stopper.join(30)
+    assert not stopper.is_alive()
+    assert runs == [], f"{runs} after the worker was asked to stop"
+    assert store.leases() == [], "the lease taken after the stop must be released"

@@ -19,7 +19,7 @@ import anyio
 import anyio.to_thread
 
 from tenure._errors import LeaseLost, TenureError
-from tenure.jobs._locks import LockPort
+from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._periodic import STORE_RETRY, sleep_unless_stopped, until_stopped
 
 log = logging.getLogger("tenure.jobs")
@@ -57,10 +57,10 @@ class Election:
         self.on_elected = on_elected
         self.on_lost = on_lost
         self._locks = locks
-        self._leading = False
+        self._lease: AnyLease | None = None  # while this instance campaigns with a lease
 
     def __repr__(self) -> str:
-        return f"<Election {self.name!r} leading={self._leading}>"
+        return f"<Election {self.name!r} leading={self.is_leader}>"
 
     @property
     def lock_name(self) -> str:
@@ -69,8 +69,16 @@ class Election:
 
     @property
     def is_leader(self) -> bool:
-        """True while this instance leads (as far as its lease is known to be held)."""
-        return self._leading
+        """True while this instance leads: False as soon as its lease is lost or released,
+        even before `on_lost` runs, so a sync `on_elected` doing work can poll it.
+
+        Example::
+
+            while election.is_leader:
+                step()
+        """
+        lease = self._lease
+        return lease is not None and not lease.lost and not lease.released
 
     async def leader(self) -> str | None:
         """The holder id of whoever leads now (from the store), or None.
@@ -100,7 +108,11 @@ class Election:
                 self.lock_name, self.ttl, timeout=float("inf"), max_wait=self.poll))
             if lease is None:
                 return
-            self._leading = True
+            if stopping.is_set():  # a sync store's acquire ran on in its thread after a stop
+                with anyio.CancelScope(shield=True):
+                    await self._release(lease)
+                return
+            self._lease = lease
             log.info("tenure: %s leads election %r (token %d)", self._locks.holder, self.name,
                      lease.token)
             try:
@@ -110,10 +122,13 @@ class Election:
             except LeaseLost as lost:
                 log.warning("tenure: leadership of %r lost: %s", self.name, lost)
             finally:
-                self._leading = False
+                self._lease = None
                 with anyio.CancelScope(shield=True):
                     await _notify(self.on_lost)
-                    try:
-                        await self._locks.release(lease)
-                    except TenureError as exc:
-                        log.warning("tenure: releasing election %r failed: %s", self.name, exc)
+                    await self._release(lease)
+
+    async def _release(self, lease: AnyLease) -> None:
+        try:
+            await self._locks.release(lease)
+        except TenureError as exc:
+            log.warning("tenure: releasing election %r failed: %s", self.name, exc)

@@ -81,9 +81,12 @@ class Message:
 
     @property
     def stopped(self) -> bool:
-        """True once the handler should stop: the scope lock or the message's visibility was
-        lost, or the consumer is shutting down. Async handlers are cancelled instead."""
-        return self._stop_reason is not None or (self.lease is not None and self.lease.lost)
+        """True once the handler should stop: the scope lock was lost or released, the
+        message's visibility was lost, or the consumer is shutting down. Async handlers are
+        cancelled instead."""
+        lease = self.lease
+        return self._stop_reason is not None or (
+            lease is not None and (lease.lost or lease.released))
 
     def check(self) -> None:
         """Raise tenure.LeaseLost when the handler should stop (see `stopped`); sync handlers
@@ -99,6 +102,8 @@ class Message:
             self.lease.check()  # raises LeaseLost with the reason
         if self._stop_reason is not None:
             raise LeaseLost(f"message {self.id!r}: {self._stop_reason}")
+        if self.lease is not None and self.lease.released:
+            raise LeaseLost(f"message {self.id!r}: the scope lock was released")
 
     def _stop(self, reason: str) -> None:
         if self._stop_reason is None:
