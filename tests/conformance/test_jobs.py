@@ -24,6 +24,7 @@ from waiting import eventually, wait_until
 
 import tenure
 from tenure.jobs import AsyncWorker, JobRecord, Run, Worker
+from tenure.queues import Message
 
 pytestmark = pytest.mark.anyio
 
@@ -332,3 +333,84 @@ async def test_a_lost_election_lease_stops_the_leader(target: Target) -> None:
             wait_until(lambda: "lost" in events, timeout=ttl + 10,
                        what="the leader to learn of its loss")
     assert events[:3] == ["elected", "stopped", "lost"]
+
+
+class ListQueue:
+    """A message source in a list (a tenure.queues.MessageSource): the queue tests on real
+    queues are in tests/test_queue_jobs.py; here the scope lock is what is under test."""
+
+    name, max_batch, releases_count = "list", 16, False
+
+    def __init__(self, *bodies: Any) -> None:
+        self.ready = [Message(str(i), json.dumps(body), 0) for i, body in enumerate(bodies)]
+        self.completed: list[str] = []
+
+    async def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
+        taken, self.ready = self.ready[:max_messages], self.ready[max_messages:]
+        for message in taken:
+            message.dequeue_count += 1
+        return taken
+
+    async def extend(self, message: Message, seconds: float) -> None:
+        pass
+
+    async def complete(self, message: Message) -> None:
+        self.completed.append(message.id)
+
+    async def abandon(self, message: Message, delay: float, *, failed: bool = True) -> None:
+        self.ready.append(Message(message.id, message.text, message.dequeue_count))
+
+    async def dead_letter(self, message: Message, reason: str) -> None:
+        raise AssertionError(f"message {message.id} poisoned: {reason}")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_lost_scope_lock_stops_the_queue_handler(target: Target) -> None:
+    """A lost scope lock cancels an async handler, or makes a sync one's msg.check() raise;
+    the message is released untried and handled on its next delivery."""
+    store, admin = target.connect(), target.connect()
+    ttl = target.ttl(2.0)
+    source, events = ListQueue({"Key": "k1"}), []
+
+    async def handle_async(message: Message) -> None:
+        events.append("started")
+        if events.count("started") > 1:
+            return
+        try:
+            await anyio.sleep(60)
+        except BaseException:
+            events.append("stopped" if message.stopped else "cancelled while holding")
+            raise
+
+    def handle_sync(message: Message) -> None:
+        events.append("started")
+        if events.count("started") > 1:
+            return
+        deadline = time.monotonic() + 60
+        try:
+            while time.monotonic() < deadline:
+                message.check()
+                time.sleep(0.01)
+        except tenure.LeaseLost:
+            events.append("stopped")
+            raise
+
+    worker: Any = (AsyncWorker if target.is_async else Worker)(store, grace=5)
+    worker.queue(source, scope="Key", name="q", lock_ttl=ttl, min_poll=0.01, max_poll=0.05,
+                 release_delay=0)(handle_async if target.is_async else handle_sync)
+    if target.is_async:
+        async with worker:
+            await eventually(lambda: events, timeout=10, what="the handler to start")
+            assert await admin.break_lease("queue:q:k1") == 1
+            await eventually(lambda: source.completed, timeout=ttl + 10,
+                             what="the message handled again")
+    else:
+        with worker:
+            wait_until(lambda: events, timeout=10, what="the handler to start")
+            assert admin.break_lease("queue:q:k1") == 1
+            wait_until(lambda: source.completed, timeout=ttl + 10,
+                       what="the message handled again")
+    assert events == ["started", "stopped", "started"]
+    assert source.completed == ["0"]
