@@ -9,8 +9,13 @@ syscalls beyond the two flocks of a cycle); files are never deleted by release.
 File names are a readable prefix of the lock name plus a 128-bit digest of it (see
 tenure._names.safe_key), so no name can lead outside the directory. `break_lease` marks the
 held file as replaced and renames a fresh copy into its place: the old holder sees the mark at
-its next check, and nobody can newly take the old file. Semaphores keep one file per slot and
-their counter in a `.sem` file; do not use one name both as a lock and as a semaphore.
+its next check, and nobody can newly take the old file; the mark is never cleared. Breaks of a
+name take turns on a `.break` file's flock. Semaphores keep one file per slot and their counter in
+a `.sem` file; do not use one name both as a lock and as a semaphore.
+
+Open files belong to the process that opened them: a forked child closes its copies of them
+(flock belongs to the open file description, which a child shares with its parent) and opens
+its own (tenure._forks).
 
 Records (`write_record`) are `<key>.record` files next to the lock file, holding the name and
 the record as JSON. A record is written to a temporary file, flushed to disk and renamed into
@@ -37,6 +42,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from tenure import _forks
 from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._errors import MissingExtra, StoreUnavailable
@@ -56,11 +62,13 @@ _MAGIC = b"TNR2"
 _HEADER = struct.Struct(">4sQ16sBHH")
 _COUNTER = struct.Struct(">4sQ16s")  # the header's prefix that acquiring needs
 _REPLACED_AT = 28
+_LENGTHS = struct.Struct(">HH")  # holder length, name length: right after the replaced flag
 _BOOT = bytes.fromhex(name_digest(BOOT_ID))
 _FILE_SIZE = 8192  # header + 256-char holder + 1,024-char name in UTF-8, with room to spare
 _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 _MAX_IDLE_FILES = 256
 _RECORD_SUFFIX = ".record"
+_BREAK_PATIENCE = 10.0  # seconds a break_lease waits for another break of the same name
 
 
 def _parse(data: bytes | mmap.mmap) -> tuple[int | None, bool, bool, str, str]:
@@ -80,11 +88,15 @@ def _record(token: int, holder: bytes, name: bytes, boot: bytes = _BOOT) -> byte
 
 
 class _LockFile:
-    """An open lock file and its shared memory mapping (reads and writes without syscalls)."""
+    """An open lock file and its shared memory mapping (reads and writes without syscalls).
 
-    __slots__ = ("fd", "map", "path")
+    It stays in `opened` (its store's set of open lock files) until closed, so that a forked
+    child can close its copy (AsyncFileStore._start_afresh).
+    """
 
-    def __init__(self, path: str) -> None:
+    __slots__ = ("fd", "map", "opened", "path")
+
+    def __init__(self, path: str, opened: set[_LockFile]) -> None:
         self.path = path
         self.fd = os.open(path, _OPEN_FLAGS, 0o644)
         try:
@@ -94,6 +106,8 @@ class _LockFile:
         except BaseException:
             os.close(self.fd)
             raise
+        self.opened = opened
+        opened.add(self)
 
     @property
     def replaced(self) -> bool:
@@ -101,6 +115,7 @@ class _LockFile:
         return self.map[_REPLACED_AT] == 1
 
     def close(self) -> None:
+        self.opened.discard(self)
         self.map.close()
         os.close(self.fd)
 
@@ -130,13 +145,36 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                 "check the path and its permissions"
             ) from exc
         self._paths: dict[tuple[str, int, int], str] = {}
-        self._tails: dict[tuple[str, str], tuple[int, int, bytes]] = {}
+        self._tails: dict[tuple[str, str], bytes] = {}
+        self._ids = itertools.count()
+        self._forget_open_files()
+        _forks.in_child_after_fork(self, AsyncFileStore._start_afresh)
+
+    def _forget_open_files(self) -> None:
+        self._opened: set[_LockFile] = set()  # every open lock file: idle, held or in use
+        self._fds: set[int] = set()  # the other open files: counters, break guards, probes
         self._idle: dict[str, list[_LockFile]] = {}
         self._idle_count = 0
         self._held: dict[str, _LockFile] = {}
-        self._counter_mutex = threading.Lock()
-        self._ids = itertools.count()
+        self._counter_mutex = threading.Lock()  # a parent's thread may have held it at the fork
         self._id_prefix = secrets.token_hex(6)
+
+    def _start_afresh(self) -> None:
+        """In a forked child: close the child's copies of the parent's open files, then forget them.
+
+        A child shares its parent's open file descriptions, and flock belongs to the
+        description: with them it could take (or free) a lock its parent holds. Closing a copy
+        (descriptor and mapping) unlocks nothing while the parent keeps its own, so the
+        parent's leases stay held, and the child opens files of its own when it needs them.
+        """
+        for lock_file in list(self._opened):
+            with contextlib.suppress(OSError, BufferError):
+                lock_file.map.close()
+            self._fds.add(lock_file.fd)
+        for fd in list(self._fds):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._forget_open_files()
 
     # -- paths and open files -----------------------------------------------------------------
 
@@ -149,15 +187,24 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                 self._paths[(name, slot, limit)] = path
         return path
 
-    def _tail(self, name: str, holder: str) -> tuple[int, int, bytes]:
-        """(holder length, name length, holder + name bytes) of a record, cached."""
+    def _tail(self, name: str, holder: str) -> bytes:
+        """The record after the replaced flag (lengths, holder, name), cached."""
         tail = self._tails.get((name, holder))
         if tail is None:
             holder_bytes, name_bytes = holder.encode("utf-8"), name.encode("utf-8")
-            tail = (len(holder_bytes), len(name_bytes), holder_bytes + name_bytes)
+            tail = _LENGTHS.pack(len(holder_bytes), len(name_bytes)) + holder_bytes + name_bytes
             if len(self._tails) < 4096:
                 self._tails[(name, holder)] = tail
         return tail
+
+    def _open(self, path: str, flags: int = _OPEN_FLAGS) -> int:
+        fd = os.open(path, flags, 0o644)
+        self._fds.add(fd)
+        return fd
+
+    def _close(self, fd: int) -> None:
+        self._fds.discard(fd)
+        os.close(fd)
 
     def _take(self, path: str) -> _LockFile:
         idle = self._idle.get(path)
@@ -168,7 +215,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                 return lock_file
             except IndexError:  # another thread took the last one
                 pass
-        return _LockFile(path)
+        return _LockFile(path, self._opened)
 
     def _park(self, lock_file: _LockFile) -> None:
         if self._idle_count >= _MAX_IDLE_FILES:
@@ -188,15 +235,20 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
             try:
                 fcntl.flock(lock_file.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                self._park(lock_file)
-                return None
-            if not lock_file.map[_REPLACED_AT]:
-                return lock_file
-            # break_lease is replacing this file: let go and lock the file that replaces it
-            fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
-            lock_file.close()
+                if not lock_file.map[_REPLACED_AT]:
+                    self._park(lock_file)
+                    return None
+                # A parked file that break_lease has replaced since: its broken holder may
+                # still hold it, while the file now at the path may be free.
+                lock_file.close()
+            else:
+                if not lock_file.map[_REPLACED_AT]:
+                    return lock_file
+                # break_lease is replacing this file: let go and lock the file that replaces it
+                fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
+                lock_file.close()
             if attempt < 2:
-                lock_file = _LockFile(path)
+                lock_file = _LockFile(path, self._opened)
         # Still marked: a break_lease is midway (one killed midway is finished by calling it
         # again). Report the lock as held rather than spin.
         return None
@@ -222,9 +274,18 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                              else wall_us())
                 else:
                     token = self._bump_semaphore_counter(name)
-                holder_length, name_length, tail = self._tail(name, holder)
-                record = _HEADER.pack(_MAGIC, token, _BOOT, 0, holder_length, name_length) + tail
-                lock_file.map[:len(record)] = record
+                tail = self._tail(name, holder)
+                # The record goes around the replaced flag, never over it: a break_lease may
+                # have marked the file since _lock looked, and its mark must stay.
+                mapped = lock_file.map
+                _COUNTER.pack_into(mapped, 0, _MAGIC, token, _BOOT)
+                mapped[_REPLACED_AT + 1:_REPLACED_AT + 1 + len(tail)] = tail
+                if mapped[_REPLACED_AT]:
+                    # Broken before we could hand it out: break_lease counted us as the holder
+                    # it broke, and read our token (or reserved one above it) for its copy.
+                    fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
+                    lock_file.close()
+                    continue
                 lease_id = f"{self._id_prefix}{next(self._ids)}"
                 self._held[lease_id] = lock_file
                 return Grant(name, slot, holder, lease_id, token, path)
@@ -237,7 +298,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         # The thread mutex orders this process's threads; flock orders processes. Both are held
         # only for one read and one write.
         with self._counter_mutex:
-            fd = os.open(path, _OPEN_FLAGS, 0o644)
+            fd = self._open(path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 stored, same_boot, _, _, _ = _parse(os.pread(fd, _HEADER.size, 0))
@@ -245,7 +306,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                 os.pwrite(fd, _record(token, b"", name.encode("utf-8")), 0)
                 return token
             finally:
-                os.close(fd)
+                self._close(fd)
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         results: list[Grant | LostReason] = []
@@ -273,32 +334,70 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
 
     async def break_lease(self, name: str) -> int:
         stem = safe_key(name)
-        paths = [self.directory / f"{stem}.lock", *self.directory.glob(f"{stem}.*.slot")]
+        guard = await self._take_break_turn(name, str(self.directory / f"{stem}.break"))
         try:
+            paths = [self.directory / f"{stem}.lock", *self.directory.glob(f"{stem}.*.slot")]
             return sum(self._break_file(str(path)) for path in paths)
         except OSError as exc:
             raise self._failure("break", name, exc) from exc
+        finally:
+            self._close(guard)  # our only descriptor of the guard: closing it unlocks it
+
+    async def _take_break_turn(self, name: str, path: str) -> int:
+        """An open descriptor of the name's break guard, exclusively flocked by us.
+
+        Two breaks of one name must not overlap: the second would copy the file that the
+        first is replacing, and rename its copy over the first one's, which a new holder may
+        hold by then (two holders, one token). The kernel frees the guard of a killed break.
+        """
+        try:
+            fd = self._open(path)
+        except OSError as exc:
+            raise self._failure("break", name, exc) from exc
+        deadline = _shim.monotonic() + _BREAK_PATIENCE
+        pause = 0.001
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return fd
+                except BlockingIOError:
+                    if _shim.monotonic() >= deadline:
+                        raise StoreUnavailable(
+                            f"{self.url}: break of {name!r} failed: another break_lease of it "
+                            f"has been running for over {_BREAK_PATIENCE:g} s; check for a "
+                            "stopped process that is breaking it") from None
+                except OSError as exc:
+                    raise self._failure("break", name, exc) from exc
+                await _shim.sleep(pause)  # polled: a blocking flock would stall the event loop
+                pause = min(pause * 2, 0.05)
+        except BaseException:
+            self._close(fd)
+            raise
 
     def _break_file(self, path: str) -> int:
         """Replace a held lock file by a fresh copy; its holder sees the old one marked replaced.
 
+        Runs on the name's break turn, so the file opened here stays at `path` until our rename.
         Order matters: mark the old file first (from then on nobody can newly lock it and keep
         it), read its counter, then rename the copy into place. At most one holder can be
-        between reading the old counter and writing it + 1, so the copy reserves one token.
+        between reading the old counter and writing it + 1 (an acquire midway sees the mark
+        after writing and lets go), so the copy reserves one token.
         """
         try:
-            old = _LockFile(path) if os.path.exists(path) else None
+            old = _LockFile(path, self._opened) if os.path.exists(path) else None
         except FileNotFoundError:
             old = None
         if old is None:
             return 0
         try:
+            # Already marked: a break killed between marking and renaming; finish it.
             if not old.replaced and _probe_free(old.fd):
                 return 0
             old.map[_REPLACED_AT] = 1
             stored, same_boot, _, _, name = _parse(old.map)
             temporary = f"{path}.{secrets.token_hex(6)}.tmp"
-            fd = os.open(temporary, _OPEN_FLAGS | os.O_EXCL, 0o644)
+            fd = self._open(temporary, _OPEN_FLAGS | os.O_EXCL)
             try:
                 os.ftruncate(fd, _FILE_SIZE)
                 if stored is not None:
@@ -306,7 +405,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                     boot = _BOOT if same_boot else bytes(16)
                     os.pwrite(fd, _record(stored + reserve, b"", name.encode(), boot), 0)
             finally:
-                os.close(fd)
+                self._close(fd)
             os.rename(temporary, path)
             return 1
         finally:
@@ -326,7 +425,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
             else:
                 continue
             try:
-                fd = os.open(entry.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd = self._open(entry.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             except FileNotFoundError:
                 continue
             try:
@@ -334,7 +433,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                     continue
                 token, _, replaced, holder, name = _parse(os.pread(fd, _FILE_SIZE, 0))
             finally:
-                os.close(fd)
+                self._close(fd)
             if token is not None and not replaced and name.startswith(prefix):
                 found.append(LeaseInfo(name, holder, token, None, slot))
         return sorted(found, key=lambda info: (info.name, info.slot))
@@ -362,12 +461,12 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         temporary = f"{path}.{secrets.token_hex(6)}.tmp"
         data = json.dumps({"name": grant.name, "record": record}).encode("ascii")
         try:
-            fd = os.open(temporary, _OPEN_FLAGS | os.O_EXCL, 0o644)
+            fd = self._open(temporary, _OPEN_FLAGS | os.O_EXCL)
             try:
                 os.write(fd, data)
                 os.fsync(fd)  # renamed before its data is on disk, a crash could leave it empty
             finally:
-                os.close(fd)
+                self._close(fd)
             # Checked again right before the rename: a break_lease since the first check (the
             # only way to lose a flock we hold) stops the write here, not after it.
             if lock_file.replaced or self._held.get(grant.lease_id) is not lock_file:

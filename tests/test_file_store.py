@@ -1,0 +1,295 @@
+"""File-store behaviour the conformance suite cannot express: breaks that overlap a waiter's
+parked file, another break or an acquire midway (issue 26, item 4), and fork() with the open file
+descriptions a child shares with its parent (item 2).
+
+Some interleavings are forced rather than hoped for: a break is paused inside `os.rename` (the
+step that puts its copy in place), an acquire between its check of the "replaced" mark and its
+record write (by wrapping the store's `_tail` helper, which runs there), and a waiting break where
+it sleeps between tries of the break guard (the file module's `_shim.sleep`). These are hooks
+into the store's internals, used only to stop a thread at a known point.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from waiting import wait_until
+
+import tenure
+import tenure.aio
+from tenure._async.stores import file as async_file_module
+from tenure._sync import _shim
+from tenure._sync.stores import file as file_module
+from tenure._types import LostReason
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"file://{tmp_path}/locks"
+
+
+@pytest.fixture
+def connect(url: str) -> Iterator[Callable[[], tenure.Store]]:
+    """A fresh store of the test's directory each call (its own open files); all closed after."""
+    stores: list[tenure.Store] = []
+
+    def make() -> tenure.Store:
+        stores.append(tenure.connect(url))
+        return stores[-1]
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+def test_a_store_that_tried_before_takes_the_name_right_after_a_break(
+        connect: Callable[[], tenure.Store]) -> None:
+    holder, tries, waits = connect(), connect(), connect()
+    broken = holder.lock("job", ttl=1).try_acquire()
+    assert broken is not None
+    # Both keep (park) an open file of the held lock file for their next try.
+    assert tries.lock("job", ttl=60).try_acquire() is None
+    assert waits.lock("job", ttl=60).try_acquire() is None
+    assert connect().break_lease("job") == 1
+
+    # The broken holder's process lives on and still flocks the replaced file: the parked files
+    # are of that file, and must be reopened at the path, not retried.
+    lease = tries.lock("job", ttl=60).try_acquire()
+    assert lease is not None, "a store that tried before the break is refused after it"
+    assert lease.release()
+    waited = waits.lock("job", ttl=60).acquire(timeout=5)
+    assert waited.token > lease.token > broken.token
+    assert waited.release()
+    wait_until(lambda: broken.lost, 5, "the broken holder to learn of the break")
+
+
+class _PausedRenames:
+    """Stops `os.rename` in the named threads until the test lets each go."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, *threads: str) -> None:
+        self.arrived = {name: threading.Event() for name in threads}
+        self.go = {name: threading.Event() for name in threads}
+        real_rename = os.rename
+
+        def rename(source: Any, target: Any) -> None:
+            name = threading.current_thread().name
+            if name in self.go:
+                self.arrived[name].set()
+                assert self.go[name].wait(30)
+            real_rename(source, target)
+
+        monkeypatch.setattr(os, "rename", rename)
+
+
+def test_overlapping_breaks_take_turns_and_leave_one_holder(
+        monkeypatch: pytest.MonkeyPatch, connect: Callable[[], tenure.Store]) -> None:
+    renames = _PausedRenames(monkeypatch, "B1", "B2")
+    waiting, let_go = threading.Event(), threading.Event()
+
+    class PausingShim:  # the file module's _shim, pausing B2 when it finds the guard taken
+        def __getattr__(self, attribute: str) -> Any:
+            return getattr(_shim, attribute)
+
+        def sleep(self, seconds: float) -> None:
+            if threading.current_thread().name == "B2":
+                waiting.set()
+                assert let_go.wait(30)
+            _shim.sleep(seconds)
+
+    monkeypatch.setattr(file_module, "_shim", PausingShim())
+    first = connect().lock("job", ttl=60).try_acquire()
+    assert first is not None
+    freed: dict[str, int] = {}
+
+    def break_it(tag: str) -> None:
+        freed[tag] = connect().break_lease("job")
+
+    b1 = threading.Thread(target=break_it, args=("B1",), name="B1", daemon=True)
+    b1.start()
+    assert renames.arrived["B1"].wait(10)  # B1 marked the old file and made its copy
+    b2 = threading.Thread(target=break_it, args=("B2",), name="B2", daemon=True)
+    b2.start()
+    wait_until(lambda: waiting.is_set() or renames.arrived["B2"].is_set(), 10,
+               "the second break to wait for the first, or to reach its own rename")
+    assert not renames.arrived["B2"].is_set(), (
+        "the second break reached its rename while the first was midway")
+
+    renames.go["B1"].set()
+    b1.join(10)
+    d = connect().lock("job", ttl=1).try_acquire()  # locks the first break's copy
+    assert d is not None
+    assert d.token > first.token
+    renames.go["B2"].set()
+    let_go.set()
+    b2.join(10)
+    assert freed == {"B1": 1, "B2": 1}  # the second break came after D's acquire: it broke D
+
+    e = connect().lock("job", ttl=60).try_acquire()
+    assert e is not None
+    assert e.token > d.token, "two holders of one name with the same fencing token"
+    wait_until(lambda: d.lost, 5, "the holder that the second break broke to learn of it")
+    assert d.lost_reason is LostReason.BROKEN
+    assert e.release()
+
+
+@pytest.mark.anyio
+async def test_an_async_break_waits_its_turn_without_stalling_the_loop(
+        monkeypatch: pytest.MonkeyPatch, url: str, connect: Callable[[], tenure.Store]) -> None:
+    renames = _PausedRenames(monkeypatch, "B1")
+    assert connect().lock("job", ttl=60).try_acquire() is not None
+    b1 = threading.Thread(target=lambda: connect().break_lease("job"), name="B1", daemon=True)
+    b1.start()
+    assert renames.arrived["B1"].wait(10)  # B1 has the break turn until its rename
+    monkeypatch.setattr(async_file_module, "_BREAK_PATIENCE", 0.3)
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0.01)
+
+    async with tenure.aio.connect(url) as store:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(tick)
+            with pytest.raises(tenure.StoreUnavailable,
+                               match="break of 'job' failed: another break_lease"):
+                await store.break_lease("job")
+            tasks.cancel_scope.cancel()
+        assert ticks >= 2, "the event loop stalled while the break waited for its turn"
+        renames.go["B1"].set()
+        b1.join(10)
+        assert await store.break_lease("job") == 0  # B1's break is done: nobody holds the name
+
+
+def test_a_break_during_an_acquire_is_not_undone(
+        monkeypatch: pytest.MonkeyPatch, connect: Callable[[], tenure.Store]) -> None:
+    first = connect().lock("job", ttl=60).try_acquire()  # the lock file exists
+    assert first is not None and first.release()
+    acquiring, early = connect(), connect()
+    backend = acquiring.backend
+    assert isinstance(backend, file_module.FileStore)
+    real_tail = backend._tail
+    paused, go = threading.Event(), threading.Event()
+
+    def paused_tail(name: str, holder: str) -> bytes:
+        paused.set()
+        assert go.wait(10)
+        return real_tail(name, holder)
+
+    monkeypatch.setattr(backend, "_tail", paused_tail)
+    box: dict[str, tenure.Lease | None] = {}
+    thread = threading.Thread(
+        target=lambda: box.setdefault("a", acquiring.lock("job", ttl=1).try_acquire()))
+    thread.start()
+    # A flocked the old file and found it unmarked; it has not written its record yet.
+    assert paused.wait(10)
+    assert early.lock("job", ttl=60).try_acquire() is None  # parks a file of the old lock file
+    assert connect().break_lease("job") == 1  # breaks A: marks the old file, renames a copy
+    go.set()
+    thread.join(10)
+
+    a = box["a"]
+    d = connect().lock("job", ttl=60).try_acquire()  # locks the copy
+    assert d is not None
+    if a is not None:  # A may hand out its grant, but must then learn it was broken
+        wait_until(lambda: a.lost, 5, "the broken acquirer to learn of the break")
+        assert a.token < d.token
+        a.release()
+    assert early.lock("job", ttl=60).try_acquire() is None, (
+        "a store with a file of the replaced lock took the name from the copy's holder")
+    assert d.release()
+    e = early.lock("job", ttl=60).try_acquire()
+    assert e is not None and e.token > d.token
+    assert e.release()
+
+
+def _exit_status(pid: int, timeout: float) -> int:
+    """The forked child's exit status; it is killed (and the test fails) past `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail(f"the forked child did not exit within {timeout:g} s")
+
+
+def test_a_forked_child_cannot_take_a_lock_its_parent_holds(
+        connect: Callable[[], tenure.Store]) -> None:
+    store = connect()
+    lock = store.lock("x", ttl=3)
+    warm = lock.try_acquire()
+    assert warm is not None and warm.release()  # its file stays open, parked for reuse
+    ready_r, ready_w = os.pipe()
+    answer_r, answer_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: told when the parent holds "x"
+        status = 1
+        try:
+            os.read(ready_r, 1)
+            inherited = store.lock("x", ttl=3).try_acquire()
+            own = store.lock("child's", ttl=3).try_acquire()  # the store works afresh
+            os.write(answer_w, f"{inherited is None} {own is not None}".encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(answer_w)
+    lease = lock.try_acquire()
+    assert lease is not None
+    os.write(ready_w, b"x")
+    assert _exit_status(pid, 30) == 0
+    assert os.read(answer_r, 100).decode() == "True True", (
+        "the child took the lock its parent holds (or could not lock a name of its own)")
+    # The child closed its copies of the parent's files: that unlocked none of them.
+    assert connect().lock("x", ttl=3).try_acquire() is None
+    assert not lease.lost
+    assert lease.release()
+    for fd in (ready_r, ready_w, answer_r):
+        os.close(fd)
+
+
+_HOLD_AND_FORK = """
+import os, sys, time, tenure
+store = tenure.connect(sys.argv[1])
+store.lock("x", ttl=30).try_acquire().release()  # a parked file
+lease = store.lock("x", ttl=30).try_acquire()
+pid = os.fork()
+if pid == 0:  # the child lives on: it waits for its stdin to close
+    sys.stdin.read()
+    os._exit(0)
+print(pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_killed_holders_lock_is_free_while_its_forked_child_lives(
+        url: str, connect: Callable[[], tenure.Store]) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", _HOLD_AND_FORK, url],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())  # type: ignore[union-attr]
+        assert connect().lock("x", ttl=30).try_acquire() is None
+        parent.kill()
+        parent.wait(10)
+        os.kill(child, 0)  # the child still runs
+        # The kernel frees a lock when its last descriptor closes: the child must have closed
+        # its copies, or it would keep its dead parent's lock.
+        lease = connect().lock("x", ttl=30).try_acquire()
+        assert lease is not None, "a forked child kept its killed parent's lock"
+        assert lease.release()
+    finally:
+        parent.kill()
+        parent.stdin.close()  # type: ignore[union-attr]
+        parent.wait(10)
