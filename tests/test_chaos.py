@@ -1,9 +1,11 @@
 """`tenure chaos`: fenced runs with zero violations on every store the suite starts (the server
-stores also under the restart fault), the positive control (no fencing + pauses: the checker
-must find overlapping critical sections), bad options, and each checker on hand-written
-histories (one that passes, one that fails each checker).
+stores also under the restart fault; every store but file:// under the stall fault, and a
+forking holder on every store but Azurite), the positive controls (no fencing + pauses: the
+checker must find overlapping critical sections; late loss signals + a stall: the checker must
+find them), bad options, and each checker on hand-written histories (one that passes, one that
+fails each checker).
 
-The runs are short (15 to 30 s, 50 s on Azurite whose leases last at least 15 s) with 4 workers
+The runs are short (12 to 32 s, 70 s on Azurite whose leases last at least 15 s) with 4 workers
 instead of 8: `make test` runs on 2 shared cores; docs/chaos.md says why that still covers
 every fault kind. `make chaos` runs the same fenced runs longer: TENURE_CHAOS_SECONDS (per
 store), TENURE_CHAOS_WORKERS and TENURE_CHAOS_SEED override the defaults, and each run leaves
@@ -15,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -26,12 +30,13 @@ import pytest
 from rich.console import Console
 
 from tenure.chaos import ChaosSettings, Report, print_report, run_chaos
-from tenure.chaos._checkers import check_history
+from tenure.chaos._checkers import LATE_SIGNAL, check_history
 from tenure.chaos._faults import PlannedFault, plan_faults
-from tenure.chaos._proxy import ProxyTarget, proxied_store
+from tenure.chaos._proxy import ProxyHost, ProxyTarget, proxied_store
+from tenure.chaos._run import _applicable
 
-# Seed 417 puts every fault kind, a pause past the ttl and every proxy mode in a 25 s run (see
-# _faults.plan_faults), with 2.6 s to spare for faults that run long.
+# Seed 417 puts every fault kind, a pause past the ttl and the proxy reset first in a 28 s run
+# (see _faults.plan_faults), with 4.1 s to spare for faults that run long.
 SEED = int(os.environ.get("TENURE_CHAOS_SEED", "417"))
 LONG_RUN = float(os.environ.get("TENURE_CHAOS_SECONDS", "0"))  # make chaos
 WORKERS = int(os.environ.get("TENURE_CHAOS_WORKERS", "4"))
@@ -39,7 +44,7 @@ WORKERS = int(os.environ.get("TENURE_CHAOS_WORKERS", "4"))
 
 def chaos(store: str, tmp_path: Path, restart: Callable[[], object] | None = None,
           **options: Any) -> Report:
-    options = {"workers": WORKERS, "duration": 25.0, "seed": SEED,
+    options = {"workers": WORKERS, "duration": 28.0, "seed": SEED,
                "directory": tmp_path / "run", **options}
     options["duration"] = max(options["duration"], LONG_RUN)
     if LONG_RUN and "TENURE_CHAOS_SEED" in os.environ:
@@ -51,28 +56,43 @@ def chaos(store: str, tmp_path: Path, restart: Callable[[], object] | None = Non
 
 
 def assert_clean(report: Report, *kinds: str) -> None:
-    """No violation, real work done, and each fault kind in `kinds` injected."""
+    """No violation, real work done, and each fault kind in `kinds` injected; a stall lost the
+    holder's lease and the loss was signalled (in time: no violation); a fork was made."""
     assert report.violations == [], report.as_dict()
     assert report.accepted_writes >= 20, report.as_dict()
     assert sum(report.grants.values()) >= report.accepted_writes
     injected = {label.split()[0] for label in report.faults}
     assert set(kinds) <= injected, report.as_dict()
     assert report.verdict.takeovers, "liveness was not measured"
+    if "stall" in kinds:
+        assert report.verdict.signal_delays, ("the stall lost no lease past its deadline",
+                                              report.as_dict())
+    if "fork" in kinds:
+        assert report.verdict.forks >= 1, report.as_dict()
     assert report.history.exists()
 
 
 # -- fenced runs, one per store ------------------------------------------------------------------
 
 def test_fenced_run_on_file_store(tmp_path: Path) -> None:
-    report = chaos(f"file://{tmp_path}/locks", tmp_path, duration=15.0, faults=("kill", "pause"))
-    assert_clean(report, "kill", "pause")
+    report = chaos(f"file://{tmp_path}/locks", tmp_path, duration=15.0,
+                   faults=("kill", "pause", "fork"))
+    assert_clean(report, "kill", "pause", "fork")
     assert set(report.not_applicable) == set()
 
 
+def test_the_stall_does_not_apply_to_the_file_store_and_says_why(tmp_path: Path) -> None:
+    settings = ChaosSettings(f"file://{tmp_path}/locks", faults=("stall",))
+    _, skipped = _applicable(settings, None)
+    assert "no store call can hang" in skipped["stall"]
+
+
 def test_fenced_run_on_sqlite_with_a_semaphore_phase(tmp_path: Path) -> None:
+    # Seed 1522 begins both phases with a stall (the database's write lock held past every
+    # deadline), then a pause past the ttl in the first and a fork in the second.
     report = chaos(f"sqlite://{tmp_path}/locks.db", tmp_path, semaphore_phase=True,
-                   duration=30.0)
-    assert_clean(report, "kill", "pause")
+                   duration=32.0, seed=1522)
+    assert_clean(report, "kill", "pause", "stall", "fork")
     assert len(report.grants) == 2, "a lock phase and a semaphore phase"
     assert set(report.not_applicable) == {"proxy", "restart"}  # and the summary says why
     assert "not reached over the network" in report.not_applicable["proxy"]
@@ -80,29 +100,45 @@ def test_fenced_run_on_sqlite_with_a_semaphore_phase(tmp_path: Path) -> None:
 
 def test_fenced_run_on_redis_with_restarts(redis_server: Any, tmp_path: Path) -> None:
     report = chaos(redis_server.url, tmp_path, restart=redis_server.restart)
-    assert_clean(report, "kill", "pause", "proxy", "restart")
+    assert_clean(report, "kill", "pause", "proxy", "stall", "fork", "restart")
     assert report.verdict.grants_after_restarts > 0, "tokens checked across the restart"
     assert "proxy reset" in report.faults  # the schedule's first proxy mode
 
 
+def test_fenced_run_on_redis_quorum_with_stalls(redis_masters: Any, tmp_path: Path) -> None:
+    # The holder's paths to all three masters go silent.
+    report = chaos(os.environ["TENURE_TEST_REDIS_QUORUM_URL"], tmp_path, duration=12.0,
+                   faults=("stall",))
+    assert_clean(report, "stall")
+
+
 def test_fenced_run_on_postgres_with_restarts(postgres_server: Any, tmp_path: Path) -> None:
     report = chaos(postgres_server.url, tmp_path, restart=postgres_server.restart)
-    assert_clean(report, "kill", "pause", "proxy", "restart")
+    assert_clean(report, "kill", "pause", "proxy", "stall", "fork", "restart")
     assert report.verdict.grants_after_restarts > 0
+
+
+def test_fenced_run_on_postgres_advisory_mode_with_stalls(postgres_server: Any,
+                                                          tmp_path: Path) -> None:
+    report = chaos(f"{postgres_server.url}?mode=advisory", tmp_path, duration=12.0,
+                   faults=("stall",))
+    assert_clean(report, "stall")
 
 
 def test_fenced_run_on_mariadb_with_restarts(mariadb_server: Any, tmp_path: Path) -> None:
     report = chaos(mariadb_server.url, tmp_path, restart=mariadb_server.restart)
-    assert_clean(report, "kill", "pause", "proxy", "restart")
+    assert_clean(report, "kill", "pause", "proxy", "stall", "fork", "restart")
 
 
 def test_fenced_run_on_azurite_with_restarts(azurite: Any, tmp_path: Path) -> None:
-    # Blob leases last 15 s at least: a longer run, and pauses of half the ttl only. Seed 149
-    # puts every kind in the 31 s fault window with 6 s to spare.
+    # Blob leases last 15 s at least: a longer run, pauses of half the ttl only, and no fork
+    # (its half-ttl section does not fit; the conformance suite forks on Azurite). Seed 952
+    # puts every kind in the 51 s fault window with 6.8 s to spare.
     container = f"chaos-{uuid.uuid4().hex[:12]}"
-    report = chaos(f"azblob:///{container}", tmp_path, restart=azurite.restart, duration=50.0,
-                   pause_factors=(0.5,), seed=149)
-    assert_clean(report, "kill", "pause", "proxy", "restart")
+    report = chaos(f"azblob:///{container}", tmp_path, restart=azurite.restart, duration=70.0,
+                   pause_factors=(0.5,), seed=952,
+                   faults=("kill", "pause", "proxy", "stall", "restart"))
+    assert_clean(report, "kill", "pause", "proxy", "stall", "restart")
     assert report.liveness_bound == 16.0
 
 
@@ -114,6 +150,17 @@ def test_every_kind_comes_first_once_with_the_restart_last_of_them() -> None:
         plan = plan_faults(random.Random(seed), kinds, ttl=2.0, window=19.0)
         assert sorted(fault.kind for fault in plan[:4]) == sorted(kinds), (seed, plan)
         assert plan[3].kind == "restart", (seed, plan)
+
+
+@pytest.mark.parametrize("ttl", [2.0, 15.0])
+def test_a_stall_outlasts_every_deadline_of_the_holders_leases(ttl: float) -> None:
+    for seed in range(50):
+        plan = plan_faults(random.Random(seed), ("stall",), ttl=ttl, window=60.0)
+        # A lease renewed as the stall begins is lost by 0.99 ttl - margin: long before.
+        assert all(ttl + 0.5 * min(ttl, 4.0) <= f.seconds <= 2 * ttl for f in plan), plan
+    stall = PlannedFault("stall", gap=1.0, seconds=3.8)
+    assert stall.within(3.0, ttl=2.0, first_of_kind=True) == PlannedFault("stall", 1.0, 3.0)
+    assert stall.within(2.9, ttl=2.0, first_of_kind=True) is None  # 1.5 ttl at least
 
 
 def test_a_fault_that_no_longer_fits_is_cut_to_fit_only_when_its_kind_is_new() -> None:
@@ -151,6 +198,18 @@ def test_without_fencing_pauses_produce_overlapping_critical_sections(tmp_path: 
     assert any("overlapping critical sections" in v["message"] for v in report["violations"])
 
 
+def test_late_loss_signals_under_a_stall_are_found(tmp_path: Path) -> None:
+    """The positive control of the signal checker: every on_lost waits 0.5 s."""
+    status, report = cli(tmp_path, "--faults", "stall", "--duration", "11", "--seed", "633",
+                         "--late-signal", "0.5")
+    assert report["faults"] == {"stall": 1}, report
+    assert status == 1, report
+    assert report["by_checker"]["signals"] >= 1 and report["late_signals"] >= 1, report
+    assert report["worst_signal_delay"] >= 0.5, report
+    assert any("ms after it was due" in v["message"] for v in report["violations"]), report
+    assert report["by_checker"]["writes"] == report["by_checker"]["tokens"] == 0, report
+
+
 def test_with_fencing_the_same_pauses_leave_no_violation(tmp_path: Path) -> None:
     status, report = cli(tmp_path)
     assert any(label in report["faults"] for label in ("pause 1.5x ttl", "pause 3x ttl")), report
@@ -176,17 +235,54 @@ def test_bad_options_are_refused_before_anything_starts(options: list[str], mess
 def test_proxy_targets_rewrite_the_url_or_the_connection_string() -> None:
     target = proxied_store("postgresql://app:pw@db.internal:6543/app?schema=x", {})
     assert isinstance(target, ProxyTarget) and (target.host, target.port) == ("db.internal", 6543)
-    assert target.rewrite(4000) == ("postgresql://app:pw@127.0.0.1:4000/app?schema=x", {})
+    assert target.rewrite([4000]) == ("postgresql://app:pw@127.0.0.1:4000/app?schema=x", {})
     redis = proxied_store("redis://cache/0", {})
     assert isinstance(redis, ProxyTarget) and redis.port == 6379
     azurite = proxied_store("azblob:///locks", {"AZURE_STORAGE_CONNECTION_STRING":
                                                 "AccountName=a;BlobEndpoint=http://h:10000/a;"})
     assert isinstance(azurite, ProxyTarget) and (azurite.host, azurite.port) == ("h", 10000)
-    assert azurite.rewrite(4001)[1] == {
+    assert azurite.rewrite([4001])[1] == {
         "AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;BlobEndpoint=http://127.0.0.1:4001/a;"}
     for url in ("sqlite:///tmp/l.db", "file:///tmp/l", "rediss://cache/0", "azblob://acct/locks",
-                "redis://a:1,b:2/0"):
+                "postgresql://a:1,b:2/db"):
         assert isinstance(proxied_store(url, {}), str), url
+    quorum = proxied_store("redis://:pw@a:1,b,c:3/0", {})  # one proxy per master
+    assert isinstance(quorum, ProxyTarget)
+    assert quorum.addresses == (("a", 1), ("b", 6379), ("c", 3))
+    assert quorum.rewrite([7, 8, 9]) == ("redis://:pw@127.0.0.1:7,127.0.0.1:8,127.0.0.1:9/0", {})
+
+
+def test_a_stalled_proxy_keeps_connections_open_and_forwards_nothing_until_it_heals() -> None:
+    server = socket.create_server(("127.0.0.1", 0))
+    echoed = threading.Event()
+
+    def echo() -> None:
+        connection, _ = server.accept()
+        with connection:
+            while data := connection.recv(1024):
+                connection.sendall(data)
+                echoed.set()
+
+    threading.Thread(target=echo, daemon=True).start()
+    host = ProxyHost()
+    try:
+        proxy = host.add("127.0.0.1", server.getsockname()[1])
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as client:
+            client.sendall(b"a")
+            assert client.recv(1) == b"a"
+            echoed.clear()
+            host.set_mode(proxy, "stall")
+            client.sendall(b"b")  # accepted by the kernel: no error, no reset
+            client.settimeout(0.3)
+            with pytest.raises(TimeoutError):
+                client.recv(1)  # silence, not a closed connection (that would return b"")
+            assert not echoed.is_set(), "the stalled proxy forwarded the bytes"
+            host.set_mode(proxy, "normal")
+            client.settimeout(5)
+            assert client.recv(1) == b"b"  # the same connection flows again
+    finally:
+        host.close()
+        server.close()
 
 
 # -- the checkers on hand-written histories -------------------------------------------------------
@@ -282,6 +378,68 @@ def test_checker_counter_finds_lost_updates() -> None:
     verdict = check_history(clean_history().end(final=1))
     assert [v.checker for v in verdict.violations] == ["counter"]
     assert verdict.lost_updates == 1
+
+
+def lost_lease(signal_after: float | None, stopped: tuple[float, float] | None = None,
+               reason: str = "deadline", deadline: float = 2.0) -> History:
+    """worker-1 holds token 1 (granted at 0.1) with its deadline at `deadline`; `on_lost` runs
+    `signal_after` seconds after 2.0 (None: never; it releases at 3.0 instead)."""
+    history = History()
+    history.grant(0.0, 0.1, "worker-1", token=1)
+    if stopped is not None:
+        history.worker(stopped[0], "worker-1", "info", "pause", slot=0, token=1)
+        history.worker(stopped[1], "worker-1", "info", "resume", slot=0, token=1)
+    if signal_after is not None:
+        history.worker(2.0 + signal_after, "worker-1", "info", "lost", slot=0, token=1,
+                       reason=reason, deadline=deadline)
+        history.worker(3.0, "worker-1", "invoke", "release", slot=0, token=1, deadline=deadline)
+    else:
+        history.worker(3.0, "worker-1", "invoke", "release", slot=0, token=1, deadline=deadline)
+    history.worker(3.0, "worker-1", "ok", "release", slot=0, token=1, freed=False)
+    return history
+
+
+def test_checker_signals_measures_deadline_to_signal_and_finds_late_or_missing_ones() -> None:
+    on_time = check_history(lost_lease(0.05).end(final=0, heal=0.05))
+    assert on_time.violations == [] and on_time.signal_delays == [pytest.approx(0.05)]
+    late = check_history(lost_lease(LATE_SIGNAL + 0.05).end(final=0, heal=0.05))
+    assert [v.checker for v in late.violations] == ["signals"] and late.late_signals == 1
+    assert "150 ms after it was due" in late.violations[0].message
+    never = check_history(lost_lease(None).end(final=0, heal=0.05))
+    assert [v.checker for v in never.violations] == ["signals"]
+    assert "never told" in never.violations[0].message
+    # Refused by the store before the deadline: told early, which is fine.
+    refused = check_history(lost_lease(-0.5, reason="taken").end(final=0, heal=0.05))
+    assert refused.violations == [] and refused.losses_before_deadline == 1
+    # Stopped (SIGSTOP) across the deadline: the signal is due when the process resumes.
+    paused = check_history(lost_lease(1.05, stopped=(1.5, 3.0)).end(final=0, heal=0.05))
+    assert paused.violations == [] and paused.signal_delays == [pytest.approx(0.05)]
+
+
+def test_checker_forks_finds_a_parents_lease_lost_to_its_child() -> None:
+    def forked(parent_lost: bool, child_exit: int = 0) -> list[dict[str, Any]]:
+        history = History()
+        history.grant(0.0, 0.1, "worker-1", token=1)
+        history.worker(0.2, "worker-1", "invoke", "fork", slot=0, token=1)
+        history.worker(0.3, "worker-1", "ok" if child_exit == 0 else "fail", "fork", slot=0,
+                       token=1, exit=child_exit)
+        if parent_lost:
+            history.worker(0.6, "worker-1", "info", "lost", slot=0, token=1, reason="taken",
+                           deadline=2.0)
+        history.events.append({"t": 1.3, "process": "nemesis", "pid": 1, "type": "info",
+                               "f": "fault-end", "kind": "fork", "name": "L"})
+        history.worker(1.4, "worker-1", "invoke", "release", slot=0, token=1, deadline=3.0)
+        history.worker(1.4, "worker-1", "ok", "release", slot=0, token=1,
+                       freed=not parent_lost)
+        history.grant(1.5, 1.6, "worker-2", token=2)
+        return history.end(final=0, heal=1.45)
+
+    clean = check_history(forked(parent_lost=False))
+    assert clean.violations == [] and clean.forks == 1
+    broken = check_history(forked(parent_lost=True))
+    assert [v.checker for v in broken.violations] == ["forks", "forks"], broken.violations
+    failed = check_history(forked(parent_lost=False, child_exit=1))
+    assert [v.checker for v in failed.violations] == ["forks"]
 
 
 def test_checker_liveness_finds_no_holder_within_the_bound() -> None:

@@ -1,4 +1,4 @@
-"""The four checkers, each a pure function of the history (a list of events, see _history):
+"""The checkers, each a pure function of the history (a list of events, see _history):
 
 1. writes: accepted writes never interleave across tokens and never go backwards. A critical
    section is a worker's read and its accepted write under one token, in the oracle's order;
@@ -8,6 +8,14 @@
 3. counter: no lost update: each counter's final value equals its number of accepted writes.
 4. liveness: after the faults stop (the `heal` event), a new holder is granted the lock
    within the bound the event carries (ttl + 2 retry intervals).
+5. signals: every lost lease's holder is told (`on_lost` ran) at most 100 ms after the lease's
+   local deadline; a signal that never came while the holder went on past that is late too. A
+   loss by a definitive refusal before the deadline is fine. The delay counts from the moment
+   the holder could be told: not before it was granted the lease, nor while its process was
+   stopped (the pause fault).
+6. forks: a child forked by a holder leaves the parent's lease alone: the child could use the
+   store (exit 0), and the parent's lease was neither lost during the fork fault nor found
+   freed by someone else at its release.
 
 Example::
 
@@ -18,6 +26,8 @@ Example::
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +40,10 @@ CHECKERS = {
     "tokens": "tokens are unique per grant and increasing, also across store restarts",
     "counter": "no lost update: the final counter equals the accepted writes",
     "liveness": "after the faults stop, a new holder within ttl + 2 retry intervals",
+    "signals": "a loss is signalled within 100 ms of the lease's local deadline",
+    "forks": "a forked child leaves the parent's lease alone",
 }
+LATE_SIGNAL = 0.1  # seconds after the deadline: a later loss signal is a violation
 DETAILS = 3  # violations described one by one per checker; the rest are counted
 
 
@@ -53,6 +66,18 @@ class Verdict:
     duplicate_tokens: int = 0
     grants_after_restarts: int = 0
     takeovers: list[float] = field(default_factory=list)
+    signal_delays: list[float] = field(default_factory=list)  # deadline -> signal, seconds
+    losses_before_deadline: int = 0  # definitive refusals: signalled before the deadline
+    late_signals: int = 0  # including signals that never came
+    forks: int = 0
+
+    @property
+    def worst_signal_delay(self) -> float | None:
+        return max(self.signal_delays, default=None)
+
+    @property
+    def median_signal_delay(self) -> float | None:
+        return statistics.median(self.signal_delays) if self.signal_delays else None
 
     def by_checker(self) -> dict[str, int]:
         counts = dict.fromkeys(CHECKERS, 0)
@@ -62,7 +87,7 @@ class Verdict:
 
 
 def check_history(events: Sequence[Event]) -> Verdict:
-    """Run the four checkers on a run's history.
+    """Run the checkers on a run's history.
 
     Example::
 
@@ -75,6 +100,8 @@ def check_history(events: Sequence[Event]) -> Verdict:
     check_tokens(ordered, verdict)
     check_counter(ordered, verdict)
     check_liveness(ordered, verdict)
+    check_signals(ordered, verdict)
+    check_forks(ordered, verdict)
     return verdict
 
 
@@ -249,6 +276,122 @@ def check_liveness(events: Sequence[Event], verdict: Verdict) -> None:
             "liveness", f"{name!r}: {message} (bound: ttl + 2 retry intervals = {bound:g} s)"))
 
 
+def _holder_events(events: Sequence[Event], f: str, type_: str) -> dict[tuple[int, int], Event]:
+    """The first worker event of a kind per (pid, token): one lease of one process."""
+    found: dict[tuple[int, int], Event] = {}
+    for event in events:
+        if event["f"] == f and event["type"] == type_ and event.get("by") != "oracle" \
+                and event.get("token") is not None:
+            found.setdefault((int(event["pid"]), int(event["token"])), event)
+    return found
+
+
+def _stops(events: Sequence[Event]) -> dict[int, list[tuple[float, float]]]:
+    """When each worker process was stopped (the pause fault): pid -> (from, to), from its
+    pause to the first of its resume, the pause's fault-end or the heal."""
+    stops: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for index, event in enumerate(events):
+        if event["f"] != "pause" or event["type"] != "info":
+            continue
+        pid = int(event.get("target_pid") or event["pid"])
+        end = next((e["t"] for e in events[index + 1:] if
+                    (e["f"] == "resume" and e["pid"] == pid) or e["f"] == "heal" or
+                    (e["f"] == "fault-end" and e.get("kind") == "pause")), math.inf)
+        stops[pid].append((float(event["t"]), float(end)))
+    return stops
+
+
+def _due(deadline: float, granted: float, stops: Sequence[tuple[float, float]]) -> float:
+    """When the loss of a lease with this deadline is due to be signalled: not before it was
+    granted, nor while its process was stopped."""
+    due = max(deadline, granted)
+    for start, end in stops:
+        if start <= due <= end:
+            due = end
+    return due
+
+
+def check_signals(events: Sequence[Event], verdict: Verdict) -> None:
+    """Checker 5: loss signals within LATE_SIGNAL of the deadline (see the module docstring).
+
+    Example::
+
+        verdict = Verdict(); check_signals(events, verdict); verdict.signal_delays
+    """
+    stops = _stops(events)
+    granted = _holder_events(events, "acquire", "ok")
+    lost = _holder_events(events, "lost", "info")
+    for (pid, token), event in lost.items():
+        if "deadline" not in event:
+            continue
+        grant = granted.get((pid, token))
+        due = _due(float(event["deadline"]), grant["t"] if grant else -math.inf, stops[pid])
+        delay = float(event["t"]) - due
+        if delay < 0 and float(event["t"]) < float(event["deadline"]):
+            verdict.losses_before_deadline += 1
+            continue
+        verdict.signal_delays.append(max(0.0, delay))
+        if delay > LATE_SIGNAL:
+            verdict.late_signals += 1
+            _add(verdict, "signals", verdict.late_signals,
+                 f"{event['process']} was told its lease on {event['name']!r} (token {token}) "
+                 f"was lost ({event.get('reason')}) {delay * 1000:.0f} ms after it was due at "
+                 f"{_at_time(due)} (bound: {LATE_SIGNAL * 1000:.0f} ms)")
+    for (pid, token), event in _holder_events(events, "release", "invoke").items():
+        if (pid, token) in lost or "deadline" not in event:
+            continue
+        grant = granted.get((pid, token))
+        due = _due(float(event["deadline"]), grant["t"] if grant else -math.inf, stops[pid])
+        if float(event["t"]) - due > LATE_SIGNAL:
+            verdict.late_signals += 1
+            _add(verdict, "signals", verdict.late_signals,
+                 f"{event['process']} released its lease on {event['name']!r} (token {token}) "
+                 f"at {_at(event)}, {float(event['t']) - due:.2f} s after its loss was due at "
+                 f"{_at_time(due)}, and was never told it was lost")
+    if verdict.late_signals > DETAILS:
+        verdict.violations.append(Violation(
+            "signals", f"... {verdict.late_signals} late or missing loss signals in all"))
+
+
+def check_forks(events: Sequence[Event], verdict: Verdict) -> None:
+    """Checker 6: a holder's forked child left the parent's lease alone.
+
+    Example::
+
+        verdict = Verdict(); check_forks(events, verdict); verdict.forks
+    """
+    lost = _holder_events(events, "lost", "info")
+    released = _holder_events(events, "release", "ok")
+    found = 0
+    for index, fork in enumerate(events):
+        if fork["f"] != "fork" or fork["type"] not in ("ok", "fail"):
+            continue
+        verdict.forks += 1
+        key = (int(fork["pid"]), int(fork["token"]))
+        who = f"{fork['process']}'s lease on {fork['name']!r} (token {key[1]})"
+        later = events[index + 1:]
+        fault_end = next((e["t"] for e in later if e["f"] in ("fault-end", "heal")
+                          and e.get("kind", "fork") == "fork"), math.inf)
+        release = released.get(key)
+        other_fault = release is not None and any(
+            e["f"] == "fault" and fork["t"] < e["t"] < release["t"] for e in later)
+        problems = []
+        if fork["type"] == "fail":
+            problems.append(f"its child exited with {fork.get('exit')} (it could not use the "
+                            "store afresh; see workers.log)")
+        loss = lost.get(key)
+        if loss is not None and loss["t"] <= fault_end:
+            problems.append(f"was lost ({loss.get('reason')}) at {_at(loss)}, after the child "
+                            "exited")
+        if release is not None and not release.get("freed", True) and not other_fault:
+            problems.append(f"was no longer the parent's to release at {_at(release)}")
+        for problem in problems:
+            found += 1
+            _add(verdict, "forks", found, f"{who}: {problem}")
+    if found > DETAILS:
+        verdict.violations.append(Violation("forks", f"... {found} fork problems in all"))
+
+
 def _where(resource: tuple[str, int]) -> str:
     name, slot = resource
     return f"{name!r}" + (f" slot {slot}" if slot else "")
@@ -270,4 +413,13 @@ def as_dict(verdict: Verdict) -> dict[str, Any]:
             "backwards": verdict.backwards, "lost_updates": verdict.lost_updates,
             "duplicate_tokens": verdict.duplicate_tokens,
             "grants_after_restarts": verdict.grants_after_restarts,
-            "takeovers": [round(t, 3) for t in verdict.takeovers]}
+            "takeovers": [round(t, 3) for t in verdict.takeovers],
+            "signals": len(verdict.signal_delays),
+            "worst_signal_delay": _rounded(verdict.worst_signal_delay),
+            "median_signal_delay": _rounded(verdict.median_signal_delay),
+            "losses_before_deadline": verdict.losses_before_deadline,
+            "late_signals": verdict.late_signals, "forks": verdict.forks}
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 4)

@@ -6,6 +6,7 @@ Example::
     $ tenure chaos --store sqlite:////tmp/chaos/locks.db --duration 30 --seed 7
     $ tenure chaos --store redis://127.0.0.1:6379/0 --faults kill,pause,proxy --workers 8
     $ tenure chaos --store sqlite:////tmp/chaos/locks.db --no-fencing --faults pause  # exit 1
+    $ tenure chaos --store sqlite:////tmp/chaos/locks.db --late-signal 0.5 --faults pause  # 1
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ def add_parser(commands: Any) -> None:
     chaos = commands.add_parser(
         "chaos", help="check a store's safety under kills, pauses, network faults, restarts",
         usage="tenure chaos --store URL [--workers N] [--duration S] [--faults LIST] "
-              "[--seed N] [--no-fencing] [--semaphore-phase] [--json]",
+              "[--seed N] [--no-fencing] [--late-signal S] [--semaphore-phase] [--json]",
         description="Run worker processes that increment a counter under a lock with its "
                     "fencing token while faults are injected, then check the history: writes "
                     "never interleave or go backwards, tokens are unique and increasing, no "
-                    "update is lost, and a new holder takes over once the faults stop. Exit 0 "
-                    "when every check held, 1 on any violation.")
+                    "update is lost, a new holder takes over once the faults stop, every loss "
+                    "is signalled within 100 ms of the lease's deadline, and a forked child "
+                    "leaves its parent's lease alone. Exit 0 when every check held, 1 on any "
+                    "violation.")
     chaos.add_argument("--store", metavar="URL", default=None,
                        help="the store to check (default: $TENURE_STORE), e.g. "
                             "sqlite:////tmp/chaos/locks.db or "
@@ -52,6 +55,10 @@ def add_parser(commands: Any) -> None:
     chaos.add_argument("--no-fencing", action="store_true",
                        help="the oracle accepts every write (the positive control: the pause "
                             "fault must then produce violations)")
+    chaos.add_argument("--late-signal", type=float, default=0.0, metavar="S",
+                       help="each worker's on_lost waits S seconds before it records the loss "
+                            "(the positive control of the signal checker: with the pause or "
+                            "stall fault it must find late signals and exit 1)")
     chaos.add_argument("--semaphore-phase", action="store_true",
                        help="a second phase on a semaphore (limit 2), half of the duration")
     chaos.add_argument("--restart-command", metavar="CMD", default=None,
@@ -75,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     settings = ChaosSettings(store, workers=args.workers, duration=args.duration,
                              faults=faults, seed=args.seed, ttl=args.ttl,
                              fencing=not args.no_fencing, semaphore_phase=args.semaphore_phase,
+                             late_signal=args.late_signal,
                              directory=args.dir, restart_command=args.restart_command,
                              console=None if args.json else console)
     report = run_chaos(settings)

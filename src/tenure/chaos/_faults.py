@@ -6,6 +6,15 @@ time, into the current holder where there is one.
   the ttl, then SIGCONT (the GC-pause case; a direct SIGSTOP if it reaches no write in 3 s);
 - proxy: the holder's proxy adds latency above the renewal interval, blackholes, or resets
   every connection, for 0.5 to 1.5 ttl;
+- stall: every worker is asked to hold its next critical section until it is told its lease is
+  lost; the first that does (the holder) keeps the request, the others forget it, and its path
+  to the store goes silent (its proxies stop reading and
+  forwarding, connections stay open) for the ttl plus 0.5 to 1 ttl (at most 4 s more), past
+  every deadline of its leases, then flows again; on SQLite the nemesis holds the database's
+  write lock that long instead, which stalls every worker's store calls;
+- fork: the holder forks a child in its next critical section; the child uses the store afresh
+  (acquires and releases a name of its own) and exits with sys.exit, so atexit handlers run;
+  the parent goes on with its section for half a ttl, across a renewal;
 - restart: the store server restarts, through the callable the caller passed.
 
 The seed fixes the kinds, their order, lengths and gaps; which worker is hit depends on who
@@ -29,6 +38,7 @@ import contextlib
 import os
 import random
 import signal
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -40,9 +50,11 @@ from tenure.chaos._history import Event, HistoryWriter
 from tenure.chaos._proxy import Proxy, ProxyHost
 from tenure.chaos._settings import ChaosSettings
 
-PAUSE_WAIT = 3.0  # how long a pause waits for the holder to reach its write
+PAUSE_WAIT = 3.0  # how long a pause (or a fork) waits for the holder to reach its point
 RESTART_ESTIMATE = 3.0  # a store restart is not started unless this much of the window is left
 PROXY_MODES = ("latency", "blackhole", "reset")
+FORK_SIGNAL = signal.SIGWINCH  # asks the holder to fork in its next critical section
+HOLD_SIGNAL = signal.SIGURG  # asks the holder to hold its next section until told of the loss
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,7 @@ class PlannedFault:
 
     kind: str
     gap: float
-    seconds: float = 0.0  # kill: restart after; proxy: how long
+    seconds: float = 0.0  # kill: restart after; proxy and stall: how long
     factor: float = 0.0  # pause: multiple of the ttl
     mode: str = ""  # proxy: latency, blackhole or reset
 
@@ -70,7 +82,9 @@ class PlannedFault:
         """
         if self.estimate(ttl) <= left:
             return self
-        shortest = {"kill": 0.0, "proxy": ttl / 3}.get(self.kind)  # None: not ours to cut
+        # None: not ours to cut. A stall stays past every deadline of the holder's leases.
+        shortest = {"kill": 0.0, "proxy": ttl / 3, "stall": stall_seconds(ttl, 0.5)}.get(
+            self.kind)
         if first_of_kind and shortest is not None and left > 0 and left >= shortest:
             return replace(self, seconds=min(self.seconds, left))
         return None
@@ -81,6 +95,8 @@ class PlannedFault:
             return self.factor * ttl
         if self.kind == "restart":
             return RESTART_ESTIMATE
+        if self.kind == "fork":
+            return ttl / 2 + 1.0  # the parent's section after the fork, and the child
         return self.seconds
 
     @property
@@ -90,6 +106,18 @@ class PlannedFault:
         if self.kind == "proxy":
             return f"proxy {self.mode}"
         return self.kind
+
+
+def stall_seconds(ttl: float, share: float) -> float:
+    """A stall's length: the ttl plus `share` (0.5 to 1) of the ttl, at most 4 s more. A lease
+    renewed right before the stall began has its deadline within 0.99 ttl - margin: every lease
+    of the holder passes its deadline during the stall, well before it ends.
+
+    Example::
+
+        stall_seconds(2.0, 0.5)   # 3.0
+    """
+    return ttl + share * min(ttl, 4.0)
 
 
 def plan_faults(chance: random.Random, kinds: Sequence[str], ttl: float, window: float,
@@ -126,6 +154,8 @@ def plan_faults(chance: random.Random, kinds: Sequence[str], ttl: float, window:
         elif kind == "proxy":
             mode = modes[counts.get("proxy", 0) % len(modes)]
             fault = PlannedFault(kind, gap, seconds=chance.uniform(0.5, 1.5) * ttl, mode=mode)
+        elif kind == "stall":
+            fault = PlannedFault(kind, gap, seconds=stall_seconds(ttl, chance.uniform(0.5, 1.0)))
         else:
             fault = PlannedFault(kind, gap)
         fitted = fault.within(window - used - gap, ttl, first_of_kind=kind not in counts)
@@ -147,19 +177,22 @@ class _Active:
     ends_at: float | None = None  # None: waiting (a pause for its write, a restart thread)
     thread: threading.Thread | None = None
     error: list[str] = field(default_factory=list)
+    database: sqlite3.Connection | None = None  # a SQLite stall: the write lock it holds
 
 
 class Nemesis:
     """Injects one phase's planned faults into the fleet, then heals everything."""
 
     def __init__(self, fleet: Fleet, history: HistoryWriter, settings: ChaosSettings,
-                 proxies: dict[int, Proxy], proxy_host: ProxyHost | None,
-                 restart: Callable[[], object] | None, chance: random.Random) -> None:
+                 proxies: dict[int, list[Proxy]], proxy_host: ProxyHost | None,
+                 restart: Callable[[], object] | None, chance: random.Random,
+                 database: str | None = None) -> None:
         self.fleet = fleet
         self.history = history
         self.settings = settings
         self.ttl = settings.lease_ttl
-        self.proxies = proxies  # by worker number
+        self.proxies = proxies  # by worker number: one per store host
+        self.database = database  # SQLite: the file a stall locks
         self.proxy_host = proxy_host
         self.restart = restart
         self.chance = chance
@@ -188,6 +221,10 @@ class Nemesis:
                 self.holding.pop(pid, None)
             elif f == "pause" and type_ == "info":
                 self._paused_itself(pid, event["t"])
+            elif f == "fork" and type_ in ("ok", "fail"):
+                self._forked(pid, event["t"])
+            elif f == "hold" and type_ == "info":
+                self._holding(pid)
 
     def _paused_itself(self, pid: int, at: float) -> None:
         worker = self.fleet.by_pid(pid)
@@ -199,6 +236,37 @@ class Nemesis:
             worker.state = "paused"
         else:  # a request that outlived its fault: do not let it pause anyone now
             self.fleet.cont(worker)
+
+    def _forked(self, pid: int, at: float) -> None:
+        active = self.active
+        if active is not None and active.planned.kind == "fork" and active.ends_at is None \
+                and active.worker is not None and active.worker.pid == pid:
+            active.ends_at = at + self.ttl / 2  # the parent's section goes on that long
+
+    def _holding(self, pid: int) -> None:
+        active = self.active
+        if active is None or active.planned.kind != "stall" or active.ends_at is not None:
+            return
+        active.worker = self.fleet.by_pid(pid)
+        for other in self.fleet.running():
+            if other is not active.worker and other.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(other.pid, signal.SIGUSR2)  # one holder is stalled, not several
+        self._stall(active, time.monotonic())
+
+    def _stall(self, active: _Active, now: float) -> None:
+        """Stall the holder's path now (SQLite: lock the database), for the planned length."""
+        worker = active.worker
+        self.history.emit("info", "stall", name=self.name, **(
+            {} if worker is None else {"worker": worker.name, "target_pid": worker.pid}))
+        what = "the database locked" if self.database is not None else "its path silent"
+        self._say(f"stall: {what}" + ("" if worker is None else
+                                      f", {worker.name} (pid {worker.pid}) holding"))
+        if self.database is not None:
+            active.database = self._lock_database()
+        elif active.worker is not None:
+            self._set_proxies(active.worker, "stall")
+        active.ends_at = now + active.planned.seconds
 
     # -- the schedule --------------------------------------------------------------------------
 
@@ -256,8 +324,9 @@ class Nemesis:
         return self.chance.choice(running) if running else None
 
     def _start(self, planned: PlannedFault, now: float) -> None:
-        worker = None if planned.kind == "restart" else self._holder()
-        if planned.kind != "restart" and worker is None:
+        # A stall goes to whoever holds its section first (asked of every worker below).
+        worker = None if planned.kind in ("restart", "stall") else self._holder()
+        if planned.kind not in ("restart", "stall") and worker is None:
             return
         active = _Active(planned, worker, now)
         self.active = active
@@ -277,18 +346,38 @@ class Nemesis:
         elif planned.kind == "pause":
             assert worker is not None and worker.pid is not None
             os.kill(worker.pid, signal.SIGUSR1)  # it stops itself right before its next write
+        elif planned.kind == "fork":
+            assert worker is not None and worker.pid is not None
+            os.kill(worker.pid, FORK_SIGNAL)  # it forks in its next critical section
         elif planned.kind == "proxy":
             assert worker is not None
-            proxy = self.proxies.get(worker.number)
-            if proxy is not None and self.proxy_host is not None:
-                # Latency above the renewal interval (ttl / 3): renewals arrive late.
-                latency = 1.5 * self.ttl / 3 if planned.mode == "latency" else 0.0
-                self.proxy_host.set_mode(proxy, planned.mode, latency=latency)
+            # Latency above the renewal interval (ttl / 3): renewals arrive late.
+            latency = 1.5 * self.ttl / 3 if planned.mode == "latency" else 0.0
+            self._set_proxies(worker, planned.mode, latency)
             active.ends_at = now + planned.seconds
+        elif planned.kind == "stall":
+            for each in self.fleet.running():  # the stall begins once one holds its section
+                if each.pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(each.pid, HOLD_SIGNAL)
         else:
             active.thread = threading.Thread(target=self._restart_store, args=(active,),
                                              name="chaos-restart", daemon=True)
             active.thread.start()
+
+    def _set_proxies(self, worker: WorkerProcess, mode: str, latency: float = 0.0) -> None:
+        if self.proxy_host is not None:
+            for proxy in self.proxies.get(worker.number, []):
+                self.proxy_host.set_mode(proxy, mode, latency=latency)
+
+    def _lock_database(self) -> sqlite3.Connection:
+        """Take the SQLite database's write lock and keep it: every store call that writes
+        (acquire, renew, release) waits on it, as behind a long transaction or a backup."""
+        assert self.database is not None
+        database = sqlite3.connect(self.database, isolation_level=None, timeout=10.0,
+                                   check_same_thread=False)
+        database.execute("BEGIN EXCLUSIVE")
+        return database
 
     def _restart_store(self, active: _Active) -> None:
         assert self.restart is not None
@@ -299,6 +388,22 @@ class Nemesis:
 
     def _advance(self, active: _Active, now: float) -> None:
         planned, worker = active.planned, active.worker
+        if planned.kind == "stall" and active.ends_at is None and \
+                now - active.started > PAUSE_WAIT:
+            # Nobody reached a section in time: stall the likely holder wherever it is.
+            active.worker = self._holder()
+            for each in self.fleet.running():
+                if each.pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(each.pid, signal.SIGUSR2)
+            self._stall(active, now)
+        if planned.kind == "fork" and active.ends_at is None and \
+                now - active.started > PAUSE_WAIT:
+            active.error.append("the holder reached no critical section: no fork")
+            if worker is not None and worker.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(worker.pid, signal.SIGUSR2)  # forget the request
+            active.ends_at = now
         if planned.kind == "pause" and active.ends_at is None and now - active.started > \
                 PAUSE_WAIT and worker is not None and worker.state == "running":
             # It reached no write in time: stop it wherever it is.
@@ -319,10 +424,11 @@ class Nemesis:
         planned, worker = active.planned, active.worker
         if planned.kind == "pause" and worker is not None:
             self.fleet.cont(worker)
-        elif planned.kind == "proxy" and worker is not None:
-            proxy = self.proxies.get(worker.number)
-            if proxy is not None and self.proxy_host is not None:
-                self.proxy_host.set_mode(proxy, "normal")
+        elif planned.kind in ("proxy", "stall") and worker is not None:
+            self._set_proxies(worker, "normal")
+        if active.database is not None:
+            active.database.execute("ROLLBACK")
+            active.database.close()
         errors: dict[str, Any] = {"error": active.error[0]} if active.error else {}
         self.history.emit("info", "fault-end", kind=planned.kind, label=planned.label,
                           name=self.name, seconds=round(now - active.started, 3), **errors)
@@ -344,11 +450,9 @@ class Nemesis:
                 self.history.emit("info", "restart-worker", worker=worker.name, pid=worker.pid)
             elif worker.pid is not None:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(worker.pid, signal.SIGUSR2)  # forget a pause request
+                    os.kill(worker.pid, signal.SIGUSR2)  # forget a pause or fork request
                 self.fleet.cont(worker)
-        for proxy in self.proxies.values():
-            if self.proxy_host is not None:
-                self.proxy_host.set_mode(proxy, "normal")
+            self._set_proxies(worker, "normal")
         self.healed = True
         self.history.emit("info", "heal", name=self.name,
                           bound=self.settings.liveness_bound)

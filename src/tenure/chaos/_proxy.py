@@ -1,17 +1,22 @@
-"""A small asyncio TCP proxy per worker, in front of the store, for network faults: latency on
-the way to the store, a blackhole (bytes held in both directions until it heals, as in a
-partition) and resets (every open connection closed with RST, new ones refused with RST). No
-Docker, no root: it runs on a thread of the chaos orchestrator.
+"""A small asyncio TCP proxy per worker and store host, in front of the store, for network
+faults: latency on the way to the store, a blackhole (bytes read and held in both directions
+until it heals, as in a partition), resets (every open connection closed with RST, new ones
+refused with RST) and a stall (nothing is read or forwarded any more, connections stay open: the
+kernel still acknowledges what the client sends, which piles up unread, and no answer comes
+back; a frozen pooler or a dropped route does that). No Docker, no root: it runs on a thread of
+the chaos orchestrator.
 
 `proxied_store` says whether a store is reached over TCP in a way a proxy can sit in front of
-(redis://, postgresql://, mysql:// with one host; azblob with a connection string's http
-BlobEndpoint), and rewrites a worker's URL or connection string to point at its proxy.
+(redis://, postgresql://, mysql://, also with several hosts for the Redis quorum; azblob with a
+connection string's http BlobEndpoint), and rewrites a worker's URL or connection string to
+point at its proxies.
 
 Example::
 
     host = ProxyHost()
     proxy = host.add("127.0.0.1", 6379)
     host.set_mode(proxy, "latency", latency=1.0)
+    host.set_mode(proxy, "stall")
     host.set_mode(proxy, "normal")
     host.close()
 """
@@ -24,13 +29,13 @@ import re
 import socket
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from tenure._urls import parse_store_url
 
-MODES = ("normal", "latency", "blackhole", "reset")
+MODES = ("normal", "latency", "blackhole", "reset", "stall")
 DEFAULT_PORTS = {"redis": 6379, "postgresql": 5432, "postgres": 5432, "mysql": 3306,
                  "mariadb": 3306}
 CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
@@ -39,12 +44,20 @@ _BLOB_ENDPOINT = re.compile(r"(?i)(BlobEndpoint=)(http://)([^/;]+)")
 
 @dataclass(frozen=True)
 class ProxyTarget:
-    """Where the store listens, and how to point a worker at a proxy on `port` instead: the
-    store URL and the environment variables to give the worker."""
+    """Where the store listens (one or more host:port, one proxy each), and how to point a
+    worker at proxies on `ports` instead (in the same order): the store URL and the environment
+    variables to give the worker."""
 
-    host: str
-    port: int
-    rewrite: Callable[[int], tuple[str, dict[str, str]]]
+    addresses: tuple[tuple[str, int], ...]
+    rewrite: Callable[[Sequence[int]], tuple[str, dict[str, str]]]
+
+    @property
+    def host(self) -> str:
+        return self.addresses[0][0]
+
+    @property
+    def port(self) -> int:
+        return self.addresses[0][1]
 
 
 def proxied_store(url: str, environ: dict[str, str]) -> ProxyTarget | str:
@@ -53,7 +66,7 @@ def proxied_store(url: str, environ: dict[str, str]) -> ProxyTarget | str:
     Example::
 
         target = proxied_store("redis://127.0.0.1:6379/0", {})
-        target.rewrite(40001)   # ("redis://127.0.0.1:40001/0", {})
+        target.rewrite([40001])   # ("redis://127.0.0.1:40001/0", {})
     """
     scheme = parse_store_url(url).scheme
     if scheme in ("file", "sqlite", "memory"):
@@ -63,23 +76,28 @@ def proxied_store(url: str, environ: dict[str, str]) -> ProxyTarget | str:
     if scheme not in DEFAULT_PORTS:
         return f"{scheme}:// (TLS or a unix socket) cannot be proxied: hostnames are verified"
     parts = urlsplit(url)
-    if "," in parts.netloc:
-        return "several hosts in one URL are not proxied"
     if "host=" in parts.query:
         return "a host given in the URL's query is not proxied"
-    try:
-        host, port = parts.hostname, parts.port or DEFAULT_PORTS[scheme]
-    except ValueError:
-        return "the URL's port is not a number"
-    if not host:
-        return f"{scheme}:// without a host (a unix socket) is not reached over TCP"
-    userinfo = parts.netloc.rpartition("@")[0]
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    if "," in hosts and scheme != "redis":
+        return "several hosts in one URL are proxied for the Redis quorum only"
+    addresses = []
+    for host_port in hosts.split(","):
+        try:
+            one = urlsplit(f"//{host_port}")
+            host, port = one.hostname, one.port or DEFAULT_PORTS[scheme]
+        except ValueError:
+            return "the URL's port is not a number"
+        if not host:
+            return f"{scheme}:// without a host (a unix socket) is not reached over TCP"
+        addresses.append((host, port))
 
-    def rewrite(proxy_port: int) -> tuple[str, dict[str, str]]:
-        netloc = (f"{userinfo}@" if userinfo else "") + f"127.0.0.1:{proxy_port}"
+    def rewrite(proxy_ports: Sequence[int]) -> tuple[str, dict[str, str]]:
+        netloc = (f"{userinfo}@" if userinfo else "") + ",".join(
+            f"127.0.0.1:{port}" for port in proxy_ports)
         return urlunsplit(parts._replace(netloc=netloc)), {}
 
-    return ProxyTarget(host, port, rewrite)
+    return ProxyTarget(tuple(addresses), rewrite)
 
 
 def _azblob_target(url: str, environ: dict[str, str]) -> ProxyTarget | str:
@@ -91,12 +109,12 @@ def _azblob_target(url: str, environ: dict[str, str]) -> ProxyTarget | str:
                 "http://HOST:PORT (Azurite); https endpoints verify their hostname")
     host, _, port = match.group(3).partition(":")
 
-    def rewrite(proxy_port: int) -> tuple[str, dict[str, str]]:
-        rewritten = _BLOB_ENDPOINT.sub(rf"\g<1>\g<2>127.0.0.1:{proxy_port}",
+    def rewrite(proxy_ports: Sequence[int]) -> tuple[str, dict[str, str]]:
+        rewritten = _BLOB_ENDPOINT.sub(rf"\g<1>\g<2>127.0.0.1:{proxy_ports[0]}",
                                        connection_string, count=1)
         return url, {CONNECTION_STRING: rewritten}
 
-    return ProxyTarget(host, int(port or 80), rewrite)
+    return ProxyTarget(((host, int(port or 80)),), rewrite)
 
 
 class Proxy:
@@ -107,8 +125,10 @@ class Proxy:
         self.mode = "normal"
         self.latency = 0.0
         self.port = 0
-        self._flowing = asyncio.Event()
+        self._flowing = asyncio.Event()  # cleared: a blackhole reads and holds
         self._flowing.set()
+        self._reading = asyncio.Event()  # cleared: a stall reads nothing any more
+        self._reading.set()
         self._sockets: set[asyncio.StreamWriter] = set()
         self._server: asyncio.Server | None = None
 
@@ -119,10 +139,12 @@ class Proxy:
 
     def set_mode(self, mode: str, latency: float = 0.0) -> None:
         self.mode, self.latency = mode, latency
-        if mode == "blackhole":
-            self._flowing.clear()
-        else:
-            self._flowing.set()
+        for event, stopped in ((self._flowing, mode == "blackhole"),
+                               (self._reading, mode == "stall")):
+            if stopped:
+                event.clear()
+            else:
+                event.set()
         if mode == "reset":
             for writer in list(self._sockets):
                 _reset(writer)
@@ -150,7 +172,12 @@ class Proxy:
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                     to_store: bool) -> None:
         try:
-            while data := await reader.read(65536):
+            while True:
+                await self._reading.wait()  # a stall leaves the bytes in the kernel's buffers
+                data = await reader.read(65536)
+                if not data:
+                    break
+                await self._reading.wait()  # nor forwards what was read when it began
                 await self._flowing.wait()  # a blackhole holds the bytes until it heals
                 if to_store and self.mode == "latency":
                     await asyncio.sleep(self.latency)
@@ -209,8 +236,9 @@ class ProxyHost:
         return proxy
 
     def set_mode(self, proxy: Proxy, mode: str, latency: float = 0.0) -> None:
-        """Switch a proxy to normal, latency (seconds per chunk to the store), blackhole or
-        reset (open connections are reset now, new ones until the mode changes)."""
+        """Switch a proxy to normal, latency (seconds per chunk to the store), blackhole, reset
+        (open connections are reset now, new ones until the mode changes) or stall (nothing read
+        or forwarded; connections stay open, new ones are accepted and wait too)."""
         if mode not in MODES:
             raise ValueError(f"proxy mode must be one of {', '.join(MODES)}, got {mode!r}")
 

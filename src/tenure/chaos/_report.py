@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tenure.chaos._checkers import CHECKERS, Verdict, Violation, as_dict
+from tenure.chaos._checkers import CHECKERS, LATE_SIGNAL, Verdict, Violation, as_dict
 from tenure.chaos._history import Event
 
 
@@ -45,6 +45,7 @@ class Report:
     faults: dict[str, int] = field(default_factory=dict)  # by label, e.g. "pause 1.5x ttl"
     not_applicable: dict[str, str] = field(default_factory=dict)  # fault kind -> why
     liveness_bound: float = 0.0
+    late_signal: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -82,7 +83,8 @@ class Report:
                 "history": str(self.history), "grants": self.grants,
                 "accepted_writes": self.accepted_writes, "rejected_writes": self.rejected_writes,
                 "faults": self.faults, "not_applicable": self.not_applicable,
-                "liveness_bound": self.liveness_bound, "notes": self.notes,
+                "liveness_bound": self.liveness_bound, "late_signal": self.late_signal,
+                "notes": self.notes,
                 **as_dict(self.verdict)}
 
 
@@ -94,6 +96,8 @@ def print_report(report: Report, console: Console) -> None:
         print_report(run_chaos(settings), Console())
     """
     mode = "fenced" if report.fencing else "NOT fenced (positive control)"
+    if report.late_signal:
+        mode += f", loss signals delayed {report.late_signal:g} s (positive control)"
     table = Table(title=f"tenure chaos: {report.store}, {report.workers} workers, "
                         f"{report.seconds:.0f} s, seed {report.seed}, {mode}")
     table.add_column("figure")
@@ -113,6 +117,17 @@ def print_report(report: Report, console: Console) -> None:
         waits = ", ".join(f"{t:.2f}" for t in verdict.takeovers)
         table.add_row(f"new holder after the faults stopped (bound {report.liveness_bound:g} s)",
                       f"{waits} s")
+    if verdict.signal_delays:
+        worst, median = verdict.worst_signal_delay or 0.0, verdict.median_signal_delay or 0.0
+        table.add_row(f"loss signals after the deadline: worst / median delay "
+                      f"(bound {LATE_SIGNAL * 1000:.0f} ms)",
+                      f"{len(verdict.signal_delays)}: {worst * 1000:.0f} / "
+                      f"{median * 1000:.0f} ms")
+    if verdict.losses_before_deadline:
+        table.add_row("losses refused by the store before the deadline",
+                      str(verdict.losses_before_deadline))
+    if verdict.forks:
+        table.add_row("forks of a holder", str(verdict.forks))
     if verdict.grants_after_restarts:
         table.add_row("grants after the first store restart", str(verdict.grants_after_restarts))
     table.add_row("overlapping critical sections", _red(verdict.overlaps))

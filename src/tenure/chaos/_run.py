@@ -23,7 +23,7 @@ from typing import Any
 
 import tenure
 from tenure._errors import InvalidArgumentType
-from tenure._urls import redact
+from tenure._urls import parse_store_url, redact
 from tenure.chaos._checkers import check_history
 from tenure.chaos._faults import Nemesis, plan_faults
 from tenure.chaos._fleet import Fleet
@@ -66,7 +66,8 @@ def run_chaos(settings: ChaosSettings,
     target, not_applicable = _applicable(settings, restart)
     kinds = tuple(kind for kind in settings.faults if kind not in not_applicable)
     started = time.monotonic()
-    run = _Run(settings, seed, directory, history_path, restart, kinds, target)
+    run = _Run(settings, seed, directory, history_path, restart, kinds,
+               target if {"proxy", "stall"} & set(kinds) else None)
     try:
         notes = run.play()
     finally:
@@ -76,7 +77,8 @@ def run_chaos(settings: ChaosSettings,
                         fencing=settings.fencing, workers=settings.workers,
                         seconds=time.monotonic() - started, history=history_path,
                         not_applicable=not_applicable,
-                        liveness_bound=settings.liveness_bound, notes=notes)
+                        liveness_bound=settings.liveness_bound,
+                        late_signal=settings.late_signal, notes=notes)
 
 
 def _command(command: str | None) -> Callable[[], object] | None:
@@ -92,15 +94,24 @@ def _command(command: str | None) -> Callable[[], object] | None:
 
 def _applicable(settings: ChaosSettings, restart: Callable[[], object] | None,
                 ) -> tuple[ProxyTarget | None, dict[str, str]]:
-    """The proxy target (when the proxy fault applies) and why the other faults do not."""
+    """The proxy target (when the proxy or stall fault applies) and why the other faults do
+    not."""
     skipped: dict[str, str] = {}
     target = None
-    if "proxy" in settings.faults:
+    if {"proxy", "stall"} & set(settings.faults):
         found = proxied_store(settings.store, dict(os.environ))
-        if isinstance(found, str):
-            skipped["proxy"] = found
-        else:
+        if not isinstance(found, str):
             target = found
+        elif "proxy" in settings.faults:
+            skipped["proxy"] = found
+        if "stall" not in settings.faults or not isinstance(found, str):
+            pass
+        elif settings.scheme == "file":
+            skipped["stall"] = ("file:// calls no server: renewals are in memory (the kernel "
+                                "holds the flock), so no store call can hang; the pause fault "
+                                "stops the holder instead")
+        elif settings.scheme != "sqlite":  # SQLite: the nemesis locks the database instead
+            skipped["stall"] = found
     if "restart" in settings.faults and restart is None:
         if settings.scheme in ("file", "sqlite"):
             skipped["restart"] = f"{settings.scheme}:// has no server to restart"
@@ -121,11 +132,13 @@ class _Run:
         self.history = HistoryWriter(history_path, "nemesis")
         self.oracle: Oracle | None = None
         self.proxy_host: ProxyHost | None = None
-        self.proxies: dict[int, Proxy] = {}
+        self.proxies: dict[int, list[Proxy]] = {}
         self.fleet = Fleet(log=directory / "workers.log")
         self.chance = random.Random(seed)  # the schedule only: the same seed, the same plan
+        database = parse_store_url(settings.store).location if settings.scheme == "sqlite" \
+            else None
         self.nemesis = Nemesis(self.fleet, self.history, settings, self.proxies, None, restart,
-                               random.Random(f"{seed}-targets"))
+                               random.Random(f"{seed}-targets"), database)
         self.offset = 0
 
     def play(self) -> list[str]:
@@ -137,13 +150,15 @@ class _Run:
         run_id = uuid.uuid4().hex[:8]
         base = {"history": str(self.history_path), "oracle_port": self.oracle.port,
                 "control": str(self.directory / "control.json"), "ttl": settings.lease_ttl,
-                "retry": settings.retry, "seed": self.seed, "store": settings.store}
+                "retry": settings.retry, "seed": self.seed, "store": settings.store,
+                "late_signal": settings.late_signal}
         for number in range(1, settings.workers + 1):
             url, env = settings.store, dict[str, str]()
             if self.target is not None and self.proxy_host is not None:
-                proxy = self.proxy_host.add(self.target.host, self.target.port)
-                self.proxies[number] = proxy
-                url, env = self.target.rewrite(proxy.port)
+                proxies = [self.proxy_host.add(host, port)
+                           for host, port in self.target.addresses]
+                self.proxies[number] = proxies
+                url, env = self.target.rewrite([proxy.port for proxy in proxies])
             self.fleet.add(number, {**base, "store": url}, env)
         self._wait_for_workers()
         phases = self._phases(run_id)

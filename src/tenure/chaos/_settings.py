@@ -19,7 +19,7 @@ from rich.console import Console
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import parse_store_url
 
-FAULT_KINDS = ("kill", "pause", "proxy", "restart")
+FAULT_KINDS = ("kill", "pause", "proxy", "stall", "fork", "restart")
 # The GC-pause case: SIGSTOP for these multiples of the ttl, then SIGCONT.
 PAUSE_FACTORS = (0.5, 1.5, 3.0)
 DEFAULT_TTL = 2.0
@@ -40,6 +40,10 @@ class ChaosSettings:
 
         ChaosSettings("redis://127.0.0.1:6379/0", workers=8, duration=60, seed=1,
                       fencing=False)   # the positive control: overlaps must be found
+
+    `late_signal` (seconds, default 0) makes every worker's `on_lost` wait that long before
+    it records the loss: the positive control of the loss-signal checker, which must then find
+    signals later than 100 ms after the deadline.
     """
 
     store: str
@@ -56,6 +60,7 @@ class ChaosSettings:
     name: str = "chaos"
     directory: Path | None = None  # default: a new temporary directory, kept for the history
     restart_command: str | None = None
+    late_signal: float = 0.0  # the positive control of the signal checker: each on_lost waits
     console: Console | None = field(default=None, repr=False)  # fault lines as they happen
 
     @property
@@ -108,6 +113,7 @@ class ChaosSettings:
                                   f" --faults takes a comma-separated subset of "
                                   f"{','.join(FAULT_KINDS)}")
         _seconds("retry", self.retry, 0.01, 60.0)
+        _seconds("late_signal", self.late_signal, 0.0, 60.0)
         ttl = _seconds("ttl", self.lease_ttl, MIN_TTL.get(self.scheme, 0.1), 3600.0)
         if not self.pause_factors or any(not 0 < factor <= 100 for factor in self.pause_factors):
             raise InvalidArgument("pause_factors must be multiples of the ttl in (0, 100]")

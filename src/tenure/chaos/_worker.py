@@ -13,6 +13,19 @@ On SIGUSR1 the worker stops itself (SIGSTOP) in its next critical section, after
 right before the write: the worst moment for a GC pause, the one only fencing covers. The
 orchestrator sends SIGCONT after the pause's length.
 
+On SIGWINCH it forks in its next critical section, right after the read: the child uses the
+store it inherited afresh (acquires and releases a name of its own) and exits with sys.exit,
+so atexit handlers run; the parent waits for it, then goes on with its section for half a ttl,
+across a renewal. The parent's lease must come through untouched.
+
+On SIGURG it holds its next critical section, right after the read, until it is told its lease
+was lost (`on_lost`) or 2 ttl + 1 s have passed: the nemesis stalls its path to the store
+meanwhile, so the lease is lost while its holder is still at work, which is when the loss
+signal matters. SIGUSR2 forgets any request.
+
+A loss is recorded with the lease's local deadline (`lost`, from `on_lost`), and so is every
+release, so the checker can tell how late each loss signal came, and spot one that never came.
+
 Example (what the orchestrator runs)::
 
     subprocess.Popen([sys.executable, "-m", "tenure.chaos._worker", json.dumps(settings)])
@@ -48,9 +61,15 @@ class ChaosWorker:
         self.oracle = oracle
         self.random = random.Random(f"{settings['seed']}-{settings['number']}-{os.getpid()}")
         self.pause_requested = False
+        self.fork_requested = False
+        self.hold_requested = False
+        self.told: set[int] = set()  # tokens of the leases on_lost was called for
         self.stopping = False
+        self.pid = os.getpid()  # a forked child runs none of this process's cleanups
+        self.store: tenure.Store | None = None
 
     def run(self, store: tenure.Store, phases: Sequence[dict[str, Any]]) -> None:
+        self.store = store
         for phase in phases:
             if phase["kind"] == "lock":
                 lock = store.lock(phase["name"], ttl=self.settings["ttl"], min_wait=0.01,
@@ -78,6 +97,10 @@ class ChaosWorker:
         self.history.emit("ok", "acquire", name=name, slot=lease.slot, token=lease.token)
         try:
             value = self.oracle.read(name, lease.slot, lease.token)
+            if self.fork_requested:
+                self._fork(lease)
+            if self.hold_requested:
+                self._hold(lease)
             time.sleep(self._work_seconds())
             if lease.lost:
                 self.history.emit("info", "skip-write", name=name, slot=lease.slot,
@@ -93,7 +116,52 @@ class ChaosWorker:
                                   token=lease.token)
             self.oracle.write(name, lease.slot, lease.token, value + 1)
         finally:
-            self._release(lease)
+            if os.getpid() == self.pid:  # a forked child exits through here: not its lease
+                self._release(lease)
+
+    def _fork(self, lease: tenure.Lease) -> None:
+        """Fork a child that uses the store afresh and exits normally (see the module
+        docstring); the parent waits for it and goes on for half a ttl, across a renewal."""
+        self.fork_requested = False
+        fields: dict[str, Any] = {"name": lease.name, "slot": lease.slot, "token": lease.token}
+        self.history.emit("invoke", "fork", **fields)
+        child = os.fork()
+        if child == 0:
+            self._child(lease.name)  # never returns
+        _, status = os.waitpid(child, 0)
+        code = os.waitstatus_to_exitcode(status)
+        self.history.emit("ok" if code == 0 else "fail", "fork", child=child, exit=code,
+                          **fields)
+        time.sleep(self.settings["ttl"] / 2)
+
+    def _hold(self, lease: tenure.Lease) -> None:
+        """Go on with the section until told of the loss, or 2 ttl + 1 s (a stall's longest
+        plus a second): the body of a holder whose path to the store went silent."""
+        self.hold_requested = False
+        self.history.emit("info", "hold", name=lease.name, slot=lease.slot, token=lease.token)
+        until = time.monotonic() + 2 * self.settings["ttl"] + 1.0
+        while lease.token not in self.told and time.monotonic() < until:
+            time.sleep(0.005)  # the work, in slices: a sync body checks for the loss
+        self.history.emit("info", "hold-end", name=lease.name, slot=lease.slot,
+                          token=lease.token, told=lease.token in self.told)
+
+    def _child(self, name: str) -> None:
+        """In the forked child: take and give back a name of its own through the inherited
+        store, then sys.exit(0), which unwinds to the interpreter's exit and runs the atexit
+        handlers (the worker's own cleanups check the pid and skip)."""
+        history = HistoryWriter(Path(self.settings["history"]), f"{self.history.process}-child")
+        code = 1
+        try:
+            assert self.store is not None
+            lock = self.store.lock(f"{name}-fork-child", ttl=self.settings["ttl"])
+            with lock.acquire(timeout=self.settings["ttl"] * 2) as lease:
+                history.emit("ok", "child-acquire", name=lease.name, slot=lease.slot,
+                             token=lease.token)
+            code = 0
+        except BaseException as exc:
+            history.emit("fail", "child", error=f"{type(exc).__name__}: {exc}")
+        history.emit("info", "child-exit", code=code)
+        sys.exit(code)
 
     def _work_seconds(self) -> float:
         """Mostly 5 to 50 ms; one section in twenty lasts about half the ttl, so renewals (and
@@ -104,7 +172,8 @@ class ChaosWorker:
 
     def _release(self, lease: tenure.Lease) -> None:
         fields: dict[str, Any] = {"name": lease.name, "slot": lease.slot, "token": lease.token}
-        self.history.emit("invoke", "release", **fields)
+        # The deadline as the lease has it now: past it, a loss signal was due already.
+        self.history.emit("invoke", "release", deadline=lease.deadline, **fields)
         try:
             freed = lease.release()
         except tenure.TenureError as exc:
@@ -113,9 +182,14 @@ class ChaosWorker:
             self.history.emit("ok", "release", freed=freed, **fields)
 
     def _lost(self, lease: tenure.Lease) -> None:
+        """The loss signal (`on_lost`), recorded with the lease's local deadline."""
+        late = self.settings.get("late_signal", 0.0)
+        if late:
+            time.sleep(late)  # the positive control: a signal that comes late
         reason = lease.lost_reason.value if lease.lost_reason else None
         self.history.emit("info", "lost", name=lease.name, slot=lease.slot, token=lease.token,
-                          reason=reason)
+                          reason=reason, deadline=lease.deadline)
+        self.told.add(lease.token)
 
 
 def log_renewals(store: tenure.Store, history: HistoryWriter) -> None:
@@ -159,7 +233,14 @@ def main(argv: list[str]) -> int:
     oracle = OracleClient(settings["oracle_port"], process)
     worker = ChaosWorker(settings, history, oracle)
     signal.signal(signal.SIGUSR1, lambda *_: setattr(worker, "pause_requested", True))
-    signal.signal(signal.SIGUSR2, lambda *_: setattr(worker, "pause_requested", False))
+    signal.signal(signal.SIGWINCH, lambda *_: setattr(worker, "fork_requested", True))
+
+    signal.signal(signal.SIGURG, lambda *_: setattr(worker, "hold_requested", True))
+
+    def forget(*_: object) -> None:
+        worker.pause_requested = worker.fork_requested = worker.hold_requested = False
+
+    signal.signal(signal.SIGUSR2, forget)
     signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "stopping", True))
     store = tenure.connect(settings["store"], holder=f"{process}:{os.getpid()}")
     log_renewals(store, history)
@@ -169,12 +250,13 @@ def main(argv: list[str]) -> int:
         if control is not None:
             worker.run(store, control["phases"])
     finally:
-        try:
-            store.close()
-        except tenure.TenureError as exc:
-            history.emit("fail", "close", error=type(exc).__name__)
-        history.emit("info", "stop")
-        oracle.close()
+        if os.getpid() == worker.pid:  # a forked child leaves all of this to its parent
+            try:
+                store.close()
+            except tenure.TenureError as exc:
+                history.emit("fail", "close", error=type(exc).__name__)
+            history.emit("info", "stop")
+            oracle.close()
     return 0
 
 
