@@ -7,6 +7,8 @@ dropped under a running store, and the store's errors and options. The conforman
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import threading
@@ -46,6 +48,89 @@ def stopped(pid: int) -> bool:
     states = [(task / "stat").read_text().rpartition(")")[2].split()[0]
               for task in Path(f"/proc/{pid}/task").iterdir()]
     return all(state == "T" for state in states)
+
+
+class Forwarder:
+    """A loopback TCP forwarder to `port` on a thread (and event loop) of its own, used as
+    `with Forwarder(port) as forwarder:`. Each chunk is delayed by `delay` seconds (the value
+    when it came in) in each direction; `pending` counts chunks not yet passed on. While frozen
+    it forwards nothing, and the path goes silent (both kernels still acknowledge TCP, as with
+    a hung pooler or a dropped route)."""
+
+    def __init__(self, port: int, delay: float = 0.0) -> None:
+        self.target, self.delay = port, delay
+        self.pending = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.port: int = self._run(self._start())
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
+
+    async def _start(self) -> int:
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._writers: list[asyncio.StreamWriter] = []
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1",
+                                                                         self.target)
+        self._writers += (writer, upstream_writer)
+        with contextlib.suppress(asyncio.CancelledError):  # closing: asyncio logs it otherwise
+            await asyncio.gather(self._pipe(reader, upstream_writer),
+                                 self._pipe(upstream_reader, writer), return_exceptions=True)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Forward in order, each chunk `delay` after it came in; the end (EOF) too."""
+        chunks: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+        async def send() -> None:
+            while True:
+                due, data = await chunks.get()
+                await asyncio.sleep(due - self._loop.time())
+                await self._flowing.wait()
+                self.pending -= 1
+                if not data:
+                    writer.close()
+                    return
+                writer.write(data)
+
+        sender = self._loop.create_task(send())
+        try:
+            while data := await reader.read(65536):
+                self.pending += 1
+                chunks.put_nowait((self._loop.time() + self.delay, data))
+        finally:
+            self.pending += 1
+            chunks.put_nowait((self._loop.time() + self.delay, b""))
+            await sender
+
+    def freeze(self) -> None:
+        self._loop.call_soon_threadsafe(self._flowing.clear)
+
+    def thaw(self) -> None:
+        self._loop.call_soon_threadsafe(self._flowing.set)
+
+    def __enter__(self) -> Forwarder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        async def close() -> None:
+            self._server.close()
+            for writer in self._writers:
+                writer.close()
+            tasks = asyncio.all_tasks() - {asyncio.current_task()}
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self._run(close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
 
 
 class Admin:
@@ -297,8 +382,9 @@ async def test_the_try_behind_a_wait_takes_the_lease_at_the_wake_up(
 async def test_a_cancelled_wait_takes_nothing(mariadb_server: MariaDBServer, table: str,
                                               admin: Admin) -> None:
     """The server runs the try sent behind a sleep even after the client closed the
-    connection; a cancelled wait ends that connection (KILL CONNECTION) so that the release
-    which would have woken it leaves the name free, not held by nobody until it expires."""
+    connection; a cancelled wait ends that connection (KILL CONNECTION) and frees what that
+    try took, so that the release which would have woken it leaves the name free, not held by
+    nobody until it expires."""
     url = f"{mariadb_server.url}?table={table}"
     holder, waiter = AsyncMySQLStore(url), AsyncMySQLStore(url)
     try:
@@ -316,7 +402,9 @@ async def test_a_cancelled_wait_takes_nothing(mariadb_server: MariaDBServer, tab
                 f"SELECT ID FROM information_schema.PROCESSLIST WHERE ID = {sleeper}")
 
         await eventually(gone, 5, "the cancelled wait's connection to end")
-        assert admin.sql(f"SELECT lease_id FROM `{table}` WHERE slot = 0") == [(0,)]
+        # The undo runs in the background (the cancellation does not wait for it).
+        await eventually(lambda: admin.sql(f"SELECT lease_id FROM `{table}` WHERE slot = 0")
+                         == [(0,)], 5, "what the try behind the wait took to be freed")
     finally:
         await holder.close()
         await waiter.close()
@@ -626,6 +714,131 @@ async def test_hung_server_fails_within_timeout(api: str, mariadb_server: MariaD
         assert await call(store.renew([grant], 30.0)) == [grant]
     finally:
         await call(store.close())
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+@pytest.mark.parametrize("cancel_after", [0.5, 1.5], ids=["on-the-way", "run-by-the-server"])
+async def test_a_cancelled_acquire_is_undone(mariadb_server: MariaDBServer, table: str,
+                                             admin: Admin, limit: int,
+                                             cancel_after: float) -> None:
+    """An acquire cancelled in mid-request (its request still on the way, or run by the server
+    while the answer is on the way back) leaves no lease behind: the name is free again well
+    within its ttl, and the store works on."""
+    delay = 0.05
+    with Forwarder(mariadb_server.port, delay) as forwarder:
+        store = AsyncMySQLStore(f"mysql://root@127.0.0.1:{forwarder.port}/tenure?table={table}")
+        try:
+            warm = await store.try_acquire("warm-up", "a", 30.0, 1)  # connected, table made
+            assert warm is not None and await store.release(warm) is True
+            with anyio.move_on_after(cancel_after * delay) as scope:
+                await store.try_acquire("cancelled", "a", 30.0, limit)
+            assert scope.cancelled_caught
+
+            def taken_and_freed() -> bool:
+                rows = admin.sql(f"SELECT holder, expires_at > UTC_TIMESTAMP(6) FROM `{table}` "
+                                 "WHERE name = 'cancelled'")
+                return (b"a", 0) in [(bytes(holder), live) for holder, live in rows] and not any(
+                    live for _, live in rows)
+
+            # The acquire ran on the server (its holder is on a row), and nothing is held.
+            await eventually(taken_and_freed, 5, "the cancelled acquire to be undone")
+            grant = await store.try_acquire("cancelled", "a", 30.0, 1)
+            assert grant is not None and await store.release(grant) is True
+        finally:
+            await store.close()
+
+
+async def test_the_undo_of_a_cancelled_acquire_never_overtakes_it(
+        mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """The server runs a query that reaches it after the client gave up on it. An acquire
+    cancelled while slow on its way, whose undo takes a faster path, must not take the lease
+    after the undo ran: the undo ends the acquire's connection before it frees anything."""
+    with Forwarder(mariadb_server.port) as forwarder:
+        store = AsyncMySQLStore(f"mysql://root@127.0.0.1:{forwarder.port}/tenure?table={table}")
+        try:
+            warm = await store.try_acquire("warm-up", "a", 30.0, 1)  # connected, table made
+            assert warm is not None and await store.release(warm) is True
+            [acquiring] = [connection.thread_id() for connection in store._idle]
+            forwarder.delay = 0.5
+            with anyio.move_on_after(0.1):
+                await store.try_acquire("overtaken", "a", 30.0, 1)
+            forwarder.delay = 0.0  # the undo's new connection is fast
+
+            def acquire_done() -> bool:  # passed on (or dropped), and its connection ended
+                return forwarder.pending == 0 and acquiring not in connection_ids(admin)
+
+            await eventually(acquire_done, 5, "the cancelled acquire to reach the server")
+            assert not admin.sql(f"SELECT 1 FROM `{table}` WHERE name = 'overtaken' "
+                                 "AND expires_at > UTC_TIMESTAMP(6)")
+        finally:
+            await store.close()
+
+
+async def test_a_silent_path_fails_within_the_timeout_and_the_store_recovers(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """Every call has a client-side bound: on a path gone silent (the server's own timeouts
+    never fire) a renewal raises StoreUnavailable after about `timeout`, the connection is
+    dropped, and the store works again once the path is back."""
+    with Forwarder(mariadb_server.port) as forwarder:
+        store = backend(api, f"mysql://root@127.0.0.1:{forwarder.port}/tenure?table={table}",
+                        timeout=0.5)
+        try:
+            grant = await call(store.try_acquire("silent", "me", 30.0, 1))
+            forwarder.freeze()
+            started = time.monotonic()
+            with pytest.raises(tenure.StoreUnavailable, match=r"timeout=0\.5"):
+                await call(store.renew([grant], 30.0))
+            assert time.monotonic() - started < 2.0  # 0.5 s, and a generous margin
+            assert store._idle == []  # dropped, not kept for the next call
+            forwarder.thaw()
+            assert await call(store.renew([grant], 30.0)) == [grant]
+            assert await call(store.release(grant)) is True
+        finally:
+            await call(store.close())
+
+
+def connection_ids(admin: Admin) -> set[int]:
+    return {int(connection_id) for connection_id, in admin.sql(
+        "SELECT ID FROM information_schema.PROCESSLIST")}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_uses_connections_of_its_own(mariadb_server: MariaDBServer, table: str,
+                                                    admin: Admin) -> None:
+    """A child forked with the store's connection idle in its pool acquires another name
+    through the same store object, closes it and exits: it never sent anything on the
+    parent's connection (no query, no COM_QUIT), and the parent's lease and connection live on."""
+    store = MySQLStore(f"{mariadb_server.url}?table={table}")
+    try:
+        grant = store.try_acquire("parent", "parent", 30.0, 1)
+        assert grant is not None
+        [parents] = [connection.thread_id() for connection in store._idle]
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report the connection it used, exit without atexit hooks
+            status = 1
+            try:
+                os.close(read_end)
+                theirs = store.try_acquire("child", "child", 30.0, 1)
+                used = [connection.thread_id() for connection in store._idle]
+                released = theirs is not None and store.release(theirs)
+                store.close()
+                os.write(write_end, f"{released} {' '.join(map(str, used))}".encode())
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_end)
+        with os.fdopen(read_end) as report:
+            child_said = report.read()
+        assert os.waitpid(pid, 0)[1] == 0
+        released, *used = child_said.split()
+        assert released == "True" and used and str(parents) not in used
+        assert parents in connection_ids(admin)  # the child's close did not end it
+        assert store.renew([grant], 30.0) == [grant]
+        assert [connection.thread_id() for connection in store._idle] == [parents]
+        assert store.release(grant) is True
+    finally:
+        store.close()
 
 
 # -- errors and options --------------------------------------------------------------------------

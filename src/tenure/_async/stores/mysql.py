@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import anyio
 
+from tenure import _forks
 from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
@@ -66,9 +67,11 @@ _COROUTINES = inspect.iscoroutinefunction(aiomysql.Connection.query)
 _NOW = "UTC_TIMESTAMP(6)"
 _NOW_US = "TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 _FREED = "'1970-01-01'"  # expires_at of a released or broken lease
-# Run when a connection opens: assignments of an UPDATE (and of ON DUPLICATE KEY UPDATE) go left
-# to right, each seeing the ones before it, as _ACQUIRE_LOCK needs. MariaDB's sql_mode
-# SIMULTANEOUS_ASSIGNMENT would make them all see the old row; MySQL has no such mode.
+# Run when a connection opens, in one round trip with the PREPAREs (see _open; the driver's
+# init_command would cost two, its query and a COMMIT): assignments of an UPDATE (and of ON
+# DUPLICATE KEY UPDATE) go left to right, each seeing the ones before it, as _ACQUIRE_LOCK
+# needs. MariaDB's sql_mode SIMULTANEOUS_ASSIGNMENT would make them all see the old row; MySQL
+# has no such mode.
 _SESSION = ("SET SESSION sql_mode = TRIM(BOTH ',' FROM REPLACE("
             "CONCAT(',', @@SESSION.sql_mode, ','), ',SIMULTANEOUS_ASSIGNMENT,', ','))")
 
@@ -269,10 +272,15 @@ _WAKE_NEXT = "; KILL QUERY IF(ROW_COUNT() > 0, LAST_INSERT_ID(), 0)"
 # The next sleeper, when the one a release took off the list is gone. Parameters: key.
 _POP = (f"UPDATE `{{table}}` SET sleepers = {_popped('sleepers')} "
         "WHERE name_key = UNHEX(%s) AND slot = 0")
-# Frees whichever slot a try pipelined behind an interrupted wait may have taken (see
-# _sleep_then_try). Parameters: key, lease_id.
-_FORGET = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
-           f"WHERE name_key = UNHEX(%s) AND lease_id = %s AND expires_at > {_NOW}")
+# Undoes an acquire whose answer never came in (see _forget): frees whichever slot it took, by
+# its lease id, once the connection that sent it (its id in @tenure_alive) is gone, and says
+# whether it still ran. Parameters: connection id, key, lease_id.
+_FORGET = ("SET @tenure_alive = EXISTS(SELECT 1 FROM information_schema.PROCESSLIST "
+           "WHERE ID = %s); "
+           f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
+           f"WHERE name_key = UNHEX(%s) AND lease_id = %s AND expires_at > {_NOW} "
+           "AND @tenure_alive = 0; "
+           "SELECT @tenure_alive")
 # Break takes the first sleeper off slot 0's list as release does (when slot 0 was held).
 # Parameters: key.
 _BREAK = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
@@ -326,6 +334,22 @@ def _deadline(seconds: float) -> contextlib.AbstractContextManager[Any]:
     """A bound on one async call (the asyncio driver has no socket timeouts); nothing for PyMySQL,
     whose sockets time out by themselves."""
     return anyio.fail_after(seconds) if _COROUTINES else contextlib.nullcontext()
+
+
+def _forsake(connection: Any) -> None:
+    """Let go of a connection inherited across fork() without sending anything on it (no
+    COM_QUIT: the socket is the parent's too, and the server would end the parent's session)."""
+    if _COROUTINES:
+        # Closing the asyncio transport would take its socket out of the epoll instance that
+        # the child shares with its parent, whose event loop would then never hear from that
+        # connection again; so would its StreamWriter when collected. Kept for good (in the
+        # child only: a few per store), it is never touched.
+        _FORSAKEN.append(connection)
+    else:
+        connection._force_close()  # closes the child's copy of the socket only
+
+
+_FORSAKEN: list[Any] = []
 
 
 def _number(options: dict[str, Any], option: str, default: float, low: float, high: float,
@@ -487,7 +511,6 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             # Several statements per round trip (semaphores). FOUND_ROWS stays off: affected
             # rows must count changed rows, which is how an upsert tells a win from a miss.
             "client_flag": CLIENT.MULTI_STATEMENTS,
-            "init_command": _SESSION,
             "connect_timeout": self.timeout,
             **_driver_options(self.database, self.timeout),
         }
@@ -526,6 +549,18 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         # so a store costs no round trip for it, and needs no CREATE privilege once it exists.
         self._table_missing = False
         self._closed = False
+        _forks.in_child_after_fork(self, AsyncMySQLStore._start_afresh)
+
+    def _start_afresh(self) -> None:
+        """In a child after fork(): the parent's connections and what they took stay the
+        parent's. They are let go without a byte on them (see `_forsake`); the child opens
+        its own on first use."""
+        inherited = [*self._idle, *self._sleepers]
+        self._idle, self._sleepers = [], []
+        for connection in inherited:
+            _forsake(connection)
+        self._attempts, self._prefetched, self._woken = {}, {}, {}
+        self._contended = set()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url} table={self.table}>"
@@ -545,9 +580,11 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                     self._table_missing = False
                 self._prepared = "mariadb" in connection.get_server_info().lower()
                 if self._prepared:
-                    await cursor.execute(self._prepare, self._prepare_texts)
+                    await cursor.execute(f"{_SESSION}; {self._prepare}", self._prepare_texts)
                     while await cursor.nextset():
                         pass
+                else:
+                    await cursor.execute(_SESSION)
         except BaseException:
             self._discard(connection)
             raise
@@ -662,8 +699,14 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             self._attempts[key] = attempt  # we just woke its waiter: its turn, then ours
             return None
         parameters = self._parameters(key, name, attempt, lease_id)
-        found: tuple[int, int] | None = await self._call(
-            "acquire", name, self._acquire_in, parameters)
+        try:
+            found: tuple[int, int] | None = await self._call(
+                "acquire", name, self._acquire_in, parameters)
+        except BaseException:
+            if "sent_on" in parameters:  # the server may run it, or ran it: undo in background
+                _shim.call_later(0, self._forget, name, key, parameters["lease_id"],
+                                 parameters["sent_on"])
+            raise
         if found is None:
             if len(self._attempts) > 10_000:  # try_acquire callers that never wait
                 self._attempts.clear()
@@ -706,7 +749,9 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
 
     async def _acquire_in(self, connection: Any,
                           parameters: dict[str, Any]) -> tuple[int, int] | None:
-        await connection.query(self._acquire_statement(parameters))
+        statement = self._acquire_statement(parameters)
+        parameters["sent_on"] = connection.thread_id()  # from here on, undone if cut short
+        await connection.query(statement)
         return await _acquired(connection, parameters["limit"])
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
@@ -902,9 +947,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             if connection is not None:
                 self._discard(connection)
                 if sent_at is not None:  # the try behind the wait may still run, or it ran
-                    with _shim.shielded():
-                        await self._forget(name, key, parameters["lease_id"],
-                                           connection.thread_id())
+                    _shim.call_later(0, self._forget, name, key, parameters["lease_id"],
+                                     connection.thread_id())
             if not isinstance(exc, _DRIVER_ERRORS):
                 raise
             log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
@@ -926,10 +970,20 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             self._sleepers.append(connection)
 
     async def _forget(self, name: str, key: str, lease_id: int, thread_id: int) -> None:
-        """Undo a try sent behind a wait whose answers never came in (cancelled, timed out,
-        cut off): the server runs it when the sleep ends, even after this side closed the
-        connection. KILL CONNECTION ends that connection before it does, and what it took
-        already is freed. Best effort: a lease left behind expires after its ttl."""
+        """Undo an acquire whose answer never came in (cancelled, timed out, cut off; a try
+        sent behind a wait, or try_acquire's own), run in the background by `_shim.call_later`.
+        Best effort: a lease left behind expires after its ttl.
+
+        The order matters. The server runs a query it received even after the client closed
+        the connection, and a query still on its way (a slow path) arrives after the client
+        gave up: an undo that overtook it would leave the lease it takes behind. So nothing is
+        freed while the acquire's connection (`thread_id`) is still on the server's process
+        list (see _FORGET): once it is gone, nothing it sent can take a lease any more. While
+        it is there, KILL CONNECTION ends it, which also drops whatever still arrives on it;
+        KILL returns before the killed thread has ended (a statement past its last check for
+        the kill still completes), so the undo asks again until the thread is gone. The
+        common case, a connection that ended when this side closed it, costs one round trip
+        (on a new connection, when the acquire's was the only one)."""
         try:
             await self._call("freeing an abandoned try", name, self._forget_in, key, lease_id,
                              thread_id)
@@ -938,12 +992,22 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
 
     async def _forget_in(self, connection: Any, key: str, lease_id: int, thread_id: int) -> None:
         async with connection.cursor() as cursor:
-            try:
-                await cursor.execute(f"KILL CONNECTION {int(thread_id)}")
-            except aiomysql.OperationalError as exc:
-                if _error_code(exc) != ER.NO_SUCH_THREAD:  # gone already: nothing to end
-                    raise
-            await cursor.execute(self._sql["forget"], (key, lease_id))
+            pause, give_up = 0.001, _shim.monotonic() + self.timeout
+            while True:
+                # Frees the lease only once that connection is gone, and says if it was.
+                await cursor.execute(self._sql["forget"], (int(thread_id), key, lease_id))
+                await cursor.nextset()
+                await cursor.nextset()
+                [(alive,)] = await cursor.fetchall()
+                if not alive or _shim.monotonic() > give_up:
+                    return
+                try:
+                    await cursor.execute(f"KILL CONNECTION {int(thread_id)}")
+                except aiomysql.OperationalError as exc:
+                    if _error_code(exc) != ER.NO_SUCH_THREAD:  # gone meanwhile: forget now
+                        raise
+                await _shim.sleep(pause)
+                pause = min(pause * 2, 0.05)
 
     async def close(self) -> None:
         prefetched, self._prefetched = self._prefetched, {}
