@@ -27,6 +27,7 @@ from waiting import wait_until
 import tenure
 import tenure.aio
 from tenure._async.stores import file as async_file_module
+from tenure._names import safe_key
 from tenure._sync import _shim
 from tenure._sync.stores import file as file_module
 from tenure._types import LostReason
@@ -211,6 +212,17 @@ def test_a_break_during_an_acquire_is_not_undone(
     e = early.lock("job", ttl=60).try_acquire()
     assert e is not None and e.token > d.token
     assert e.release()
+
+
+def test_an_acquire_that_fails_after_locking_a_slot_lets_go_of_it(
+        tmp_path: Path, connect: Callable[[], tenure.Store]) -> None:
+    counter = tmp_path / "locks" / f"{safe_key('pool')}.sem"
+    counter.mkdir(parents=True)  # the semaphore's counter cannot be opened
+    with pytest.raises(tenure.StoreUnavailable, match="acquire of 'pool' failed"):
+        connect().semaphore("pool", 2, ttl=5).try_acquire()
+    counter.rmdir()
+    leases = [connect().semaphore("pool", 2, ttl=5).try_acquire() for _ in range(2)]
+    assert all(leases), "the failed acquire left a slot locked"
 
 
 def _exit_status(pid: int, timeout: float) -> int:

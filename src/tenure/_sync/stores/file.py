@@ -269,13 +269,18 @@ class FileStore(Backend, RecordKeeper):
                 lock_file = self._lock(path)
                 if lock_file is None:
                     continue
-                if limit == 1:
-                    magic, stored, boot = _COUNTER.unpack_from(lock_file.map)
-                    token = (next_token(stored, boot == _BOOT, wall_us()) if magic == _MAGIC
-                             else wall_us())
-                else:
-                    token = self._bump_semaphore_counter(name)
-                tail = self._tail(name, holder)
+                try:
+                    if limit == 1:
+                        magic, stored, boot = _COUNTER.unpack_from(lock_file.map)
+                        token = (next_token(stored, boot == _BOOT, wall_us())
+                                 if magic == _MAGIC else wall_us())
+                    else:
+                        token = self._bump_semaphore_counter(name)
+                    tail = self._tail(name, holder)
+                except BaseException:  # the file is locked: let go of it, or nobody can take it
+                    fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
+                    lock_file.close()
+                    raise
                 # The record goes around the replaced flag, never over it: a break_lease may
                 # have marked the file since _lock looked, and its mark must stay.
                 mapped = lock_file.map
