@@ -4,17 +4,23 @@ masters (the scheme of Redlock), with fencing tokens.
 One AsyncRedisStore per master does the work (its scripts, its batched renewal, its signal list,
 its restart detection); this module only counts answers:
 
+- every operation goes to the masters at once and returns as soon as their answers decide it
+  (a quorum agreed, or a quorum became impossible), without waiting for the others; each
+  master gets at most min(timeout, ttl x MASTER_SHARE) for an acquire or renewal (the timeout
+  for the rest), and counts as down when it has not answered by then. Calls still running
+  then go on in the background: a grant that comes late joins the lease it was asked for
+  when that lease is still held (else it is released), so one slow master costs nothing.
 - acquire runs the ACQUIRE script on every master at once, with one lease id for all. The lease
   counts when at least `quorum` masters granted the same slot and the answers came back before
   the holder's local deadline (ttl x 0.99 minus a margin, from when the requests were sent). Its
   token is the largest of their tokens, and every granting master whose counter is behind is
   raised to it (a second round trip) before the lease is handed out: so every later quorum,
   which shares a master with this one, issues a larger token. Otherwise every master that
-  granted is released at once.
+  granted is released at once (in the background when the acquire was cancelled).
 - renewal is each master's batched renewal (one round trip per master per tick, all at once);
   a lease survives where at least `quorum` masters renewed it.
 - release and break go to every master; waiters block on one master's signal list (every
-  master's release pushes one) and move to the next when it fails, else poll.
+  master's release pushes one) and move to the next when it fails or is silent, else poll.
 
 See "Several masters (quorum)" in docs/stores/redis.md for what this does and does not
 guarantee.
@@ -29,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import secrets
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -41,12 +48,23 @@ from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._async.stores.redis import AsyncRedisStore
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailable
+from tenure._forks import in_child_after_fork
 from tenure._timing import local_deadline
 from tenure._types import Grant, LeaseInfo, LostReason
 from tenure._urls import redact
 
 # When masters disagree on why a lease is gone, the reason most of them gave; on a tie, this.
 _REASON_ORDER = (LostReason.BROKEN, LostReason.TAKEN, LostReason.EXPIRED)
+# An acquire or renewal waits for a master at most this share of the ttl (and at most the
+# store's timeout): a quorum goes on without a master that is late.
+MASTER_SHARE = 0.1
+# A master that has this many calls unanswered past their bound is skipped (counted as down)
+# until some of them end: a silent master must not pile up stalled calls, and threads in the
+# sync API, at every operation.
+MAX_OVERDUE = 4
+# A waiter gives a master this long past the end of its wait to answer, then tries the next.
+# (Redis ends a blocking command's wait up to 1/hz = 100 ms late when it is idle.)
+WAIT_SLACK = 0.25
 
 
 def open_store(url: str | None = None, **options: Any) -> AsyncBackend:
@@ -148,6 +166,20 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         self._parts: dict[str, dict[int, Grant]] = {}
         self._freed: dict[str, int] = {}  # masters a release failed part-way on had freed
         self._waiting_on = 0  # the master whose signal lists waiters block on
+        # Calls running on each master: call number -> when its caller stops waiting for it.
+        self._running: list[dict[int, float]] = [{} for _ in self.nodes]
+        self._calls = itertools.count()
+        self._mutex = threading.Lock()  # _parts and a late grant's decision (sync: threads)
+        self._releasing: dict[tuple[int, str], _shim.Event] = {}  # by master and name
+        in_child_after_fork(self, AsyncRedisQuorumStore._start_afresh)
+
+    def _start_afresh(self) -> None:
+        """In a forked child: the parent's leases are not this process's (each master's store
+        forgets its connections itself)."""
+        self._parts, self._freed = {}, {}
+        self._running = [{} for _ in self.nodes]
+        self._releasing = {}
+        self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url} quorum={self.quorum}>"
@@ -159,38 +191,137 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             f"{self.url}: {operation} of {name!r} needs {self.quorum} of {len(self.nodes)} "
             f"masters, {answered} answered: {details}")
 
+    # -- fanning out ---------------------------------------------------------------------------
+
+    async def _first(self, on: Callable[[int], Any], masters: Sequence[int],
+                     enough: Callable[[dict[int, Any]], bool], bound: float,
+                     late: Callable[[int, Any], Any] | None = None) -> list[Any]:
+        """`on(master)` for each master at once; the answers in order, as soon as
+        `enough(answers so far, by master)` holds, all answered, or `bound` seconds passed.
+        A master that has not answered by then, or that has MAX_OVERDUE calls overdue already
+        (it is not asked), answers _Down. `late(master, outcome)` gets the outcome of each call
+        that ends after that (typed loosely: coroutines in tenure.aio, plain calls in tenure)."""
+        now = _shim.monotonic()
+        answers: dict[int, Any] = {}
+        for index in masters:
+            if sum(due < now for due in list(self._running[index].values())) >= MAX_OVERDUE:
+                answers[index] = _Down(StoreUnavailable(
+                    f"{self.nodes[index].url}: {MAX_OVERDUE} earlier calls are still "
+                    "unanswered; check that the master is running and reachable"))
+        asked = [index for index in masters if index not in answers]
+
+        async def tracked(index: int) -> Any:
+            call, running = next(self._calls), self._running[index]
+            running[call] = now + bound
+            try:
+                return await on(index)
+            finally:
+                running.pop(call, None)
+
+        async def on_late(index: int, outcome: Any) -> None:
+            if late is not None and not isinstance(outcome, BaseException):
+                await late(index, outcome)
+
+        def by_master(got: dict[int, Any]) -> dict[int, Any]:  # run_first counts by position
+            return {asked[position]: answer for position, answer in got.items()}
+
+        if asked:
+            try:
+                answers.update(by_master(await _shim.run_first(
+                    tracked, asked, lambda got: enough({**answers, **by_master(got)}), bound,
+                    on_late)))
+            except RuntimeError as exc:  # sync API at interpreter exit: no new threads
+                if "shutdown" not in str(exc):
+                    raise
+                for index in asked:
+                    answers[index] = await on(index)
+        silent = StoreUnavailable(f"no answer within {bound:g} s")
+        return [answers.get(index, _Down(silent)) for index in masters]
+
+    def _answered(self, answers: dict[int, Any]) -> bool:
+        """A quorum of masters answered (reads: any quorum shares a master with the quorum
+        of a write that counted), or a quorum can no longer answer."""
+        downs = sum(isinstance(answer, _Down) for answer in answers.values())
+        return len(answers) - downs >= self.quorum or len(self.nodes) - downs < self.quorum
+
+    def _bound(self, ttl: float) -> float:
+        """How long an acquire or a renewal waits for a master."""
+        return min(self.timeout, ttl * MASTER_SHARE)
+
     # -- leases -------------------------------------------------------------------------------
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         sent_at = _shim.monotonic()
+        # Grants that come after the answers were counted: kept for the lease while it is
+        # held, released when the acquire failed; parked here until it is decided.
+        parked: dict[int, Grant] = {}
+        decided = False
 
         async def on(index: int) -> Grant | _Down | None:
+            releasing = self._releasing.get((index, name))
+            if releasing is not None:  # this store's release of the name, still on its way
+                await _shim.wait_event(releasing, self._bound(ttl))
             try:
                 return await self.nodes[index].acquire_as(lease_id, name, holder, ttl, limit)
             except StoreUnavailable as exc:
                 return _Down(exc)
 
-        answers = await _on_each(on, self._all)
+        def enough(answers: dict[int, Any]) -> bool:  # granted; else held, or too few answer
+            slots = Counter(a.slot for a in answers.values() if isinstance(a, Grant))
+            most = max(slots.values(), default=0)
+            waiting = len(self.nodes) - len(answers)
+            if most >= self.quorum or most + waiting >= self.quorum:
+                return most >= self.quorum
+            return _settled(answers, waiting, self.quorum)
+
+        async def late(index: int, answer: Any) -> None:
+            if isinstance(answer, Grant):
+                with self._mutex:
+                    if not decided:
+                        parked[index] = answer
+                        return
+                if not self._join(lease_id, index, answer):
+                    await self._release_quietly(index, answer)
+
+        answers = await self._first(on, self._all, enough, self._bound(ttl), late)
         granted = {i: answer for i, answer in enumerate(answers) if isinstance(answer, Grant)}
         errors = [answer for answer in answers if isinstance(answer, _Down)]
         # A semaphore's slot counts where a quorum granted that very slot.
         slots = Counter(grant.slot for grant in granted.values())
         slot = min(slots, key=lambda s: (-slots[s], s)) if slots else 0
         kept = {i: grant for i, grant in granted.items() if grant.slot == slot}
-        late = False
-        if len(kept) >= self.quorum:
-            token = max(grant.token for grant in kept.values())
-            raised = await self._raise_counters(name, token, kept)
-            errors += [error for error in raised if error is not None]
-            kept = {i: g for (i, g), error in zip(kept.items(), raised, strict=True)
-                    if error is None}
-            late = len(kept) >= self.quorum and _shim.monotonic() >= local_deadline(sent_at, ttl)
-            if len(kept) >= self.quorum and not late:
-                self._parts[lease_id] = kept
-                return Grant(name, slot, holder, lease_id, token, next(iter(kept.values())).key)
+        too_late = False
+        try:
+            if len(kept) >= self.quorum:
+                token = max(grant.token for grant in kept.values())
+                raised = await self._raise_counters(name, token, kept, self._bound(ttl))
+                errors += [error for error in raised if error is not None]
+                kept = {i: g for (i, g), error in zip(kept.items(), raised, strict=True)
+                        if error is None}
+                too_late = (len(kept) >= self.quorum
+                            and _shim.monotonic() >= local_deadline(sent_at, ttl))
+                if len(kept) >= self.quorum and not too_late:
+                    with self._mutex:
+                        self._parts[lease_id] = kept
+                        decided = True
+                        joining = dict(parked)
+                    for index, grant in joining.items():  # no await: nothing to cancel here
+                        if not self._join(lease_id, index, grant):
+                            _shim.start_soon(self._release_quietly, index, grant)
+                    return Grant(name, slot, holder, lease_id, token,
+                                 next(iter(kept.values())).key)
+        except BaseException:  # cancelled or failed mid-way: free everything in the background
+            with self._mutex:
+                decided = True
+                granted.update(parked)
+            _shim.start_soon(self._undo, granted)
+            raise
+        with self._mutex:
+            decided = True
+            granted.update(parked)
         await self._undo(granted)
-        if late:
+        if too_late:
             raise StoreUnavailable(
                 f"{self.url}: acquire of {name!r}: the masters answered after the lease's "
                 f"validity (ttl={ttl:g} s) ran out; check the masters' latency, or use a longer "
@@ -199,8 +330,8 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             raise self._failure("acquire", name, errors, len(self.nodes) - len(errors))
         return None
 
-    async def _raise_counters(self, name: str, token: int,
-                              kept: dict[int, Grant]) -> list[_Down | None]:
+    async def _raise_counters(self, name: str, token: int, kept: dict[int, Grant],
+                              bound: float) -> list[_Down | None]:
         """Raise the counter of each master in `kept` whose token is below `token`."""
         async def on(index: int) -> _Down | None:
             if kept[index].token < token:
@@ -212,23 +343,37 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
 
         if all(grant.token == token for grant in kept.values()):
             return [None] * len(kept)
-        return await _on_each(on, list(kept))
+        return await self._first(on, list(kept), _never, bound)
+
+    def _join(self, lease_id: str, index: int, grant: Grant) -> bool:
+        """Count a master's late grant in the lease it was asked for, if that is still held
+        and has the same slot; False when it does not join (then release it)."""
+        with self._mutex:
+            parts = self._parts.get(lease_id)
+            if parts is None or index in parts or next(iter(parts.values())).slot != grant.slot:
+                return False
+            self._parts[lease_id] = {**parts, index: grant}  # a new dict: renew may be reading
+            return True
+
+    async def _release_quietly(self, index: int, grant: Grant) -> None:
+        await self.nodes[index]._release_quietly(grant)
 
     async def _undo(self, grants: dict[int, Grant]) -> None:
         """Release what masters granted to an acquisition that did not count (best effort:
         what is left expires by itself)."""
         async def on(index: int) -> None:
-            with contextlib.suppress(StoreUnavailable):
-                await self.nodes[index].release(grants[index])
+            await self._release_quietly(index, grants[index])
 
         if grants:
             with _shim.shielded():
-                await _on_each(on, list(grants))
+                await self._first(on, list(grants), _never, self.timeout)
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        # Each lease's masters as they are now (a late grant may join while this runs).
+        parts_of = {grant.lease_id: self._parts.get(grant.lease_id, {}) for grant in grants}
+
         async def on(index: int) -> dict[str, Grant | LostReason] | _Down:
-            mine = [self._parts[g.lease_id][index] for g in grants
-                    if index in self._parts.get(g.lease_id, {})]
+            mine = [parts[index] for parts in parts_of.values() if index in parts]
             if not mine:
                 return {}
             try:
@@ -237,12 +382,27 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
                 return _Down(exc)
             return {grant.lease_id: answer for grant, answer in zip(mine, answers, strict=True)}
 
-        by_node = await _on_each(on, self._all)
+        def enough(answers: dict[int, Any]) -> bool:  # each lease renewed, lost, or unknown
+            for grant in grants:
+                renewed = waiting = down = 0
+                for index in parts_of[grant.lease_id]:
+                    answer = answers.get(index)
+                    if index not in answers:
+                        waiting += 1
+                    elif isinstance(answer, _Down):
+                        down += 1
+                    elif isinstance(answer.get(grant.lease_id), Grant):  # type: ignore[union-attr]
+                        renewed += 1
+                if renewed < self.quorum and waiting and renewed + waiting + down >= self.quorum:
+                    return False
+            return True
+
+        by_node = await self._first(on, self._all, enough, self._bound(ttl))
         results: list[Grant | LostReason] = []
         errors = [answers for answers in by_node if isinstance(answers, _Down)]
         lost: dict[str, dict[int, Grant]] = {}
         for grant in grants:
-            parts = self._parts.get(grant.lease_id, {})
+            parts = parts_of[grant.lease_id]
             renewed, unknown, reasons = 0, 0, list[LostReason]()
             for index in parts:
                 answers = by_node[index]
@@ -262,23 +422,45 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             else:
                 raise self._failure("renewal", grant.name, errors, len(self.nodes) - len(errors))
         for lease_id, parts in lost.items():
-            self._parts.pop(lease_id, None)
-            await self._undo(parts)  # where a master still renewed it: free it there too
+            with self._mutex:
+                parts = self._parts.pop(lease_id, parts)
+            # Where a master still renewed it (or a late grant joined): free it there too.
+            _shim.start_soon(self._undo, parts)
         return results
 
     async def release(self, grant: Grant) -> bool:
-        parts = self._parts.pop(grant.lease_id, None)
+        with self._mutex:
+            parts = self._parts.pop(grant.lease_id, None)
         if parts is None:
             return False
         freed_before = self._freed.pop(grant.lease_id, 0)
+
+        # A release returns once a quorum freed the lease: this store's next acquire of the
+        # name waits (within its bound) for the release still on its way to a slower master,
+        # so that the master does not refuse it for the lease just released.
+        releasing = {index: _shim.Event() for index in parts}
+        for index, event in releasing.items():
+            self._releasing[index, grant.name] = event
 
         async def on(index: int) -> bool | _Down:
             try:
                 return await self.nodes[index].release(parts[index])
             except StoreUnavailable as exc:
                 return _Down(exc)
+            finally:
+                releasing[index].set()
+                if self._releasing.get((index, grant.name)) is releasing[index]:
+                    del self._releasing[index, grant.name]
 
-        answers = dict(zip(parts, await _on_each(on, list(parts)), strict=True))
+        def enough(got: dict[int, Any]) -> bool:
+            freed = freed_before + sum(answer is True for answer in got.values())
+            if freed >= self.quorum:
+                return True
+            waiting = len(parts) - len(got)
+            return not waiting or freed + waiting + _downs(got) < self.quorum
+
+        answers = dict(zip(parts, await self._first(on, list(parts), enough, self.timeout),
+                           strict=True))
         freed = freed_before + sum(answer is True for answer in answers.values())
         failed = {i: parts[i] for i, answer in answers.items()
                   if isinstance(answer, _Down)}
@@ -297,7 +479,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             except StoreUnavailable as exc:
                 return _Down(exc)
 
-        answers = await _on_each(on, self._all)
+        answers = await self._first(on, self._all, self._answered, self.timeout)
         errors = [answer for answer in answers if isinstance(answer, _Down)]
         if len(self.nodes) - len(errors) < self.quorum:
             raise self._failure("break", name, errors, len(self.nodes) - len(errors))
@@ -312,7 +494,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             except StoreUnavailable as exc:
                 return _Down(exc)
 
-        answers = await _on_each(on, self._all)
+        answers = await self._first(on, self._all, _never, self.timeout)
         errors = [answer for answer in answers if isinstance(answer, _Down)]
         if len(self.nodes) - len(errors) < self.quorum:
             raise self._failure("listing", prefix, errors, len(self.nodes) - len(errors))
@@ -340,7 +522,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             except StoreUnavailable as exc:
                 return _Down(exc)
 
-        answers = await _on_each(on, self._all)
+        answers = await self._first(on, self._all, self._answered, self.timeout)
         errors = [answer for answer in answers if isinstance(answer, _Down)]
         if len(self.nodes) - len(errors) < self.quorum:
             raise self._failure("reading the record", name, errors,
@@ -364,19 +546,40 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
                 return _Down(exc)
 
         indexes = list(parts)
-        answers = await _on_each(on, indexes)
+        # Writes that land after the answers were counted: undone if the write failed.
+        parked: dict[int, bytes] = {}
+        decided = failed = False
+
+        def enough(got: dict[int, Any]) -> bool:
+            written = sum(isinstance(answer, bytes) for answer in got.values())
+            if written >= self.quorum:
+                return True
+            waiting = len(indexes) - len(got)
+            return not waiting or written + waiting + _downs(got) < self.quorum
+
+        async def undo(index: int, undo: bytes | None = None) -> None:
+            with contextlib.suppress(StoreUnavailable):  # best effort: the master may be down
+                await self.nodes[index].undo_record(grant.name, undo or landed[index])
+
+        async def late(index: int, answer: Any) -> None:
+            with self._mutex:
+                if not decided and isinstance(answer, bytes):
+                    parked[index] = answer
+                if not failed or not isinstance(answer, bytes):
+                    return
+            await undo(index, answer)
+
+        answers = await self._first(on, indexes, enough, self.timeout, late)
         landed = {index: answer for index, answer in zip(indexes, answers, strict=True)
                   if isinstance(answer, bytes)}
         errors = [answer for answer in answers if isinstance(answer, _Down)]
-        if len(landed) >= self.quorum:
+        with self._mutex:
+            decided, failed = True, len(landed) < self.quorum
+            landed.update(parked if failed else {})
+        if not failed:
             return True
-
-        async def undo(index: int) -> None:
-            with contextlib.suppress(StoreUnavailable):  # best effort: the master may be down
-                await self.nodes[index].undo_record(grant.name, landed[index])
-
         if landed:
-            await _on_each(undo, list(landed))
+            await self._first(undo, list(landed), _never, self.timeout)
         if len(landed) + len(errors) < self.quorum:
             return False
         raise self._failure("writing the record", grant.name, errors, len(parts) - len(errors))
@@ -388,7 +591,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             except StoreUnavailable as exc:
                 return _Down(exc)
 
-        answers = await _on_each(on, self._all)
+        answers = await self._first(on, self._all, self._answered, self.timeout)
         errors = [answer for answer in answers if isinstance(answer, _Down)]
         if len(self.nodes) - len(errors) < self.quorum:
             raise self._failure("listing the records", prefix, errors,
@@ -408,12 +611,23 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         """Block on one master's signal list (each master's release pushes one); when that
         master fails, on the next one; when all failed, poll (sleep out the timeout)."""
         deadline = _shim.monotonic() + timeout
-        for _ in self._all:
+
+        async def on(index: int) -> bool | _Down:
             try:
-                await self.nodes[self._waiting_on].wait_signal(name, deadline)
+                return await self.nodes[index].wait_signal(name, deadline)
+            except (RedisError, OSError) as exc:
+                return _Down(StoreUnavailable(str(exc)))
+
+        for _ in self._all:
+            index = self._waiting_on
+            bound = max(0.0, deadline - _shim.monotonic()) + WAIT_SLACK
+            [answer] = await self._first(on, [index], _never, bound)
+            if not isinstance(answer, _Down):
                 return
-            except (RedisError, OSError):
-                self._waiting_on = (self._waiting_on + 1) % len(self.nodes)
+            # Failed, or silent past the end of the wait: the next master's list from now on.
+            self._waiting_on = (index + 1) % len(self.nodes)
+            if _shim.monotonic() >= deadline:
+                return
         await _shim.sleep(max(0.0, deadline - _shim.monotonic()))
 
     async def close(self) -> None:
@@ -421,15 +635,20 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             await node.close()
 
 
-async def _on_each(on: Callable[[int], Any], masters: Sequence[int]) -> list[Any]:
-    """`on(master)` for each master at once, results in order (typed loosely: `on` is a
-    coroutine function in tenure.aio and a plain one in tenure)."""
-    try:
-        return await _shim.run_all(on, masters)
-    except RuntimeError as exc:  # sync API at interpreter exit: no new threads, so in turn
-        if "shutdown" not in str(exc):
-            raise
-        return [await on(master) for master in masters]
+def _downs(answers: dict[int, Any]) -> int:
+    return sum(isinstance(answer, _Down) for answer in answers.values())
+
+
+def _settled(answers: dict[int, Any], waiting: int, quorum: int) -> bool:
+    """No quorum can agree any more: settled once `quorum` masters answered (the answer is
+    theirs), or once too few can answer (the store is unavailable)."""
+    answered = len(answers) - _downs(answers)
+    return answered >= quorum or answered + waiting < quorum
+
+
+def _never(answers: dict[int, Any]) -> bool:
+    """Wait for every master (within the bound)."""
+    return False
 
 
 def _reason(reasons: list[LostReason]) -> LostReason:

@@ -50,6 +50,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._forks import in_child_after_fork
 from tenure._names import safe_key, safe_key_prefix
 from tenure._timing import fresh_for, local_deadline
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -93,7 +94,8 @@ _LOST = {0: LostReason.EXPIRED, 2: LostReason.TAKEN, 3: LostReason.BROKEN}
 
 # KEYS: slot 0, counter, and for a semaphore its highest limit. ARGV: limit, ttl ms, value head
 # '["<lease id>",', value tail ',"<holder>","<name>"]', restart grace s. Takes the first free
-# slot; returns the token for a lock, {slot, token} for a semaphore, false when all are held.
+# slot; returns the token for a lock, {slot, token} for a semaphore, false when all are held
+# (or when UNDO_ACQUIRE of this lease id came first).
 ACQUIRE = """
 local limit, head = tonumber(ARGV[1]), ARGV[3]
 local base = string.sub(KEYS[1], 1, -3)
@@ -110,6 +112,8 @@ for slot = 0, limit - 1 do
   end
 end
 if not free then return false end
+-- a request that was given up before it ran (see UNDO_ACQUIRE) takes nothing
+if redis.call('EXISTS', base .. 'x' .. string.sub(head, 3, -3)) == 1 then return false end
 local counter = redis.call('GET', KEYS[2])
 if not counter then
   -- Never granted on this server, or the server lost its data: in the server's first seconds,
@@ -177,6 +181,28 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
   return 1
 end
+return 0
+"""
+
+# KEYS: slot 0. ARGV: limit, value head '["<lease id>",', ttl ms. Frees the slot an ACQUIRE of
+# this lease id took, if any, and wakes a waiter (its caller gave up on the answer: cancelled,
+# or timed out); when it took none, leaves the mark `x<lease id>` for the ttl, so that the
+# ACQUIRE takes nothing if it is still on its way (on another connection, it may come second).
+UNDO_ACQUIRE = """
+local limit, head = tonumber(ARGV[1]), ARGV[2]
+local base = string.sub(KEYS[1], 1, -3)
+for slot = 0, limit - 1 do
+  local key = slot == 0 and KEYS[1] or base .. 's' .. slot
+  local value = redis.call('GET', key)
+  if value and string.sub(value, 1, #head) == head then
+    redis.call('DEL', key)
+    local signal = base .. 'signal'
+    if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
+    redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
+    return 1
+  end
+end
+redis.call('SET', base .. 'x' .. string.sub(head, 3, -3), '1', 'PX', ARGV[3])
 return 0
 """
 
@@ -279,8 +305,9 @@ def _evalsha(script: _Script, keys: Sequence[bytes], *args: bytes) -> bytes:
 
 
 (_ACQUIRE, _RENEW, _RELEASE, _BREAK, _READ, _RAISE, _WAKE_ACQUIRE, _WRITE_RECORD, _SWAP_RECORD,
- _UNDO_RECORD) = map(_script, (ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE, WAKE_ACQUIRE,
-                               WRITE_RECORD, SWAP_RECORD, UNDO_RECORD))
+ _UNDO_RECORD, _UNDO_ACQUIRE) = map(_script, (ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE,
+                                              WAKE_ACQUIRE, WRITE_RECORD, SWAP_RECORD,
+                                              UNDO_RECORD, UNDO_ACQUIRE))
 
 
 class _Keys(NamedTuple):
@@ -306,6 +333,15 @@ def name_keys(prefix: str, name: str) -> _Keys:
 
 def _glob_escape(text: str) -> str:
     return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+
+
+class _Undo(NamedTuple):
+    """What an ACQUIRE of a lease id may take, to free it if its answer is given up on."""
+
+    name: str
+    head: bytes  # '["<lease id>",'
+    ttl: float
+    limit: int
 
 
 class _Held(NamedTuple):
@@ -470,10 +506,12 @@ class RedisStore(Backend, RecordKeeper):
             self._password = str(kwargs.get("password") or "")
             # The scripts' connections: the client's settings, but raw replies and tenure's
             # retry; `timeout` replaces the client's socket timeouts when given.
-            kwargs.update(decode_responses=False, retry=retry)
-            if timeout is not None:
-                kwargs.update(socket_timeout=timeout, socket_connect_timeout=timeout)
-            self.timeout = float(kwargs.get("socket_timeout") or DEFAULT_TIMEOUT)
+            # A client without a socket timeout (redis-py's default) would wait forever on a
+            # silent path: the store's connections get the default timeout then.
+            self.timeout = timeout or float(kwargs.get("socket_timeout") or DEFAULT_TIMEOUT)
+            kwargs.update(decode_responses=False, retry=retry, socket_timeout=self.timeout)
+            if timeout is not None or not kwargs.get("socket_connect_timeout"):
+                kwargs.update(socket_connect_timeout=self.timeout)
         else:
             if not isinstance(url, str):
                 raise InvalidArgumentType(
@@ -517,6 +555,21 @@ class RedisStore(Backend, RecordKeeper):
         self._reader: _shim.Background | None = None
         self._control = f"{self.prefix}control:{secrets.token_hex(8)}"
         self._closed = False
+        in_child_after_fork(self, RedisStore._start_afresh)
+
+    def _start_afresh(self) -> None:
+        """In a forked child: the parent's connections, leases and wake-up grants are not this
+        process's. Forget them without a word on their sockets (redis-py shuts a socket down
+        only in the process that opened it), and connect afresh, from a pool of the store's
+        own (a client's pool may hand out the parent's connections), on next use."""
+        self._pool = ConnectionPool(connection_class=self._pool.connection_class,
+                                    **self._connection_kwargs)
+        self._client, self._owns_pool = Redis(connection_pool=self._pool), True
+        self._pubsub = self._client.pubsub
+        self._idle, self._connections = [], []
+        self._held, self._prefetched, self._missed, self._prefetching = {}, {}, {}, set()
+        self._reader = None
+        self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
@@ -586,21 +639,24 @@ class RedisStore(Backend, RecordKeeper):
     def _closed_error(self) -> StoreUnavailable:
         return StoreUnavailable(f"{self.url}: the store is closed; connect again")
 
-    def _eval(self, script: _Script, command: bytes) -> Any:
+    def _eval(self, script: _Script, command: bytes, undo: _Undo | None = None) -> Any:
         """Run a packed EVALSHA of `script`; first load the script if the server lacks it."""
         try:
-            return self._call(command)
+            return self._call(command, undo=undo)
         except NoScriptError:
             self._call(packed(b"SCRIPT", b"LOAD", script.text))
-            return self._call(command)
+            return self._call(command, undo=undo)
 
-    def _call(self, command: bytes, replies: int = 1) -> Any:
+    def _call(self, command: bytes, replies: int = 1, undo: _Undo | None = None) -> Any:
         """Send one packed command and read its reply, on a connection of this store's own.
 
         Connections are redis-py's, used through their send/read API: its client API and pool
         cost about as much CPU again per command. A broken connection reconnects when used
         next; when one breaks mid-call, the idle ones are dropped too (a restart broke them
         all) and the command is sent once more (every script here is safe to repeat).
+
+        `undo`: what an acquire sent took, to free when its answer is given up on (cancelled,
+        timed out, broken) after it may have reached the server; see _finish and _undo_soon.
         """
         if self._closed:
             raise self._closed_error()
@@ -609,12 +665,15 @@ class RedisStore(Backend, RecordKeeper):
                 connection = self._idle.pop()
             except IndexError:
                 connection = self._new_connection()
+            sent, reply = False, []
             try:
                 connection.send_packed_command((command,))
+                sent = True
                 if replies == 1:
-                    reply = connection.read_response()
+                    reply = connection.read_response(disconnect_on_error=False)
                 else:  # pipelined: every reply, error replies among them
-                    reply = [_reply_or_error(connection) for _ in range(replies)]
+                    for _ in range(replies):
+                        reply.append(_reply_or_error(connection))
             except ResponseError:
                 self._idle.append(connection)  # the error reply was read whole
                 raise
@@ -622,22 +681,46 @@ class RedisStore(Backend, RecordKeeper):
                 connection.disconnect()
                 self._idle.append(connection)
                 if last_try or self._closed:
+                    if undo is not None:
+                        self._undo_soon(*undo)
                     raise
                 stale, self._idle = self._idle, []
                 for other in stale:
                     other.disconnect()
                 self._idle.extend(stale)
                 continue
-            except BaseException:  # a timeout, a cancellation: its reply may still come
+            except BaseException as exc:  # a timeout, a cancellation: its reply may still come
+                if undo is not None and sent and not isinstance(exc, Exception):
+                    # Cancelled while the answer is on its way: the connection is intact
+                    # (redis-py's parser resumes a cut read), so the undo goes right behind.
+                    left = replies - (len(reply) if isinstance(reply, list) else 0)
+                    _shim.start_soon(self._finish, connection, left, undo)
+                    raise
                 with _shim.shielded():
                     connection.disconnect()
                 self._idle.append(connection)
+                if undo is not None:
+                    self._undo_soon(*undo)
                 raise
             self._idle.append(connection)
             if self._closed:
                 connection.disconnect()
             return reply
         raise AssertionError("unreachable")
+
+    def _finish(self, connection: Any, replies: int, undo: _Undo) -> None:
+        """Free what a cancelled acquire took: UNDO_ACQUIRE sent on the request's own
+        connection, which Redis runs right after the request (one connection's commands run in
+        order), then the answers of both read, and the connection used again."""
+        try:
+            connection.send_packed_command((self._undo_command(*undo),))
+            for _ in range(replies + 1):
+                _reply_or_error(connection)
+        except Exception as exc:  # the path broke too: from another connection, then
+            log.debug("tenure: could not undo a cancelled acquire on its connection: %s", exc)
+            connection.disconnect()
+            self._undo_soon(*undo)
+        self._idle.append(connection)
 
     def _new_connection(self) -> Any:
         connection = self._pool.connection_class(**self._connection_kwargs)
@@ -654,8 +737,13 @@ class RedisStore(Backend, RecordKeeper):
             if ((grant.holder, wanted_ttl, wanted_limit) == (holder, ttl, limit)
                     and _shim.monotonic() - sent_at <= fresh_for(ttl)):
                 return grant
-            with contextlib.suppress(StoreUnavailable):  # else it expires by itself
-                self.release(grant)  # not this caller's, or too old: free it (and signal)
+            try:  # not this caller's, or too old: free it (and signal)
+                self.release(grant)
+            except StoreUnavailable:  # it expires by itself
+                pass
+            except BaseException:  # cancelled: free it in the background
+                _shim.start_soon(self._release_quietly, grant)
+                raise
         granted = self.acquire_as(f"{self._id_prefix}{next(self._ids)}", name, holder, ttl,
                                         limit)
         if granted is None:
@@ -673,13 +761,36 @@ class RedisStore(Backend, RecordKeeper):
             grant = backend.acquire_as("q1-7", "jobs", "web-1", 30.0, 1)
         """
         before, after = self._acquire_command(name, holder, ttl, limit)
+        head = f'["{lease_id}",'.encode()
         sent_at = _shim.monotonic()
         try:
-            granted = self._eval(
-                _ACQUIRE, before + _bulk(f'["{lease_id}",'.encode()) + after)
+            granted = self._eval(_ACQUIRE, before + _bulk(head) + after,
+                                       _Undo(name, head, ttl, limit))
         except (RedisError, OSError) as exc:
             raise self._failure("acquire", name, exc) from exc
         return self._granted(granted, sent_at, lease_id, name, holder, ttl, limit)
+
+    def _undo_command(self, name: str, head: bytes, ttl: float, limit: int) -> bytes:
+        # EVAL, not EVALSHA: rare, and maybe on a new connection, where round trips count.
+        return packed(b"EVAL", _UNDO_ACQUIRE.text, b"1", self._keys(name).slot0.encode(),
+                      b"%d" % limit, head, b"%d" % max(1, int(ttl * 1000)))
+
+    def _undo_soon(self, name: str, head: bytes, ttl: float, limit: int) -> None:
+        """Free, in the background and on another connection, what an ACQUIRE whose answer
+        was given up on (timed out, broken) took.
+
+        Disconnecting the request's connection first is not enough: the request may still be
+        on its way (a retransmission, a proxy), and Redis may serve the undo's connection
+        first. So UNDO_ACQUIRE leaves a mark when it finds nothing, and the ACQUIRE takes
+        nothing when it finds the mark: whichever comes second, nothing is held.
+        """
+        _shim.start_soon(self._undo, name, self._undo_command(name, head, ttl, limit))
+
+    def _undo(self, name: str, command: bytes) -> None:
+        try:
+            self._call(command)
+        except Exception as exc:  # best effort (the store may be closing): else it expires
+            log.debug("tenure: could not undo an unanswered acquire of %r: %s", name, exc)
 
     def _granted(self, granted: Any, sent_at: float, lease_id: str, name: str, holder: str,
                  ttl: float, limit: int) -> Grant | None:
@@ -738,6 +849,12 @@ class RedisStore(Backend, RecordKeeper):
             raise self._failure("release", grant.name, exc) from exc
         self._held.pop(grant.lease_id, None)
         return bool(freed)
+
+    def _release_quietly(self, grant: Grant) -> None:
+        try:
+            self.release(grant)
+        except Exception as exc:  # best effort (the store may be closing): else it expires
+            log.debug("tenure: could not release %r: %s", grant.name, exc)
 
     def raise_counter(self, name: str, token: int) -> None:
         """Raise the fencing counter of `name` to `token` where it is behind (quorum mode).
@@ -953,23 +1070,31 @@ class RedisStore(Backend, RecordKeeper):
         keys = self._keys(name)
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         before, after = self._acquire_command(name, holder, ttl, limit, woken=True)
-        acquire = before + _bulk(f'["{lease_id}",'.encode()) + after
+        head = f'["{lease_id}",'.encode()
+        acquire = before + _bulk(head) + after
         while not self._closed:
             left = deadline - _shim.monotonic()
             if left <= 0:
                 return
             seconds = max(0.001, min(left, self.timeout / 2, fresh_for(ttl) / 2))
             sent_at = _shim.monotonic()
-            moved, granted = self._call(packed(
-                b"BLMOVE", keys.signal.encode(), self._wake_key(name), b"LEFT", b"RIGHT",
-                b"%.3f" % seconds) + acquire, replies=2)
+            try:
+                moved, granted = self._call(packed(
+                    b"BLMOVE", keys.signal.encode(), self._wake_key(name), b"LEFT", b"RIGHT",
+                    b"%.3f" % seconds) + acquire, replies=2)
+                if isinstance(granted, NoScriptError) and not isinstance(moved, ResponseError):
+                    granted = self._eval(_WAKE_ACQUIRE, acquire)  # a new server: load it
+            except BaseException:
+                # Cancelled or failed: the wake-up may have taken the lease. Not on the same
+                # connection (see _finish): a BLMOVE still blocked would hold the undo up, and
+                # dropping the connection ends it at once.
+                self._undo_soon(name, head, ttl, limit)
+                raise
             if isinstance(moved, ResponseError):  # no BLMOVE here: BLPOP from now on
                 self._blmove = False
                 self.wait_signal(name, deadline)
                 return
-            if isinstance(granted, NoScriptError):  # a new server: load it, then run it alone
-                granted = self._eval(_WAKE_ACQUIRE, acquire)
-            elif isinstance(granted, ResponseError):
+            if isinstance(granted, ResponseError):
                 raise granted
             if granted != -1:
                 grant = self._granted(granted, sent_at, lease_id, name, holder, ttl, limit)
@@ -1006,7 +1131,9 @@ class RedisStore(Backend, RecordKeeper):
 
     def _listen(self) -> None:
         """The reader, from the store's first grant on: a pub/sub connection subscribed to a
-        channel of its own, only to learn at once when the connection drops. Each time it is
+        channel of its own, only to learn at once when the connection drops (and, by a PING
+        when it has been quiet for half the timeout, when its path went silent: no answer
+        within the timeout drops the connection). Each time it is
         (re)established, every lease held is renewed: after a restart that lost the server's
         data, this writes the leases back (see RENEW) within the restart grace, before anyone
         else can be granted them."""
@@ -1015,10 +1142,20 @@ class RedisStore(Backend, RecordKeeper):
             try:
                 with self._pubsub() as pubsub:
                     pubsub.subscribe(self._control)
+                    heard, pinged = _shim.monotonic(), None
                     while not self._closed:
                         message = pubsub.get_message(timeout=TICK)
-                        if message is not None and message["type"] == "subscribe":
-                            self._reclaim()  # (re)connected, maybe to a new server
+                        now = _shim.monotonic()
+                        if message is not None:
+                            heard, pinged = now, None
+                            if message["type"] == "subscribe":
+                                self._reclaim()  # (re)connected, maybe to a new server
+                        elif pinged is not None and now - pinged > self.timeout:
+                            # A silent path ends no read: the PING's missing answer tells.
+                            raise StoreUnavailable(f"{self.url}: no answer to a PING")
+                        elif pinged is None and now - heard > self.timeout / 2:
+                            pubsub.ping()
+                            pinged = now
                         self._live()
                         delay = 0.05
             except Exception as exc:  # the reader must outlive any failure
@@ -1082,9 +1219,10 @@ def _record_entry(value: bytes | None) -> tuple[str, tuple[int, int], str] | Non
 
 
 def _reply_or_error(connection: Any) -> Any:
-    """The next reply on `connection`; an error reply is returned, not raised."""
+    """The next reply on `connection`; an error reply is returned, not raised. A read that
+    fails or is cancelled leaves the connection as it is (the caller decides)."""
     try:
-        return connection.read_response()
+        return connection.read_response(disconnect_on_error=False)
     except ResponseError as exc:
         return exc
 
