@@ -2,11 +2,13 @@
 
 Worker processes loop acquire -> read a counter from the oracle -> work -> write value + 1
 with the fencing token -> release, on a lock (then, optionally, a semaphore), while a seeded
-schedule kills and pauses the holder, degrades its network through a per-worker TCP proxy and
-restarts the store server. Four checkers read the history afterwards: no interleaved or
-backwards writes, unique and increasing tokens, no lost update, and liveness once the faults
-stop. With `fencing=False` the oracle only records: the pause fault must then produce
-overlapping critical sections (the positive control). See docs/chaos.md.
+schedule kills and pauses the holder, degrades or stalls its network through a per-worker TCP
+proxy, makes it fork, and restarts the store server. Six checkers read the history afterwards:
+no interleaved or backwards writes, unique and increasing tokens, no lost update, liveness once
+the faults stop, every loss signalled within 100 ms of the lease's deadline, and forks that
+leave the parent's lease alone. With `fencing=False` the oracle only records: the pause fault
+must then produce overlapping critical sections (the positive control); with `late_signal`
+the signal checker must find late signals. See docs/chaos.md.
 
 Example::
 

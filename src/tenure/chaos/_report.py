@@ -119,10 +119,10 @@ def print_report(report: Report, console: Console) -> None:
                       f"{waits} s")
     if verdict.signal_delays:
         worst, median = verdict.worst_signal_delay or 0.0, verdict.median_signal_delay or 0.0
-        table.add_row(f"loss signals after the deadline: worst / median delay "
-                      f"(bound {LATE_SIGNAL * 1000:.0f} ms)",
-                      f"{len(verdict.signal_delays)}: {worst * 1000:.0f} / "
-                      f"{median * 1000:.0f} ms")
+        table.add_row(f"losses past the deadline: count: worst / median delay to the "
+                      f"signal (bound {LATE_SIGNAL * 1000:.0f} ms)",
+                      f"{len(verdict.signal_delays)}: {worst * 1000:.1f} / "
+                      f"{median * 1000:.1f} ms")
     if verdict.losses_before_deadline:
         table.add_row("losses refused by the store before the deadline",
                       str(verdict.losses_before_deadline))
