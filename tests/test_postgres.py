@@ -6,7 +6,10 @@ connections included, in test_server_faults.py)."""
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -14,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import psycopg
@@ -25,6 +29,7 @@ import tenure
 import tenure.aio
 from tenure._async.stores.postgres import _ALIVE_CLASS
 from tenure._names import name_digest
+from tenure.chaos._proxy import Proxy, ProxyHost
 
 pytestmark = pytest.mark.anyio
 
@@ -682,3 +687,166 @@ def test_hot_statements_are_prepared_again_when_the_session_drops_them(
             assert lease is not None and lease.release() is True
         assert session.prepared == {b"tenure_acquire_lock", b"tenure_release"}
         assert store.backend._idle == [session]
+
+
+# -- silent paths, cancelled acquires, fork ----------------------------------------------------
+
+
+@pytest.fixture
+def path(postgres_server: PostgresServer) -> Iterator[tuple[ProxyHost, Proxy, str]]:
+    """A loopback forwarder to the test server that can be frozen (blackhole: every byte held
+    in both directions, the kernel still acknowledging) or slowed down; and the server's URL
+    through it."""
+    host = ProxyHost()
+    parts = urlsplit(postgres_server.url)
+    assert parts.hostname is not None and parts.port is not None
+    proxy = host.add(parts.hostname, parts.port)
+    user = parts.netloc.rpartition("@")[0]
+    yield host, proxy, urlunsplit(parts._replace(netloc=f"{user}@127.0.0.1:{proxy.port}"))
+    host.close()
+
+
+async def within(api: str, seconds: float, function: Callable[[], Any]) -> Any:
+    """`function()`'s result (or the exception it raised), failing the test when it has not
+    returned after `seconds`: an unbounded call must fail the test, not hang it."""
+    if api == "async":
+        try:
+            with anyio.fail_after(seconds):
+                return await function()
+        except TimeoutError:
+            pytest.fail(f"the call did not return within {seconds:g} s")
+        except Exception as exc:
+            return exc
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(function())
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)  # left behind if it hangs
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        pytest.fail(f"the call did not return within {seconds:g} s")
+    return outcome[0]
+
+
+@pytest.mark.parametrize("mode", ["table", "advisory"])
+async def test_a_silent_path_ends_each_call_within_the_timeout(
+        api: str, mode: str, path: tuple[ProxyHost, Proxy, str], schema: str) -> None:
+    """The server's statement_timeout and TCP keepalives never fire while the peer's kernel
+    still acknowledges: the store's own bound ends the call, closes its connection, and the
+    store works again on new connections once the path thaws."""
+    host, proxy, url = path
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"{url}?schema={schema}&mode={mode}", timeout=1)
+    backend = store.backend
+    grant = await call(backend.try_acquire("stalled", "me", 30.0, 1))
+    assert grant is not None
+    if mode == "table":  # two idle connections: the renewal and the release find one each
+        sessions = [await call(backend._take()) for _ in range(2)]
+        for session in sessions:
+            await call(backend._give_back(session))
+    else:  # the lease holds its own connection; the renewal opens one, then leaves it idle
+        assert await call(backend.renew([grant], 30.0)) == [grant]
+
+    host.set_mode(proxy, "blackhole")
+    for operation, attempt in [("renewal", lambda: backend.renew([grant], 30.0)),
+                               ("release", lambda: backend.release(grant))]:
+        started = time.monotonic()
+        failure = await within(api, 10, attempt)
+        assert isinstance(failure, tenure.StoreUnavailable), failure
+        assert f"{operation} of 'stalled' got no answer within timeout=1 s" in str(failure)
+        assert time.monotonic() - started < 3.0  # a sanity limit: the bound is 1 s
+    assert backend._idle == []  # both connections were closed, not given back
+
+    # Thawed, the held bytes go through: the release sent before the bound frees the lease
+    # (advisory: the end of its closed connection does); the store works on new connections.
+    host.set_mode(proxy, "normal")
+    again = await within(api, 10, lambda: store.lock("stalled", ttl=30).acquire(timeout=5))
+    assert not isinstance(again, Exception), again
+    assert again.token > grant.token
+    assert await call(again.release()) is True
+    await call(store.close())
+
+
+async def test_a_cancelled_acquire_frees_what_the_server_granted(
+        path: tuple[ProxyHost, Proxy, str], postgres_server: PostgresServer,
+        schema: str) -> None:
+    """Cancelled while its request is on its way: the server runs it after the cancellation
+    (the lease is granted), and the store frees it by its lease id in the background."""
+    host, proxy, url = path
+    store = tenure.aio.connect(f"{url}?schema={schema}")
+    probe = tenure.aio.connect(f"{postgres_server.url}?schema={schema}")
+    await (await store.lock("warm-up", ttl=30).acquire(timeout=10)).release()
+    host.set_mode(proxy, "latency", latency=0.3)  # each chunk to the server, in order
+    cancelled_at = time.monotonic()
+    with anyio.move_on_after(0.15):
+        await store.lock("ghost", ttl=30).acquire(timeout=10)
+        pytest.fail("the acquire was not cancelled")
+
+    def undone() -> bool:
+        """A's grant was freed: the row keeps A as its last holder, with no lease id."""
+        return query(postgres_server, f"SELECT holder, lease_id FROM {schema}.tenure_leases "
+                                      "WHERE name = %s AND slot = 0",
+                     b"ghost") == [(store.holder.encode(), "")]
+
+    await eventually(undone, 10, "the cancelled acquire's grant to be freed")
+    assert time.monotonic() - cancelled_at < 10  # the ttl is 30 s
+    lease = await probe.lock("ghost", ttl=30).try_acquire()
+    assert lease is not None
+    await lease.release()
+    host.set_mode(proxy, "normal")
+    await store.close()
+    await probe.close()
+
+
+def backends(server: PostgresServer, pids: set[int]) -> set[int]:
+    """Which of the backends `pids` still run on the server."""
+    return {pid for (pid,) in query(server, "SELECT pid FROM pg_stat_activity "
+                                            "WHERE pid = ANY(%s)", list(pids))}
+
+
+def test_a_forked_child_leaves_the_parents_connections_and_leases_alone(
+        postgres_server: PostgresServer, schema: str) -> None:
+    """The child acquires through the same store object on connections of its own and exits
+    (closing the store, running the exit hooks, collecting garbage): nothing is sent on the
+    parent's connections, whose sessions stay up, and the parent's lease stays held."""
+    url = f"{postgres_server.url}?schema={schema}"
+    store, other = tenure.connect(url), tenure.connect(url)
+    lease = store.lock("parent", ttl=30).try_acquire()
+    assert lease is not None
+    store.backend.wait_released("nobody", 0.01)  # starts the listener: a connection of its own
+    listener = store.backend._listener
+    assert listener is not None
+    pooled = {session.pid for session in store.backend._idle}
+    parents = pooled | {listener.info.backend_pid}
+    assert len(parents) == 2 and backends(postgres_server, parents) == parents
+
+    pid = os.fork()
+    if pid == 0:  # the child: a worker forked after startup (gunicorn --preload, multiprocessing)
+        status = 1
+        try:
+            own = store.lock("child", ttl=30).try_acquire()
+            assert own is not None and own.release() is True
+            assert {session.pid for session in store.backend._idle}.isdisjoint(parents)
+            store.close()
+            atexit._run_exitfuncs()
+            del own, store
+            gc.collect()
+            status = 0
+        finally:
+            os._exit(status)
+    _, code = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(code) == 0
+
+    assert backends(postgres_server, parents) == parents  # no Terminate on the parent's sockets
+    assert other.lock("parent", ttl=30).try_acquire() is None and not lease.lost
+    again = store.lock("after-fork", ttl=30).try_acquire()  # on the parent's own connection
+    assert again is not None and again.release() is True
+    assert {session.pid for session in store.backend._idle} == pooled
+    assert lease.release() is True
+    store.close()
+    other.close()

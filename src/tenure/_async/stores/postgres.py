@@ -18,18 +18,22 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import logging
 import math
+import os
 import re
 import secrets
 import threading
+import weakref
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from tenure import _forks
 from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
@@ -40,6 +44,7 @@ from tenure._urls import redact
 try:
     import psycopg
     from psycopg import errors, generators, sql
+    from psycopg.abc import PQGen
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.pq import ConnStatus, ExecStatus, TransactionStatus
     from psycopg.pq.abc import PGresult
@@ -52,6 +57,7 @@ log = logging.getLogger("tenure")
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 Cursor = psycopg.AsyncCursor[tuple[Any, ...]]
+RV = TypeVar("RV")
 
 OPTIONS = ("schema", "table", "timeout", "pool_size", "notify", "pgbouncer",
            "prepare_threshold", "mode")
@@ -71,6 +77,11 @@ _HANDOVER_SHARE = 0.1
 # A registration with less time left than this is withdrawn by the try after a wait rather
 # than kept for the next wait, and none is made for less.
 _KEEP_AT_LEAST = 0.01
+# psycopg's own default: how often its wait functions hand control back to a waiting exchange
+# with the server when nothing happens (so the client-side bound is checked this often).
+_WAIT_INTERVAL = 0.1
+# The undo of a cancelled acquire looks this often whether the request's backend is gone.
+_UNDO_POLL = 0.01
 
 # -- the statements ---------------------------------------------------------------------------
 # {t} is the lease table (schema-qualified, quoted). Slot 0's row of a name also keeps the
@@ -308,6 +319,17 @@ WITH freed AS (
 SELECT pg_notify(%(channel)s, %(key)s) FROM freed
 """
 
+# The undo of an acquire whose answer was never read (see _undo): which of the backends that
+# ran its requests are still there; and, for a semaphore, free every slot its lease id holds
+# (for a lock, _HAND_OVER frees slot 0 as a release does).
+_RUNNING = "SELECT pid FROM pg_stat_activity WHERE pid = ANY(%(pids)s::int4[])"
+_UNDO_SLOTS = """
+UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
+WHERE name = %(name)s AND lease_id = %(lease_id)s AND expires_at > now()
+RETURNING CASE WHEN (SELECT z.wanted FROM {t} AS z WHERE z.name = l.name AND z.slot = 0)
+    THEN pg_notify(%(channel)s, %(key)s) END
+"""
+
 _LIST = """
 SELECT name, slot, holder, token, extract(epoch FROM expires_at - now())::float8 FROM {t}
 WHERE expires_at > now() AND name >= %(prefix)s
@@ -513,6 +535,13 @@ class _Statement(NamedTuple):
     formats: tuple[int, ...]  # 1 (binary) for bytea, else 0 (text)
 
 
+class _Script(NamedTuple):
+    """Statements run in one round trip (a simple query, the parameters bound by psycopg on the
+    client), each with its own snapshot; the rows of the first answer."""
+
+    text: bytes
+
+
 def _statement(name: str, template: str, table: sql.Identifier,
                params: Sequence[tuple[str, int]]) -> _Statement:
     text = _render(template, table)
@@ -595,6 +624,64 @@ def _alive(connection: Connection) -> bool:
                 and pgconn.transaction_status == TransactionStatus.IDLE)
 
 
+class _NoAnswer(Exception):
+    """The server did not answer within the store's client-side bound (see _Connection)."""
+
+
+def _bounded(gen: PQGen[RV], seconds: float) -> PQGen[RV]:
+    """`gen`, one exchange with the server (a psycopg generator), ending with _NoAnswer once
+    it has waited `seconds` for it. psycopg's wait functions resume the generator at least every
+    interval, with nothing ready when nothing came, so the bound is checked at least that often.
+
+    Example:
+        >>> def exchange():  # waits once to read (psycopg.waiting.Wait.R), then answers
+        ...     yield 1
+        ...     return "answer"
+        >>> gen = _bounded(exchange(), 0.0)
+        >>> next(gen)
+        1
+        >>> try:  # resumed with nothing ready (0), past the bound
+        ...     gen.send(0)
+        ... except _NoAnswer as exc:
+        ...     print(exc)
+        no answer from the server within 0 s
+    """
+    deadline = _shim.monotonic() + seconds
+    try:
+        wait = next(gen)
+        while True:
+            ready = yield wait
+            if _shim.monotonic() >= deadline:
+                raise _NoAnswer(f"no answer from the server within {seconds:g} s")
+            wait = gen.send(ready)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]  # what gen returned: an RV
+
+
+class _Connection(psycopg.AsyncConnection[tuple[Any, ...]]):
+    """A psycopg connection whose every wait for the server ends after `bound` seconds with
+    _NoAnswer (None: unbounded, for the listener's wait for notices).
+
+    Every exchange on an open connection, a cursor's statements included, waits through
+    `Connection.wait`, so this is the one place that bounds them all on the client. The server's
+    statement_timeout, tcp_user_timeout and keepalives never fire when the path goes silent
+    while the peer's kernel still acknowledges (a frozen pooler or proxy, a stalled server).
+    Why a wrapped generator and not `wait(timeout=)`: psycopg added that parameter within 3.3,
+    and tenure supports 3.2; the wrapper bounds every version's wait functions alike, with the
+    same interval psycopg already wakes up at (no extra timer, no thread).
+    """
+
+    bound: float | None = None
+
+    async def wait(self, gen: PQGen[RV], interval: float = _WAIT_INTERVAL,
+                   timeout: float | None = None) -> RV:
+        if self.bound is not None:
+            gen = _bounded(gen, self.bound)
+        if timeout is None:  # psycopg 3.2's wait has no timeout parameter
+            return await super().wait(gen, interval)
+        return await super().wait(gen, interval, timeout)
+
+
 class _Registration:
     """A waiter's registration for a hand-over (see _ENQUEUE), from its first wait on."""
 
@@ -623,10 +710,11 @@ class _Session:
     """A pooled connection, its reused cursor (a new cursor per statement costs about as much
     client time as the server spends on a lease statement) and its prepared statements."""
 
-    __slots__ = ("connection", "cursor", "prepared", "uses")
+    __slots__ = ("connection", "cursor", "pid", "prepared", "uses")
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
+        self.pid = connection.info.backend_pid  # from the handshake: no round trip
         self.cursor: Cursor = connection.cursor()
         self.prepared: set[bytes] = set()
         self.uses: dict[bytes, int] = {}
@@ -712,6 +800,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             _ADVISORY_WRITE_RECORD if self._advisory else _WRITE_RECORD, table)
         self._read_record_sql = _render(_READ_RECORD, table)
         self._records_sql = _render(_RECORDS, table)
+        self._running = _RUNNING.encode()
+        self._undo_sql = {1: _render(_HAND_OVER, table), 2: _render(_UNDO_SLOTS, table)}
         self._record_slot = -1 if self._advisory else 0  # the row that keeps the record
         # Advisory mode: its statements, the key of its lock keys, and the connection that
         # holds each lease (by lease id) until release.
@@ -752,6 +842,9 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         self._claimable: dict[str, _Registration] = {}
         self._registering: set[str] = set()
         self._orphans: list[Grant] = []
+        # Every connection this store opened and has not dropped, for the child of a fork.
+        self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        _forks.in_child_after_fork(self, AsyncPostgresStore._start_afresh_in_child)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
@@ -839,12 +932,48 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         return StoreUnavailable(f"{self.url}: {operation} of {name!r} failed: "
                                 f"{self._clean(exc)}; {hint}")
 
+    def _no_answer(self, operation: str, name: str) -> StoreUnavailable:
+        return StoreUnavailable(
+            f"{self.url}: {operation} of {name!r} got no answer within timeout="
+            f"{self._timeout:g} s, so its connection was closed; is the server, or a pooler or "
+            "proxy on the way to it, frozen or overloaded, or the network path silent?")
+
     # -- connections --------------------------------------------------------------------------
 
-    async def _connect(self) -> _Session:
-        connection: Connection = await psycopg.AsyncConnection.connect(
-            **self._params, autocommit=True, prepare_threshold=self._prepare)
-        return _Session(connection)
+    async def _connect(self, prepare_threshold: int | None) -> _Connection:
+        """A new connection whose waits for the server are bounded by `timeout`. Connecting is
+        bounded by psycopg itself (libpq's connect_timeout, at least 2 s)."""
+        connection = await _Connection.connect(
+            **self._params, autocommit=True, prepare_threshold=prepare_threshold)
+        connection.bound = self._timeout
+        with self._mutex:
+            self._connections.add(connection)
+        return connection
+
+    def _start_afresh_in_child(self) -> None:
+        """After fork(): the parent's connections, leases and waits stay the parent's. The child
+        sends nothing on an inherited socket, not even the Terminate message that closing sends
+        (the server would end the parent's session): each socket is replaced by /dev/null in
+        the child only, then closed. The child opens its own connections on first use, and
+        takes lease ids of its own (the parent's counter goes on with the same ones)."""
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            for connection in list(self._connections):
+                with contextlib.suppress(psycopg.Error, OSError):
+                    os.dup2(null, connection.pgconn.socket)
+                connection.pgconn.finish()  # closes /dev/null; no "deleted while open" warning
+        finally:
+            os.close(null)
+        self._connections = weakref.WeakSet()
+        self._mutex = threading.Lock()  # another thread of the parent may have held it
+        self._idle, self._opened, self._room, self._pinned = [], 0, [], {}
+        self._listener, self._listen_task, self._listen_starting = None, None, False
+        self._listen_retry_at, self._listener_alive = -math.inf, False
+        self._waiters, self._missed, self._released, self._asked = {}, {}, {}, {}
+        self._registered, self._claimable, self._registering = {}, {}, set()
+        self._orphans = []  # handed to the parent's waits: the parent frees them
+        self._id_prefix = secrets.token_hex(6)
+        self._handover_channel = _HANDOVER_CHANNEL + self._id_prefix
 
     async def _take(self) -> _Session:
         """An idle connection (checked without a round trip), or a new one; waits up to
@@ -868,7 +997,7 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 await self._discard(session)  # dropped by the server: open another
             elif opening:
                 try:
-                    return await self._connect()
+                    return _Session(await self._connect(self._prepare))
                 except BaseException:
                     self._forget_one()
                     raise
@@ -911,14 +1040,19 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         for event in room:
             event.set()
 
-    async def _execute(self, operation: str, name: str, query: bytes | _Statement,
-                       params: dict[str, Any], pin: str = "") -> Any:
+    async def _execute(self, operation: str, name: str, query: bytes | _Statement | _Script,
+                       params: dict[str, Any], pin: str = "",
+                       sent: list[_Session] | None = None) -> Any:
         """Run one statement on a pooled connection; create the table when it is missing.
         A _Statement answers libpq's result, any other query the rows psycopg fetched.
 
+        Each wait for the server is bounded by `timeout` (see _Connection): past it, the
+        connection is closed (it is in an unknown state) and StoreUnavailable raised.
+
         With `pin` (a lease id, advisory mode), a connection whose statement answered rows
         stays out of the pool, held for that lease, and one whose statement failed is closed
-        (a session lock outlives a failed statement).
+        (a session lock outlives a failed statement). `sent` collects the sessions the
+        statement was sent on (see _undo).
 
         A connection the server dropped while it sat idle (pg_terminate_backend, restart) may
         look fine until used: when the statement breaks its connection, it runs once more on
@@ -929,6 +1063,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             try:
                 session = await self._take()
                 kept = failed = False
+                if sent is not None:
+                    sent.append(session)
                 try:
                     try:
                         answer = await self._send(session, query, params)
@@ -946,8 +1082,10 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 finally:
                     if pin and failed:
                         await self._discard(session)
-                    elif not kept:
+                    elif not kept:  # closed there when no answer came (not IDLE)
                         await self._give_back(session)
+            except _NoAnswer:
+                raise self._no_answer(operation, name) from None
             except psycopg.OperationalError as exc:
                 if attempt == 2 or session is None or not session.connection.broken:
                     raise self._failure(operation, name, exc) from exc
@@ -956,8 +1094,12 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 raise self._failure(operation, name, exc) from exc
         raise AssertionError("unreachable")
 
-    async def _send(self, session: _Session, query: bytes | _Statement,
+    async def _send(self, session: _Session, query: bytes | _Statement | _Script,
                     params: dict[str, Any]) -> Any:
+        if isinstance(query, _Script):
+            script = psycopg.AsyncClientCursor(session.connection)
+            await script.execute(query.text, params)
+            return await script.fetchall()
         if not isinstance(query, _Statement):
             cursor = session.cursor
             await cursor.execute(query, params)
@@ -1033,28 +1175,39 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                   "lease_id": lease_id, "ttl": ttl}
         started = _shim.monotonic()
         if self._advisory:
+            # Interrupted, the statement's connection is closed (see _execute): its session
+            # ends, and with it any lock the statement took.
             params["keys"] = _advisory_keys(self._namespace, name, limit)
             rows = await self._execute("acquire", name, self._advisory_sql["acquire"], params,
                                        pin=lease_id)
             if rows:
                 slot, token = rows[0]
                 return Grant(name, slot, holder, lease_id, token, name)
-        elif limit == 1:
-            result = await self._execute("acquire", name, self._acquire_lock_sql, params)
-            # (granted, token); (false, _) when it only marked the name wanted
-            if result.ntuples and result.get_value(0, 0) == b"t":
-                return Grant(name, 0, holder, lease_id, int(result.get_value(0, 1)), name)
         else:
-            for _ in range(_SLOT_RETRIES):
-                result = await self._execute("acquire", name, self._acquire_slot_sql, params)
-                if not result.ntuples:
-                    break  # no slot was free
-                slot = int(result.get_value(0, 0))
-                if slot >= 0:
-                    return Grant(name, slot, holder, lease_id, int(result.get_value(0, 1)),
-                                 name)
-                # Another acquirer took the slot we picked at the same moment; another may
-                # still be free.
+            sent: list[_Session] = []
+            try:
+                if limit == 1:
+                    result = await self._execute("acquire", name, self._acquire_lock_sql,
+                                                 params, sent=sent)
+                    # (granted, token); (false, _) when it only marked the name wanted
+                    if result.ntuples and result.get_value(0, 0) == b"t":
+                        return Grant(name, 0, holder, lease_id, int(result.get_value(0, 1)),
+                                     name)
+                else:
+                    for _ in range(_SLOT_RETRIES):
+                        result = await self._execute("acquire", name, self._acquire_slot_sql,
+                                                     params, sent=sent)
+                        if not result.ntuples:
+                            break  # no slot was free
+                        slot = int(result.get_value(0, 0))
+                        if slot >= 0:
+                            return Grant(name, slot, holder, lease_id,
+                                         int(result.get_value(0, 1)), name)
+                        # Another acquirer took the slot we picked at the same moment;
+                        # another may still be free.
+            except BaseException:  # cancelled, or failed: the server may have granted it
+                self._undo_later(name, lease_id, limit, sent)
+                raise
         if self._notify:  # see wait_released
             self._note_missed(name, started, (holder, ttl) if limit == 1 else None)
         return None
@@ -1077,12 +1230,14 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             return registration.grant()
         name, lease_id = registration.name, registration.lease_id
         leave = token is not None or registration.ends - started < _KEEP_AT_LEAST
+        sent: list[_Session] = []
         try:
             result = await self._execute("acquire", name, self._acquire_queued_sql, {
                 "name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
-                "ttl": ttl, "leave": leave})
+                "ttl": ttl, "leave": leave}, sent=sent)
         except BaseException:
             self._drop(registration)  # maybe still registered: what it is handed is freed
+            self._undo_later(name, lease_id, 1, sent)  # and what the statement took
             raise
         if result.ntuples and result.get_value(0, 0) == b"t":
             self._forget(registration)
@@ -1095,6 +1250,46 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             self._keep(registration)
         self._note_missed(name, started, (holder, ttl))
         return None
+
+    def _undo_later(self, name: str, lease_id: str, limit: int,
+                    sent: list[_Session]) -> None:
+        """An acquire by `lease_id` was cancelled, or failed, after `sent` got its request: free
+        in the background what it may have taken, so that the caller's cancellation or error
+        is not delayed by a round trip (a stalled path would hold it for `timeout`)."""
+        if sent:
+            pids = [session.pid for session in sent if session.connection.closed]
+            _shim.start_soon(self._undo, name, lease_id, limit, pids)
+
+    async def _undo(self, name: str, lease_id: str, limit: int, pids: list[int]) -> None:
+        """Free whatever the requests of an interrupted acquire took, by their lease id,
+        best-effort (else it expires by itself).
+
+        The release must not overtake those requests on the server, and closing a request's
+        connection does not stop it: the server runs what it has received, and what is still
+        on its way, before it reads the end of the connection (a running statement does not
+        watch its socket). A request whose connection stayed open was answered (the answer was
+        read, then dropped): it is over. For those whose connection was closed unanswered,
+        the release runs, on another connection, right behind a look at whether the backends
+        that served them (`pids`) are still there, in one round trip: each statement of it
+        has its own snapshot, so when the look finds them gone, no request of this acquire can
+        still run and the release saw what they took. Else it looks and releases again until
+        they are gone (up to `timeout`). Through PgBouncer the pids are not the server's: the
+        release runs once, and frees what the requests took by then."""
+        release = self._undo_sql[min(limit, 2)]
+        params = {"name": name.encode(), "slot": 0, "lease_id": lease_id, "pids": pids,
+                  "channel": self.channel, "key": name_digest(name)}
+        try:
+            if self._pgbouncer or not pids:
+                await self._execute("undo", name, release, params)
+                return
+            until = _shim.monotonic() + self._timeout
+            script = _Script(self._running + b";\n" + release)
+            while (await self._execute("undo", name, script, params)
+                   and _shim.monotonic() < until):
+                await _shim.sleep(_UNDO_POLL)
+        except StoreUnavailable as exc:
+            log.debug("tenure: %s: could not free what an interrupted acquire of %r took "
+                      "(it expires by itself): %s", self.url, name, exc)
 
     def _forget(self, registration: _Registration) -> None:
         """The registration was taken or withdrawn: no notice about it counts any more."""
@@ -1198,6 +1393,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 "channel": self.channel, "key": name_digest(grant.name)})
         except BaseException as exc:
             await self._close_quietly(session.connection)  # frees what the session holds
+            if isinstance(exc, _NoAnswer):  # freed once the server notices the close
+                raise self._no_answer("release", grant.name) from None
             if isinstance(exc, psycopg.OperationalError):
                 return False  # the session ended, and its locks with it
             if isinstance(exc, psycopg.Error):
@@ -1314,12 +1511,14 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             for other in [other for other in self._registered.values()
                           if other.state in ("done", "dropped") and other.forget_at < sent_at]:
                 del self._registered[other.lease_id]
+        sent: list[_Session] = []
         try:
             result = await self._execute("waiting", name, self._enqueue_sql, {
                 "name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
-                "ttl": ttl, "wait": wait})
+                "ttl": ttl, "wait": wait}, sent=sent)
         except BaseException as exc:
-            self._end_wait(registration, ended=False)
+            self._end_wait(registration, ended=False)  # frees what is handed to it later
+            self._undo_later(name, lease_id, 1, sent)  # what a free name granted
             if isinstance(exc, StoreUnavailable):  # wait without it
                 log.debug("tenure: %s: waiting without a hand-over: %s", self.url, exc)
                 return None
@@ -1439,8 +1638,7 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 return False
             self._listen_starting = True
         try:
-            connection = await psycopg.AsyncConnection.connect(
-                **self._params, autocommit=True, prepare_threshold=None)
+            connection = await self._connect(None)
             try:
                 cursor = await connection.execute(
                     "SELECT pg_try_advisory_lock(%s, %s)",
@@ -1453,9 +1651,12 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             except BaseException:
                 await connection.close()
                 raise
+            # From now on it only waits for notices: idle time, not a call. (A silent path
+            # there costs the waiters their wake-ups: they poll with their backoff.)
+            connection.bound = None
         except BaseException as exc:
             self._listen_starting = False
-            if not isinstance(exc, psycopg.Error):
+            if not isinstance(exc, (psycopg.Error, _NoAnswer)):
                 raise
             self._listen_retry_at = _shim.monotonic() + _LISTEN_RETRY
             log.info("tenure: %s: cannot listen for releases (waiters poll): %s", self.url,
