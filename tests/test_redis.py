@@ -7,7 +7,9 @@ its data, dropped connections (pub/sub included), URL forms and options, and the
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import threading
 import time
 import uuid
@@ -29,7 +31,8 @@ import tenure
 import tenure.aio
 import tenure.aio.stores
 import tenure.stores
-from tenure._async.stores.redis import DEFAULT_RESTART_GRACE, name_keys, parse_options
+from tenure._async.stores.redis import DEFAULT_RESTART_GRACE, name_keys, packed, parse_options
+from tenure.chaos._proxy import Proxy, ProxyHost
 
 pytestmark = pytest.mark.anyio
 
@@ -861,3 +864,119 @@ def test_a_client_s_password_is_never_shown(server: RedisServer) -> None:
             store.lock("jobs").try_acquire()
         assert "hunter2" not in str(raised.value) and "password" in str(raised.value)
     client.close()
+
+
+# -- issue 26: silent masters, cancelled acquires, fork -------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_quorum_stays_fast_with_one_master_silent(
+        redis_masters: list[RedisServer], api: str) -> None:
+    """One master of three frozen (SIGSTOP: its kernel still accepts and acknowledges): the
+    other two grant, renew and release at once, and a held lease outlives its ttl."""
+    store = connect(quorum_url(redis_masters), api, timeout=5)
+    frozen = redis_masters[2].process
+    assert frozen is not None
+    try:
+        held = await call(store.lock("held", ttl=2).acquire(timeout=5))
+        frozen.send_signal(signal.SIGSTOP)
+        try:
+            stalled_at = time.monotonic()
+            for attempt in range(3):
+                started = time.monotonic()
+                lease = await call(store.lock(f"quick/{attempt}", ttl=10).acquire(timeout=5))
+                assert await call(store.backend.renew([lease.grant], 10.0)) == [lease.grant]
+                assert await call(lease.release()) is True
+                took = time.monotonic() - started
+                assert took < 1.0, f"acquire, renew and release took {took:.2f} s (timeout 5 s)"
+            started = time.monotonic()
+            with pytest.raises(tenure.LockTimeout):
+                await call(store.lock("held", ttl=2).acquire(timeout=0.5))
+            took = time.monotonic() - started
+            assert took < 1.5, f"acquire(timeout=0.5) of a held name gave up after {took:.2f} s"
+            while time.monotonic() - stalled_at < 3.0:  # past the held lease's ttl
+                assert not held.lost, f"lost {time.monotonic() - stalled_at:.2f} s in"
+                await anyio.sleep(0.05)
+        finally:
+            frozen.send_signal(signal.SIGCONT)
+        await call(held.release())
+    finally:
+        await call(store.close())
+
+
+@pytest.fixture
+def slow_path(server: RedisServer) -> Iterator[tuple[ProxyHost, Proxy]]:
+    """A loopback forwarder to the server that can delay what goes to it."""
+    host = ProxyHost()
+    try:
+        yield host, host.add("127.0.0.1", server.port)
+    finally:
+        host.close()
+
+
+async def test_a_cancelled_acquire_frees_what_the_server_granted(
+        url: str, admin: Any, slow_path: tuple[ProxyHost, Proxy]) -> None:
+    """Cancelled after the request left and before the server ran it (the path delays it
+    0.3 s): the server grants it, and the undo sent behind it frees it."""
+    host, proxy = slow_path
+    prefix = url.rpartition("prefix=")[2]
+    keys = name_keys(prefix, "ghost")
+    store = tenure.aio.connect(f"redis://127.0.0.1:{proxy.port}/0?prefix={prefix}")
+    try:
+        await (await store.lock("warm").try_acquire()).release()  # connected, script loaded
+        host.set_mode(proxy, "latency", latency=0.3)
+        with anyio.move_on_after(0.1):
+            await store.lock("ghost", ttl=30).try_acquire()
+            pytest.fail("the acquire was not cancelled")
+        await eventually(lambda: admin.exists(keys.counter), 5, "the server to run the acquire")
+        await eventually(lambda: not admin.exists(keys.slot0), 5,
+                         "the lease it granted to be freed (else it blocks the name for 30 s)")
+    finally:
+        host.set_mode(proxy, "normal")
+        await store.close()
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_an_undo_that_overtakes_its_acquire_still_frees_it(url: str, api: str) -> None:
+    """An acquire given up on is undone from another connection, which the server may serve
+    first: the undo leaves a mark, and the acquire of that lease id then takes nothing."""
+    store, other = connect(url, api), connect(url, api)
+    try:
+        backend = store.backend
+        head = b'["overtaken",'
+        await call(backend._undo("ghost", backend._undo_command("ghost", head, 30.0, 1)))
+        assert await call(backend.acquire_as("overtaken", "ghost", "me", 30.0, 1)) is None
+        lease = await call(other.lock("ghost", ttl=30).try_acquire())
+        assert lease is not None
+        await call(lease.release())
+    finally:
+        await call(store.close())
+        await call(other.close())
+
+
+def test_a_forked_child_uses_its_own_connections_and_leaves_the_parent_s_lease(
+        url: str) -> None:
+    store, other = tenure.connect(url), tenure.connect(url)
+    try:
+        lease = store.lock("parent", ttl=5).acquire(timeout=5)
+        parent_id = store.backend._call(packed(b"CLIENT", b"ID"))
+        pid = os.fork()
+        if pid == 0:  # the child: its own connection, its own lease, a normal exit
+            status = 1
+            try:
+                child = store.lock("child", ttl=5).try_acquire()
+                child_id = store.backend._call(packed(b"CLIENT", b"ID"))
+                status = 0 if child is not None and child_id != parent_id else 2
+                if child is not None:
+                    child.release()
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "the child used the parent's connection"
+        assert other.lock("parent", ttl=5).try_acquire() is None  # still the parent's
+        assert store.backend.renew([lease.grant], 5.0) == [lease.grant]
+        assert store.backend._call(packed(b"CLIENT", b"ID")) == parent_id
+        assert lease.release() is True
+    finally:
+        store.close()
+        other.close()
