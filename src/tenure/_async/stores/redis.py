@@ -11,6 +11,8 @@ tenure._names.safe_key; it never contains a brace), so each script touches one c
                               holder's next renewal reports BROKEN rather than EXPIRED
     <prefix>{<tag>}:signal    a list a release pushes one item onto (for 2 s): a waiter blocked
                               in BLPOP on it wakes at once, one waiter per release
+    <prefix>{<tag>}:x<id>     left by UNDO_ACQUIRE (for the ttl) when it found nothing to free:
+                              an ACQUIRE of lease id <id> still on its way takes nothing
     <prefix>{<tag>}:record    the name's record (records API): JSON [name, token, seq, record];
                               never expires, written only while the writer's lease is live
 
