@@ -22,10 +22,13 @@ from azure.storage.blob.aio import BlobLeaseClient, ContainerClient
 from hypothesis import given
 from hypothesis import strategies as st
 from servers import Azurite, ServiceMissing, service_missing
+from test_mysql import Forwarder  # a loopback forwarder with a delay, that can go silent
+from waiting import call, eventually
 
 import tenure
 import tenure.aio
-from tenure._async.stores.azblob import ROLE, blob_name, decode, directory, encode
+from tenure._async.stores.azblob import ROLE, blob_name, decode, directory, encode, open_store
+from tenure._sync.stores.azblob import open_store as open_sync_store
 
 pytestmark = pytest.mark.anyio
 
@@ -383,3 +386,64 @@ async def test_short_holds_skip_the_holder_write_long_ones_get_it(
             await anyio.sleep(0.05)
         assert decode((await blob.get_blob_properties()).metadata["tenure_holder"]) == store.holder
         await lease.release()
+
+
+# -- cut-off and silent requests ---------------------------------------------------------------
+
+
+def through(azurite: Azurite, port: int) -> str:
+    """Azurite's connection string, its blob endpoint on loopback port `port` instead."""
+    return azurite.connection_string.replace(f"127.0.0.1:{azurite.port}/", f"127.0.0.1:{port}/")
+
+
+async def test_a_cancelled_acquire_is_undone(azurite: Azurite) -> None:
+    """An acquire cancelled after its lease request reached the service (the answer still on
+    its way back) leaves no lease behind: the name is free again well within the 15 s lease."""
+    container, delay = container_name(), 0.1
+    with Forwarder(azurite.port, delay) as forwarder:
+        store = open_store("", container, connection_string=through(azurite, forwarder.port))
+        probe = open_store("", container, connection_string=azurite.connection_string)
+        try:
+            warm = await store.try_acquire("warm-up", "a", 15.0, 1)  # container, connection
+            assert warm is not None and await store.release(warm) is True
+            blob_made = await probe.try_acquire("cancelled", "b", 15.0, 1)  # one request then
+            assert blob_made is not None and await probe.release(blob_made) is True
+            with anyio.move_on_after(1.5 * delay) as scope:  # the lease request arrived
+                await store.try_acquire("cancelled", "a", 15.0, 1)
+            assert scope.cancelled_caught
+            taken: list[Any] = []
+
+            async def free() -> bool:
+                taken.append(await probe.try_acquire("cancelled", "b", 15.0, 1))
+                return taken[-1] is not None
+
+            await eventually(free, 5, "the cancelled acquire's lease to be released")
+            assert await probe.release(taken[-1]) is True
+        finally:
+            await store.close()
+            await probe.close()
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_silent_path_fails_within_the_timeout_and_the_store_recovers(
+        azurite: Azurite, api: str) -> None:
+    """On a path gone silent a renewal raises StoreUnavailable after about the store's
+    `timeout` (not the SDK's 60 s read timeout times its retries), and the store works again
+    once the path is back."""
+    container = container_name()
+    with Forwarder(azurite.port) as forwarder:
+        opener = open_store if api == "async" else open_sync_store
+        store: Any = opener("", container, connection_string=through(azurite, forwarder.port),
+                            timeout=1.0)
+        try:
+            grant = await call(store.try_acquire("silent", "me", 15.0, 1))
+            forwarder.freeze()
+            started = time.monotonic()
+            with pytest.raises(tenure.StoreUnavailable):
+                await call(store.renew([grant], 15.0))
+            assert time.monotonic() - started < 3.0  # 1 s, and a generous margin
+            forwarder.thaw()
+            assert await call(store.renew([grant], 15.0)) == [grant]
+            assert await call(store.release(grant)) is True
+        finally:
+            await call(store.close())

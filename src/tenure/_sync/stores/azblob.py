@@ -36,14 +36,19 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import inspect
+import logging
 import os
 import random
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+import anyio
+
+from tenure import _forks
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import (
     MAX_RECORD_BYTES,
@@ -73,6 +78,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
         "the azblob:// store needs the Azure SDK: install tenure[azure]"
     ) from exc
 
+log = logging.getLogger("tenure")
+
 DEFAULT_BLOB_URL_FORMAT = "https://{account}.blob.core.windows.net/{container}"
 ROOT = "tenure/"
 ROLE = "Storage Blob Data Contributor"
@@ -92,6 +99,25 @@ _RECORD_MAGIC = b"TNR1"
 _PAGE = 512
 RECORD_BLOB_SIZE = -(-(_RECORD_HEADER.size + MAX_RECORD_BYTES) // _PAGE) * _PAGE
 _REMEMBERED_RELEASES = 4096
+DEFAULT_TIMEOUT = 5.0
+# The SDK's retries of one request, quick ones (the lease core retries until each deadline).
+_RETRIES, _BACKOFF, _JITTER = 1, 0.2, 0.1
+# The async SDK's calls are coroutines: a cancel scope bounds each store call as a whole. The
+# sync SDK's are bounded by their per-attempt socket timeouts (see open_store).
+_COROUTINES = inspect.iscoroutinefunction(BlobClient.get_blob_properties)
+# Inherited across fork(): HTTP sessions let go of without closing them (see _start_afresh).
+_FORSAKEN: list[Any] = []
+
+
+def per_attempt(timeout: float) -> float:
+    """The connection and read timeout of each attempt of a request, so that every attempt
+    and the backoffs between them end within `timeout` seconds on a path gone silent.
+
+    Example:
+        >>> per_attempt(5.0)
+        2.35
+    """
+    return round((timeout - _RETRIES * (_BACKOFF + _JITTER)) / (_RETRIES + 1), 3)
 
 
 def encode(text: str) -> str:
@@ -205,12 +231,13 @@ class AzureBlobStore(Backend, RecordKeeper):
 
     def __init__(self, container: ContainerClient, *, create_container: bool = True,
                  fencing: bool = True, close_client: bool = False,
-                 credential: Any = None) -> None:
+                 credential: Any = None, timeout: float = DEFAULT_TIMEOUT) -> None:
         if not isinstance(container, ContainerClient):
             raise InvalidArgumentType(
                 f"container must be an azure.storage.blob.ContainerClient, got "
                 f"{type(container).__name__}"
             )
+        self.timeout = _checked_timeout(timeout)
         self.container = container
         self.url = f"azblob://{container.account_name}/{container.container_name}"
         self._create_container = create_container
@@ -224,6 +251,34 @@ class AzureBlobStore(Backend, RecordKeeper):
         # Lease ids this store released. Azurite lets a released lease id write to the blob
         # until someone leases it again; write_record refuses those ids here instead.
         self._released: dict[str, None] = {}
+        _forks.in_child_after_fork(self, AzureBlobStore._start_afresh)
+
+    def _start_afresh(self) -> None:
+        """In a child after fork(): the HTTP session, and the connections in its pool, stay the
+        parent's. It is let go of without closing it (closing would take the sockets out of the
+        epoll instance that an async child shares with its parent, and its connector does so
+        when collected), and the SDK opens a new one on next use. A session of your own
+        (session_owner=False) cannot be replaced: give a forked child a store of its own."""
+        transport = getattr(getattr(self.container, "_pipeline", None), "_transport", None)
+        if getattr(transport, "session", None) is not None and getattr(
+                transport, "_session_owner", False):
+            _FORSAKEN.append(transport.session)  # type: ignore[union-attr]
+            transport.session = None  # type: ignore[union-attr]
+            transport._has_been_opened = False  # type: ignore[union-attr]
+        self._describing = {}  # the parent's holder writes, under the parent's leases
+
+    @contextlib.contextmanager
+    def _bounded(self, operation: str, name: str) -> Iterator[None]:
+        """The client-side bound of one store call: `timeout` seconds in all. In async code a
+        cancel scope, which also drops the connection in use; sync calls are bounded by the
+        SDK's per-attempt timeouts (see `per_attempt`)."""
+        try:
+            with anyio.fail_after(self.timeout) if _COROUTINES else contextlib.nullcontext():
+                yield
+        except TimeoutError:
+            raise StoreUnavailable(redact(
+                f"{self.url}: {operation} of {name!r} failed: no answer within "
+                f"timeout={self.timeout:g} s; check the network and the blob service")) from None
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -345,17 +400,28 @@ class AzureBlobStore(Backend, RecordKeeper):
     def _describe(self, blob: BlobClient, lease_id: str, name: str, holder: str,
                         token: int) -> None:
         """Write who holds the blob (for leases() and the CLI); a failure only hides that."""
+        if lease_id not in self._describing:  # released meanwhile, or the parent's (fork)
+            return
         metadata = self._holder_metadata(name, holder, token)
         # A failure (lost meanwhile, service away) only leaves leases() showing the holder as "?"
-        with contextlib.suppress(AzureError):
+        with contextlib.suppress(AzureError, StoreUnavailable), self._bounded("describing", name):
             blob.set_blob_metadata(metadata, lease=lease_id)
 
-    def _give_back(self, blob: BlobClient, lease_id: str) -> None:
+    def _undo(self, blob: BlobClient, lease_id: str, tries: int = 3) -> None:
+        """Free what an acquire cut short (cancelled, failed) may have taken, by its lease id,
+        in the background (`_shim.call_later`). The service runs a request it received even
+        when its client gave up, and one still on its way (a slow connection) can arrive after
+        this release, sent on another connection: a release that finds the blob not leased
+        is tried again later, `tries` times in all. Best effort: a lease left behind expires
+        within its ttl."""
         try:
-            with _shim.shielded():
+            with self._bounded("freeing an abandoned acquire", blob.blob_name):
                 BlobLeaseClient(blob, lease_id).release()
-        except AzureError:
-            pass  # it expires within its ttl
+        except HttpResponseError as exc:
+            if _code(exc) == "LeaseNotPresentWithLeaseOperation" and tries > 1:
+                _shim.call_later(self.timeout / 2, self._undo, blob, lease_id, tries - 1)
+        except Exception as exc:  # unreachable, closed meanwhile: nobody to tell
+            log.debug("tenure: %s: freeing an abandoned acquire failed: %r", self.url, exc)
 
     # -- the Backend protocol ----------------------------------------------------------------
 
@@ -364,31 +430,34 @@ class AzureBlobStore(Backend, RecordKeeper):
         # local deadline (ttl x 0.99 - 1 s), which is below int(ttl) for every ttl >= 15.
         duration = int(ttl)
         slots = [0] if limit == 1 else random.sample(range(limit), limit)
-        for slot in slots:
-            key = blob_name(name, slot, limit)
-            blob = self._blob(key)
-            lease_id = str(uuid.uuid4())
-            try:
-                if not self._take(blob, lease_id, duration, name):
+        with self._bounded("acquire", name):
+            for slot in slots:
+                key = blob_name(name, slot, limit)
+                blob = self._blob(key)
+                lease_id = str(uuid.uuid4())
+                try:
+                    taken = self._take(blob, lease_id, duration, name)
+                    token, described = (
+                        self._token(blob, lease_id, name, limit, holder)
+                        if taken and self._fencing else (0, False))
+                except BaseException as exc:  # the lease may be taken: undo, never wait for it
+                    if not isinstance(exc, ServiceRequestError):  # (that one sent nothing)
+                        _shim.call_later(0, self._undo, blob, lease_id)
+                    if isinstance(exc, AzureError):
+                        raise self._failure("acquire", name, exc) from None
+                    raise
+                if not taken:
                     continue
-            except AzureError as exc:
-                raise self._failure("acquire", name, exc) from None
-            try:
-                token, described = (self._token(blob, lease_id, name, limit, holder)
-                                    if self._fencing else (0, False))
-            except BaseException as exc:
-                self._give_back(blob, lease_id)
-                if isinstance(exc, AzureError):
-                    raise self._failure("acquire", name, exc) from None
-                raise
-            if not described:
-                self._describing[lease_id] = _shim.call_later(
-                    DESCRIBE_AFTER, self._describe, blob, lease_id, name, holder, token)
-            return Grant(name, slot, holder, lease_id, token, key)
+                if not described:
+                    self._describing[lease_id] = _shim.call_later(
+                        DESCRIBE_AFTER, self._describe, blob, lease_id, name, holder, token)
+                return Grant(name, slot, holder, lease_id, token, key)
         return None
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
-        results: list[Grant | LostReason] = _shim.run_all(self._renew_one, grants)
+        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
+        with self._bounded("renewal", label):
+            results: list[Grant | LostReason] = _shim.run_all(self._renew_one, grants)
         return results
 
     def _renew_one(self, grant: Grant) -> Grant | LostReason:
@@ -418,7 +487,8 @@ class AzureBlobStore(Backend, RecordKeeper):
             with contextlib.suppress(RuntimeError, KeyError, StopIteration):
                 del self._released[next(iter(self._released))]
         try:
-            BlobLeaseClient(self._blob(grant.key), grant.lease_id).release()
+            with self._bounded("release", grant.name):
+                BlobLeaseClient(self._blob(grant.key), grant.lease_id).release()
             return True
         except HttpResponseError as exc:
             if _status(exc) in (404, 409, 412):
@@ -428,6 +498,10 @@ class AzureBlobStore(Backend, RecordKeeper):
             raise self._failure("release", grant.name, exc) from None
 
     def break_lease(self, name: str) -> int:
+        with self._bounded("break", name):
+            return self._break(name)
+
+    def _break(self, name: str) -> int:
         broken = 0
         try:
             for blob in self.container.list_blobs(name_starts_with=directory(name)):
@@ -448,6 +522,10 @@ class AzureBlobStore(Backend, RecordKeeper):
         return broken
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        with self._bounded("listing", prefix):
+            return self._list(prefix)
+
+    def _list(self, prefix: str) -> list[LeaseInfo]:
         for scheduled in list(self._describing.values()):
             scheduled.run_now()  # this store's own grants show their holders at once
         found: list[LeaseInfo] = []
@@ -471,7 +549,8 @@ class AzureBlobStore(Backend, RecordKeeper):
         _shim.sleep(timeout)  # blob leases have no notifications; the core polls
 
     def read_record(self, name: str) -> str | None:
-        return self._read_record_blob(blob_name(name, 0, 1), name)
+        with self._bounded("reading the record", name):
+            return self._read_record_blob(blob_name(name, 0, 1), name)
 
     def _read_record_blob(self, key: str, name: str) -> str | None:
         try:
@@ -495,6 +574,10 @@ class AzureBlobStore(Backend, RecordKeeper):
             )
         if grant.lease_id in self._released:
             return False
+        with self._bounded("writing the record", grant.name):
+            return self._write_record(grant, pages)
+
+    def _write_record(self, grant: Grant, pages: bytes) -> bool:
         blob = self._blob(grant.key)
         try:
             try:
@@ -518,6 +601,10 @@ class AzureBlobStore(Backend, RecordKeeper):
         return True
 
     def records(self, prefix: str = "") -> dict[str, str]:
+        with self._bounded("listing the records of", prefix):
+            return self._records(prefix)
+
+    def _records(self, prefix: str) -> dict[str, str]:
         recorded: list[tuple[str, str]] = []  # (blob, name) of lock blobs that were recorded
         try:
             for blob in self.container.list_blobs(
@@ -571,24 +658,27 @@ def _lease_info(blob: str, state: str | None, metadata: dict[str, str] | None,
 
 def open_store(account: str, container: str, *, connection_string: str | None = None,
                blob_url_format: str | None = None, create_container: bool = True,
-               fencing: bool = True) -> AzureBlobStore:
+               fencing: bool = True, timeout: float = DEFAULT_TIMEOUT) -> AzureBlobStore:
     """The store of an `azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER` URL.
 
     With an account: the container URL comes from `blob_url_format` (or the environment
     variable TENURE_AZURE_BLOB_URL_FORMAT, default https://{account}.blob.core.windows.net/
     {container}) and the credential from azure-identity's DefaultAzureCredential. Without one: a
     connection string (`connection_string=` or AZURE_STORAGE_CONNECTION_STRING; Azurite's
-    `UseDevelopmentStorage=true` works). The SDK retries twice, quickly: the lease core does
-    its own retrying until each lease's deadline.
+    `UseDevelopmentStorage=true` works). Every store call ends within `timeout` seconds (default
+    5): the SDK tries a request twice (the lease core does its own retrying until each lease's
+    deadline), each attempt with connection and read timeouts of `per_attempt(timeout)`.
 
     Example::
 
         backend = open_store("", "locks", connection_string="UseDevelopmentStorage=true")
     """
+    attempt = per_attempt(_checked_timeout(timeout))
     options: dict[str, Any] = {
         # Seconds as floats work; the SDK's stub says int.
-        "retry_policy": LinearRetry(backoff=0.2, random_jitter_range=0.1, retry_total=2),  # type: ignore[arg-type]
-        "connection_timeout": 5, "read_timeout": 10,
+        "retry_policy": LinearRetry(backoff=_BACKOFF, random_jitter_range=_JITTER,  # type: ignore[arg-type]
+                                    retry_total=_RETRIES),
+        "connection_timeout": attempt, "read_timeout": attempt,
     }
     for option, value in (("create_container", create_container), ("fencing", fencing)):
         if not isinstance(value, bool):
@@ -614,7 +704,7 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
                 "'UseDevelopmentStorage=true')"
             ) from None
         return AzureBlobStore(client, create_container=create_container,
-                                   fencing=fencing, close_client=True)
+                                   fencing=fencing, close_client=True, timeout=timeout)
     if connection_string is not None:
         raise InvalidArgument(
             f"azblob://{account}/{container} signs in with DefaultAzureCredential; to use a "
@@ -637,4 +727,15 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
     credential = DefaultAzureCredential()
     client = ContainerClient.from_container_url(container_url, credential=credential, **options)
     return AzureBlobStore(client, create_container=create_container, fencing=fencing,
-                               close_client=True, credential=credential)
+                               close_client=True, credential=credential, timeout=timeout)
+
+
+def _checked_timeout(timeout: object) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise InvalidArgumentType(
+            f"timeout must be a number of seconds, got {type(timeout).__name__}")
+    if not 1.0 <= timeout <= 600.0:
+        raise InvalidArgument(
+            f"timeout={timeout} is out of range: it must be 1 to 600 seconds (default "
+            f"{DEFAULT_TIMEOUT:g})")
+    return float(timeout)
