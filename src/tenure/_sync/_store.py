@@ -228,8 +228,9 @@ def connect(url: str | Backend, *, holder: str | None = None,
     `file:///abs/dir`, `azblob://ACCOUNT/CONTAINER` (DefaultAzureCredential) and
     `azblob:///CONTAINER` (a connection string). Keyword options of azblob stores:
     `connection_string` (else env AZURE_STORAGE_CONNECTION_STRING), `blob_url_format` (else env
-    TENURE_AZURE_BLOB_URL_FORMAT), `create_container` (default True) and `fencing` (default
-    True; False skips the token increment and every token is 0).
+    TENURE_AZURE_BLOB_URL_FORMAT), `create_container` (default True), `fencing` (default
+    True; False skips the token increment and every token is 0) and `timeout` (default 5 s:
+    every store call ends within it).
     `redis://HOST:PORT/DB` (also rediss:// and unix:///path.sock), `postgresql://USER@HOST/DB`
     and `mysql://USER@HOST/DB` take the options their docs pages list, in the URL's query or as
     keywords (e.g. `prefix=`, `schema=`, `table=`, `timeout=`).
@@ -262,6 +263,7 @@ def connect(url: str | Backend, *, holder: str | None = None,
         account, container = parsed.location.split("/")
         backend = open_store(account, container, **_only(
             options, "connection_string", "blob_url_format", "create_container", "fencing",
+            "timeout",
             kind="azblob://"))
     elif parsed.scheme in SERVER_SCHEMES:
         backend = _server_store(SERVER_SCHEMES[parsed.scheme], url, options)

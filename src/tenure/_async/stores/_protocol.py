@@ -62,7 +62,7 @@ class AsyncBackend(Protocol):
       waiting on a stalled connection: the core enforces deadlines on its own timer.
     - A `try_acquire` that is cancelled, or fails, after its request may have reached the store
       frees what that request may have taken, by the lease id it sent, best-effort and in the
-      background (`_shim.call_later(0, ...)`), so the caller's cancellation is never delayed.
+      background (`_shim.start_soon`), so the caller's cancellation is never delayed.
     - After fork() a child uses none of the parent's connections or open files and releases
       nothing of the parent's (`tenure._forks.in_child_after_fork`); it starts afresh.
     """

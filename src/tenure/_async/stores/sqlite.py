@@ -233,7 +233,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
         except BaseException:
             orphan = attempt.abandon()
             if orphan is not None:
-                _shim.call_later(0, self._release_quietly, orphan)
+                _shim.start_soon(self._release_quietly, orphan)
             raise
         return grant
 

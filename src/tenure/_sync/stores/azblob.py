@@ -409,7 +409,7 @@ class AzureBlobStore(Backend, RecordKeeper):
 
     def _undo(self, blob: BlobClient, lease_id: str, tries: int = 3) -> None:
         """Free what an acquire cut short (cancelled, failed) may have taken, by its lease id,
-        in the background (`_shim.call_later`). The service runs a request it received even
+        in the background (`_shim.start_soon`). The service runs a request it received even
         when its client gave up, and one still on its way (a slow connection) can arrive after
         this release, sent on another connection: a release that finds the blob not leased
         is tried again later, `tries` times in all. Best effort: a lease left behind expires
@@ -442,7 +442,7 @@ class AzureBlobStore(Backend, RecordKeeper):
                         if taken and self._fencing else (0, False))
                 except BaseException as exc:  # the lease may be taken: undo, never wait for it
                     if not isinstance(exc, ServiceRequestError):  # (that one sent nothing)
-                        _shim.call_later(0, self._undo, blob, lease_id)
+                        _shim.start_soon(self._undo, blob, lease_id)
                     if isinstance(exc, AzureError):
                         raise self._failure("acquire", name, exc) from None
                     raise

@@ -705,7 +705,7 @@ class MySQLStore(Backend, RecordKeeper):
                 "acquire", name, self._acquire_in, parameters)
         except BaseException:
             if "sent_on" in parameters:  # the server may run it, or ran it: undo in background
-                _shim.call_later(0, self._forget, name, key, parameters["lease_id"],
+                _shim.start_soon(self._forget, name, key, parameters["lease_id"],
                                  parameters["sent_on"])
             raise
         if found is None:
@@ -948,7 +948,7 @@ class MySQLStore(Backend, RecordKeeper):
             if connection is not None:
                 self._discard(connection)
                 if sent_at is not None:  # the try behind the wait may still run, or it ran
-                    _shim.call_later(0, self._forget, name, key, parameters["lease_id"],
+                    _shim.start_soon(self._forget, name, key, parameters["lease_id"],
                                      connection.thread_id())
             if not isinstance(exc, _DRIVER_ERRORS):
                 raise
@@ -972,7 +972,7 @@ class MySQLStore(Backend, RecordKeeper):
 
     def _forget(self, name: str, key: str, lease_id: int, thread_id: int) -> None:
         """Undo an acquire whose answer never came in (cancelled, timed out, cut off; a try
-        sent behind a wait, or try_acquire's own), run in the background by `_shim.call_later`.
+        sent behind a wait, or try_acquire's own), run in the background by `_shim.start_soon`.
         Best effort: a lease left behind expires after its ttl.
 
         The order matters. The server runs a query it received even after the client closed
