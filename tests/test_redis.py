@@ -771,7 +771,9 @@ def watch_renewals(renew: Any, index: int, seen: set[int], api: str) -> Any:
 @pytest.mark.parametrize("api", ["sync", "async"])
 async def test_quorum_renewal_is_one_round_trip_per_master(
         masters: list[RedisServer], api: str) -> None:
-    store = connect(quorum_url(masters), api)
+    # A quorum of all three: every lease on every master (with 2 of 3, an acquire counts the
+    # first two to grant, and the third's grant may not join the lease).
+    store = connect(quorum_url(masters, quorum=3), api)
     try:
         backend = store.backend
         reclaimed: set[int] = set()  # each master's reader renews what is held once connected
@@ -779,9 +781,6 @@ async def test_quorum_renewal_is_one_round_trip_per_master(
             node.renew = watch_renewals(node.renew, index, reclaimed, api)
         grants = [await call(backend.try_acquire(f"many/{i}", "me", 30.0, 1)) for i in range(200)]
         assert all(grant is not None for grant in grants)
-        # An acquire returns once two masters granted; the third's grant joins when it comes.
-        await eventually(lambda: all(len(backend._parts[g.lease_id]) == 3 for g in grants), 10,
-                         "every lease to be held on all three masters")
         await eventually(lambda: len(reclaimed) == 3, 10, "each master's reader to connect")
         for node in backend.nodes:
             del node.renew  # the method again

@@ -134,6 +134,10 @@ class _Down(NamedTuple):
     error: StoreUnavailable
 
 
+class _Silent(_Down):
+    """A master that had not answered when its caller went on (its call goes on)."""
+
+
 class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
     """Leases granted by at least `quorum` of several independent Redis masters.
 
@@ -170,7 +174,9 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         self._running: list[dict[int, float]] = [{} for _ in self.nodes]
         self._calls = itertools.count()
         self._mutex = threading.Lock()  # _parts and a late grant's decision (sync: threads)
-        self._releasing: dict[tuple[int, str], _shim.Event] = {}  # by master and name
+        # This store's calls of a name that a master had not answered when their caller went
+        # on: the next call of that name to that master waits (within its bound) for them.
+        self._lagging: dict[tuple[int, str], _shim.Event] = {}
         in_child_after_fork(self, AsyncRedisQuorumStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -178,7 +184,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         forgets its connections itself)."""
         self._parts, self._freed = {}, {}
         self._running = [{} for _ in self.nodes]
-        self._releasing = {}
+        self._lagging = {}
         self._mutex = threading.Lock()
 
     def __repr__(self) -> str:
@@ -195,12 +201,18 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
 
     async def _first(self, on: Callable[[int], Any], masters: Sequence[int],
                      enough: Callable[[dict[int, Any]], bool], bound: float,
-                     late: Callable[[int, Any], Any] | None = None) -> list[Any]:
+                     late: Callable[[int, Any], Any] | None = None,
+                     name: str | None = None) -> list[Any]:
         """`on(master)` for each master at once; the answers in order, as soon as
         `enough(answers so far, by master)` holds, all answered, or `bound` seconds passed.
         A master that has not answered by then, or that has MAX_OVERDUE calls overdue already
         (it is not asked), answers _Down. `late(master, outcome)` gets the outcome of each call
-        that ends after that (typed loosely: coroutines in tenure.aio, plain calls in tenure)."""
+        that ends after that (typed loosely: coroutines in tenure.aio, plain calls in tenure).
+
+        With `name`: a call of the name to a master first waits (within `bound`) for this
+        store's earlier calls of the name that master had not answered in time, so that a
+        master serves one store's calls of a name in order (a release that returned at its
+        quorum is not overtaken there by the next acquire, which it would refuse)."""
         now = _shim.monotonic()
         answers: dict[int, Any] = {}
         for index in masters:
@@ -209,18 +221,28 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
                     f"{self.nodes[index].url}: {MAX_OVERDUE} earlier calls are still "
                     "unanswered; check that the master is running and reachable"))
         asked = [index for index in masters if index not in answers]
+        done = {index: _shim.Event() for index in asked} if name is not None else {}
 
         async def tracked(index: int) -> Any:
             call, running = next(self._calls), self._running[index]
             running[call] = now + bound
             try:
+                earlier = self._lagging.get((index, name)) if name is not None else None
+                if earlier is not None:
+                    await _shim.wait_event(earlier, bound)
                 return await on(index)
             finally:
                 running.pop(call, None)
 
         async def on_late(index: int, outcome: Any) -> None:
-            if late is not None and not isinstance(outcome, BaseException):
-                await late(index, outcome)
+            try:
+                if late is not None and not isinstance(outcome, BaseException):
+                    await late(index, outcome)
+            finally:
+                if name is not None:
+                    done[index].set()
+                    if self._lagging.get((index, name)) is done[index]:
+                        del self._lagging[index, name]
 
         def by_master(got: dict[int, Any]) -> dict[int, Any]:  # run_first counts by position
             return {asked[position]: answer for position, answer in got.items()}
@@ -235,8 +257,12 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
                     raise
                 for index in asked:
                     answers[index] = await on(index)
+        if name is not None:
+            for index in asked:
+                if index not in answers and not done[index].is_set():
+                    self._lagging[index, name] = done[index]
         silent = StoreUnavailable(f"no answer within {bound:g} s")
-        return [answers.get(index, _Down(silent)) for index in masters]
+        return [answers.get(index, _Silent(silent)) for index in masters]
 
     def _answered(self, answers: dict[int, Any]) -> bool:
         """A quorum of masters answered (reads: any quorum shares a master with the quorum
@@ -259,9 +285,6 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         decided = False
 
         async def on(index: int) -> Grant | _Down | None:
-            releasing = self._releasing.get((index, name))
-            if releasing is not None:  # this store's release of the name, still on its way
-                await _shim.wait_event(releasing, self._bound(ttl))
             try:
                 return await self.nodes[index].acquire_as(lease_id, name, holder, ttl, limit)
             except StoreUnavailable as exc:
@@ -281,24 +304,35 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
                     if not decided:
                         parked[index] = answer
                         return
-                if not self._join(lease_id, index, answer):
-                    await self._release_quietly(index, answer)
+                await self._join_late(lease_id, index, answer)
 
-        answers = await self._first(on, self._all, enough, self._bound(ttl), late)
-        granted = {i: answer for i, answer in enumerate(answers) if isinstance(answer, Grant)}
-        errors = [answer for answer in answers if isinstance(answer, _Down)]
-        # A semaphore's slot counts where a quorum granted that very slot.
-        slots = Counter(grant.slot for grant in granted.values())
-        slot = min(slots, key=lambda s: (-slots[s], s)) if slots else 0
-        kept = {i: grant for i, grant in granted.items() if grant.slot == slot}
+        granted: dict[int, Grant] = {}
         too_late = False
         try:
+            answers = await self._first(on, self._all, enough, self._bound(ttl), late, name)
+            granted = {i: answer for i, answer in enumerate(answers) if isinstance(answer, Grant)}
+            errors = [answer for answer in answers if isinstance(answer, _Down)]
+            # A semaphore's slot counts where a quorum granted that very slot.
+            slots = Counter(grant.slot for grant in granted.values())
+            slot = min(slots, key=lambda s: (-slots[s], s)) if slots else 0
+            kept = {i: grant for i, grant in granted.items() if grant.slot == slot}
             if len(kept) >= self.quorum:
                 token = max(grant.token for grant in kept.values())
-                raised = await self._raise_counters(name, token, kept, self._bound(ttl))
+                counted = kept
+
+                async def raised_late(index: int, outcome: Any) -> None:
+                    if outcome is None:  # raised after all: a late grant, to join or release
+                        await late(index, counted[index])
+                    else:
+                        await self._release_quietly(index, counted[index])
+
+                raised = await self._raise_counters(name, token, kept, self._bound(ttl),
+                                                    raised_late)
                 errors += [error for error in raised if error is not None]
                 kept = {i: g for (i, g), error in zip(kept.items(), raised, strict=True)
                         if error is None}
+                raising = {i for i, error in zip(counted, raised, strict=True)
+                           if isinstance(error, _Silent)}
                 too_late = (len(kept) >= self.quorum
                             and _shim.monotonic() >= local_deadline(sent_at, ttl))
                 if len(kept) >= self.quorum and not too_late:
@@ -307,7 +341,10 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
                         decided = True
                         joining = dict(parked)
                     for index, grant in joining.items():  # no await: nothing to cancel here
-                        if not self._join(lease_id, index, grant):
+                        _shim.start_soon(self._join_late, lease_id, index, grant)
+                    # Granted, but another slot, or its counter could not be raised: free it.
+                    for index, grant in granted.items():
+                        if index not in kept and index not in raising:
                             _shim.start_soon(self._release_quietly, index, grant)
                     return Grant(name, slot, holder, lease_id, token,
                                  next(iter(kept.values())).key)
@@ -331,7 +368,8 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         return None
 
     async def _raise_counters(self, name: str, token: int, kept: dict[int, Grant],
-                              bound: float) -> list[_Down | None]:
+                              bound: float,
+                              late: Callable[[int, Any], Any]) -> list[_Down | None]:
         """Raise the counter of each master in `kept` whose token is below `token`."""
         async def on(index: int) -> _Down | None:
             if kept[index].token < token:
@@ -343,7 +381,25 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
 
         if all(grant.token == token for grant in kept.values()):
             return [None] * len(kept)
-        return await self._first(on, list(kept), _never, bound)
+        return await self._first(on, list(kept), _never, bound, late, name)
+
+    async def _join_late(self, lease_id: str, index: int, grant: Grant) -> None:
+        """A master's grant that came after its acquire counted: it joins the lease while
+        that is held (so the lease lives on every master that granted it), with the lease's
+        token when its own is above it (leases() shows the largest); else it is released."""
+        parts = self._parts.get(lease_id)
+        token = max((part.token for part in parts.values()), default=0) if parts else 0
+        if parts is not None and grant.token > token:
+            try:
+                retokened = await self.nodes[index].retoken(grant, token)
+            except StoreUnavailable:
+                retokened = None
+            if retokened is None:  # gone, or unknown: make sure it is gone
+                await self._release_quietly(index, grant)
+                return
+            grant = retokened
+        if not self._join(lease_id, index, grant):
+            await self._release_quietly(index, grant)
 
     def _join(self, lease_id: str, index: int, grant: Grant) -> bool:
         """Count a master's late grant in the lease it was asked for, if that is still held
@@ -365,8 +421,9 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             await self._release_quietly(index, grants[index])
 
         if grants:
+            name = next(iter(grants.values())).name
             with _shim.shielded():
-                await self._first(on, list(grants), _never, self.timeout)
+                await self._first(on, list(grants), _never, self.timeout, name=name)
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         # Each lease's masters as they are now (a late grant may join while this runs).
@@ -435,22 +492,11 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             return False
         freed_before = self._freed.pop(grant.lease_id, 0)
 
-        # A release returns once a quorum freed the lease: this store's next acquire of the
-        # name waits (within its bound) for the release still on its way to a slower master,
-        # so that the master does not refuse it for the lease just released.
-        releasing = {index: _shim.Event() for index in parts}
-        for index, event in releasing.items():
-            self._releasing[index, grant.name] = event
-
         async def on(index: int) -> bool | _Down:
             try:
                 return await self.nodes[index].release(parts[index])
             except StoreUnavailable as exc:
                 return _Down(exc)
-            finally:
-                releasing[index].set()
-                if self._releasing.get((index, grant.name)) is releasing[index]:
-                    del self._releasing[index, grant.name]
 
         def enough(got: dict[int, Any]) -> bool:
             freed = freed_before + sum(answer is True for answer in got.values())
@@ -459,8 +505,8 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             waiting = len(parts) - len(got)
             return not waiting or freed + waiting + _downs(got) < self.quorum
 
-        answers = dict(zip(parts, await self._first(on, list(parts), enough, self.timeout),
-                           strict=True))
+        answers = dict(zip(parts, await self._first(on, list(parts), enough, self.timeout,
+                                                    name=grant.name), strict=True))
         freed = freed_before + sum(answer is True for answer in answers.values())
         failed = {i: parts[i] for i, answer in answers.items()
                   if isinstance(answer, _Down)}
@@ -479,7 +525,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             except StoreUnavailable as exc:
                 return _Down(exc)
 
-        answers = await self._first(on, self._all, self._answered, self.timeout)
+        answers = await self._first(on, self._all, self._answered, self.timeout, name=name)
         errors = [answer for answer in answers if isinstance(answer, _Down)]
         if len(self.nodes) - len(errors) < self.quorum:
             raise self._failure("break", name, errors, len(self.nodes) - len(errors))
@@ -569,7 +615,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
                     return
             await undo(index, answer)
 
-        answers = await self._first(on, indexes, enough, self.timeout, late)
+        answers = await self._first(on, indexes, enough, self.timeout, late, grant.name)
         landed = {index: answer for index, answer in zip(indexes, answers, strict=True)
                   if isinstance(answer, bytes)}
         errors = [answer for answer in answers if isinstance(answer, _Down)]

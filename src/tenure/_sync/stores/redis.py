@@ -242,6 +242,15 @@ end
 return 1
 """
 
+# KEYS: slot key. ARGV: the lease's value, the value with another token. Gives a live lease
+# another token, keeping its expiry (quorum mode: a master's late grant joins its lease with the
+# lease's token); 1 when done.
+RETOKEN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', math.max(redis.call('PTTL', KEYS[1]), 1))
+return 1
+"""
+
 # KEYS: slot key, record. ARGV: the lease's value, the new record. Writes only while the lease is
 # live; 1 when written.
 WRITE_RECORD = """
@@ -307,9 +316,9 @@ def _evalsha(script: _Script, keys: Sequence[bytes], *args: bytes) -> bytes:
 
 
 (_ACQUIRE, _RENEW, _RELEASE, _BREAK, _READ, _RAISE, _WAKE_ACQUIRE, _WRITE_RECORD, _SWAP_RECORD,
- _UNDO_RECORD, _UNDO_ACQUIRE) = map(_script, (ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE,
-                                              WAKE_ACQUIRE, WRITE_RECORD, SWAP_RECORD,
-                                              UNDO_RECORD, UNDO_ACQUIRE))
+ _UNDO_RECORD, _UNDO_ACQUIRE, _RETOKEN) = map(_script, (
+     ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE, WAKE_ACQUIRE, WRITE_RECORD, SWAP_RECORD,
+     UNDO_RECORD, UNDO_ACQUIRE, RETOKEN))
 
 
 class _Keys(NamedTuple):
@@ -871,6 +880,27 @@ class RedisStore(Backend, RecordKeeper):
             self._eval(_RAISE, command)
         except (RedisError, OSError) as exc:
             raise self._failure("fencing counter update", name, exc) from exc
+
+    def retoken(self, grant: Grant, token: int) -> Grant | None:
+        """The live `grant` with `token` instead of its own, its expiry kept (quorum mode: a
+        master's late grant joins its lease); None when the lease is gone.
+
+        Example::
+
+            joined = backend.retoken(late_grant, lease.token)
+        """
+        new = grant._replace(token=token)
+        command = _evalsha(_RETOKEN, [grant.key.encode()], self._value(grant), self._value(new))
+        try:
+            done = self._eval(_RETOKEN, command)
+        except (RedisError, OSError) as exc:
+            raise self._failure("joining a lease", grant.name, exc) from exc
+        if not done:
+            return None
+        held = self._held.get(grant.lease_id)
+        if held is not None:
+            self._held[grant.lease_id] = held._replace(grant=new)
+        return new
 
     def break_lease(self, name: str) -> int:
         keys = self._keys(name)
