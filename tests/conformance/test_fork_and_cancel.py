@@ -62,6 +62,40 @@ async def test_a_forked_child_leaves_its_parents_leases_alone(target: Target) ->
     assert await call(lease.release()) is True
 
 
+async def test_two_children_of_one_parent_exclude_each_other(target: Target) -> None:
+    if not target.kind.shared_between_processes or target.is_async:
+        pytest.skip("needs a store shared between processes, used by children without a loop")
+    ttl = target.ttl(5)
+    store = target.connect()
+    await call(store.lock("warm-up", ttl=ttl).try_acquire())  # connections open before forking
+    held_r, held_w = os.pipe()
+    done_r, done_w = os.pipe()
+
+    first = os.fork()
+    if first == 0:  # holds "shared" until the parent says it is done
+        status = 1
+        try:
+            lease = store.lock("shared", ttl=ttl).try_acquire()
+            os.write(held_w, b"1" if lease is not None else b"0")
+            os.read(done_r, 1)
+            status = 0 if lease is not None and lease.release() else 1
+        finally:
+            os._exit(status)
+    assert os.read(held_r, 1) == b"1", "the first child could not take the lock"
+
+    second = os.fork()  # from the same parent state as the first: same store, same counters
+    if second == 0:
+        status = 1
+        try:
+            status = 0 if store.lock("shared", ttl=ttl).try_acquire() is None else 1
+        finally:
+            os._exit(status)
+    second_status = _child_status(second, 30)
+    os.write(done_w, b"x")
+    assert _child_status(first, 30) == 0
+    assert second_status == 0, "two children of one parent held the same lock at once"
+
+
 async def test_a_cancelled_acquire_leaves_no_lease_behind(target: Target) -> None:
     if not target.is_async:
         pytest.skip("cancellation is the async API's; a sync call runs to its end")

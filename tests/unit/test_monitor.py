@@ -169,3 +169,29 @@ async def test_a_hanging_renewal_does_not_delay_cancelling_the_body() -> None:
                     cancelled_at, deadline = time.monotonic(), lease.deadline
         assert cancelled_at - deadline < 0.1
         thaw.set()
+
+
+def test_a_slow_on_lost_does_not_delay_another_leases_loss_signal() -> None:
+    backend = StalledRenewalStore()
+    signalled: dict[str, float] = {}
+    release_first = threading.Event()
+
+    def slow(lease: tenure.Lease) -> None:
+        signalled[lease.name] = time.monotonic()
+        release_first.wait(5)  # e.g. joins a worker, or releases through a silent path
+
+    def record(lease: tenure.Lease) -> None:
+        signalled[lease.name] = time.monotonic()
+
+    with tenure.connect(backend) as store:
+        first = store.lock("first", ttl=0.6, on_lost=slow).try_acquire()
+        second = store.lock("second", ttl=0.9, on_lost=record).try_acquire()
+        assert first is not None and second is not None
+        backend.stalled = True
+        try:
+            wait_until(lambda: "second" in signalled, 3, "the second lease's on_lost")
+            assert signalled["second"] - second.deadline < 0.1
+            assert "first" in signalled
+        finally:
+            release_first.set()
+            backend.thaw.set()

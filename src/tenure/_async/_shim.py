@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from types import TracebackType
@@ -24,6 +25,8 @@ import anyio.to_thread
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+log = logging.getLogger("tenure")
 
 monotonic = time.monotonic
 Event = asyncio.Event
@@ -152,7 +155,26 @@ def start_soon(function: Callable[..., Coroutine[Any, Any, Any]], *args: Any) ->
     """
     task = asyncio.get_running_loop().create_task(function(*args))
     _started.add(task)
-    task.add_done_callback(_started.discard)
+    task.add_done_callback(_finished)
+
+
+def _finished(task: asyncio.Task[Any]) -> None:
+    _started.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("tenure: background call failed", exc_info=task.exception())
+
+
+def run_callback(function: Callable[[T], object], argument: T, what: str) -> None:
+    """Run a user's callback (`on_lost`) now, in the event loop; its errors are logged.
+
+    Example:
+        >>> run_callback(print, "lost", "a demo callback")
+        lost
+    """
+    try:
+        function(argument)
+    except Exception:
+        log.exception("tenure: %s raised", what)
 
 
 class Background(Protocol):
@@ -306,6 +328,7 @@ __all__ = [
     "open_cancel_scope",
     "release_at_exit",
     "run_all",
+    "run_callback",
     "shielded",
     "sleep",
     "spawn",
@@ -376,7 +399,4 @@ async def _late(late: Callable[[T, Any], Awaitable[object]], item: T, outcome: A
     try:
         await late(item, outcome)
     except Exception:
-        import logging  # here, not at the top: this file's head is the lead's to edit
-
-        logging.getLogger("tenure").debug("tenure: a late answer's handler failed",
-                                          exc_info=True)
+        log.debug("tenure: a late answer's handler failed", exc_info=True)

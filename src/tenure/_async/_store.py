@@ -18,6 +18,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
+from tenure import _forks
 from tenure._async import _shim
 from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock, AsyncLockSettings, AsyncSemaphore
@@ -69,6 +70,11 @@ class AsyncStore:
         self.backend = backend
         self.holder = default_holder() if holder is None else _check_holder(holder)
         self._monitor = AsyncLeaseMonitor(backend)
+        if holder is None:  # host:pid:random names the process that holds
+            _forks.in_child_after_fork(self, AsyncStore._new_holder)
+
+    def _new_holder(self) -> None:
+        self.holder = default_holder()
 
     def __repr__(self) -> str:
         return f"<Store {self.url}>"

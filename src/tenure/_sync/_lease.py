@@ -169,10 +169,7 @@ class Lease:
         _shim.cancel(self._cancel_scope)
         on_lost: Callable[[Lease], object] | None = self._lock.on_lost
         if on_lost is not None:
-            try:
-                on_lost(self)
-            except Exception:
-                log.exception("tenure: on_lost callback for %r raised", self.name)
+            _shim.run_callback(on_lost, self, f"on_lost callback for {self.name!r}")
 
     # -- context manager ----------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ class _Answer(NamedTuple):
     leases: list[Lease]
     sent_at: float
     answered_at: float
-    results: list[object] | None  # None: the batch failed transiently
+    results: list[object] | None  # None: the batch failed transiently (or was cancelled)
 
 
 class LeaseMonitor:
@@ -126,7 +126,7 @@ class LeaseMonitor:
         """Apply renewal answers, mark overdue leases lost, start the renewals due, and sleep
         until the next renewal or deadline (or an answer) is due."""
         self._wakeup.clear()
-        self._next_wake = -math.inf  # while we look, every watch() wakes us again
+        self._next_wake = math.inf  # while we look, every watch() wakes us again
         while self._answers:
             self._apply(self._answers.popleft())
         now = _shim.monotonic()
@@ -154,26 +154,26 @@ class LeaseMonitor:
         for lease in batch:
             by_ttl[lease._lock.ttl].append(lease)
         for ttl, group in by_ttl.items():
-            self._renewing.update(lease.grant.lease_id for lease in group)
             _shim.start_soon(self._renew, group, ttl)
+            self._renewing.update(lease.grant.lease_id for lease in group)
 
     def _renew(self, group: list[Lease], ttl: float) -> None:
         """One renewal batch, run apart from the loop; its answer goes back to the loop."""
         sent_at = _shim.monotonic()
-        results: list[object] | None
+        results: list[object] | None = None
         try:
             results = list(self._backend.renew([lease.grant for lease in group], ttl))
         except Exception as exc:  # a background renewal never crashes the process
             log.warning("tenure: renewal of %d lease(s) failed, retrying before the "
                         "deadline: %s", len(group), exc)
-            results = None
-        finally:
-            self._renewing.difference_update(lease.grant.lease_id for lease in group)
-        self._answers.append(_Answer(group, sent_at, _shim.monotonic(), results))
-        self._wakeup.set()
+        finally:  # also when cancelled: the loop must not wait for this batch forever
+            self._answers.append(_Answer(group, sent_at, _shim.monotonic(), results))
+            self._wakeup.set()
 
-    @staticmethod
-    def _apply(answer: _Answer) -> None:
+    def _apply(self, answer: _Answer) -> None:
+        """On the loop only, so that each lease is renewed by one batch at a time and its
+        state changes in one place."""
+        self._renewing.difference_update(lease.grant.lease_id for lease in answer.leases)
         if answer.results is None:
             for lease in answer.leases:
                 lease.retry_soon(answer.answered_at)
@@ -183,8 +183,9 @@ class LeaseMonitor:
                 continue
             if isinstance(result, LostReason):
                 lease.mark_lost(result)
-            elif answer.answered_at >= lease.deadline:
-                # Confirmed too late: the holder may already have been told it was lost.
+            elif lease.lost:
+                # Confirmed after the deadline (or applied after it): the holder may already
+                # have been told it was lost, and a lost lease stays lost.
                 lease.mark_lost(LostReason.DEADLINE)
             else:
                 lease.renewed(answer.sent_at)

@@ -204,7 +204,7 @@ def call_later(delay: float, function: Callable[..., Any], *args: Any) -> Schedu
 
 
 _calls: ThreadPoolExecutor | None = None
-_CALL_THREADS = 32
+_CALL_THREADS = 128  # started as needed; calls stuck on a silent path must not starve others
 
 
 def start_soon(function: Callable[..., Any], *args: Any) -> None:
@@ -217,12 +217,16 @@ def start_soon(function: Callable[..., Any], *args: Any) -> None:
     Example:
         >>> start_soon(len, "abc")
     """
+    _call_pool().submit(_logged, function, args)
+
+
+def _call_pool() -> ThreadPoolExecutor:
     global _calls
     if _calls is None:
         with _pool_mutex:
             if _calls is None:
                 _calls = ThreadPoolExecutor(_CALL_THREADS, thread_name_prefix="tenure-call")
-    _calls.submit(_logged, function, args)
+    return _calls
 
 
 def _logged(function: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -230,6 +234,23 @@ def _logged(function: Callable[..., Any], args: tuple[Any, ...]) -> None:
         function(*args)
     except Exception:
         logging.getLogger("tenure").exception("tenure: background call failed")
+
+
+def run_callback(function: Callable[[T], object], argument: T, what: str) -> None:
+    """Run a user's callback (`on_lost`) on a thread of tenure's call pool, so that a slow
+    one cannot hold up the loss signals of other leases; its errors are logged.
+
+    Example:
+        >>> run_callback(len, "lost", "a demo callback")
+    """
+    start_soon(_callback, function, argument, what)
+
+
+def _callback(function: Callable[[T], object], argument: T, what: str) -> None:
+    try:
+        function(argument)
+    except Exception:
+        logging.getLogger("tenure").exception("tenure: %s raised", what)
 
 
 class Background(Protocol):
@@ -341,6 +362,7 @@ __all__ = [
     "open_cancel_scope",
     "release_at_exit",
     "run_all",
+    "run_callback",
     "shielded",
     "sleep",
     "spawn",
@@ -365,11 +387,7 @@ def run_first(function: Callable[[T], R], items: Sequence[T],
         >>> run_first(len, ["a", "bc"], lambda answers: 0 in answers, 1.0, print)
         {0: 1, 1: 2}
     """
-    global _pool
-    if _pool is None:
-        with _pool_mutex:
-            if _pool is None:
-                _pool = ThreadPoolExecutor(_POOL_THREADS, thread_name_prefix="tenure-io")
+    pool = _call_pool()  # not run_all's few threads: a silent master's calls hold theirs
     answers: dict[int, R] = {}
     errors: dict[int, Exception] = {}
     state = {"waiting": True}
@@ -392,18 +410,24 @@ def run_first(function: Callable[[T], R], items: Sequence[T],
         _logged(late, (items[index], outcome))
 
     for index in range(len(items)):
-        _pool.submit(run, index)
+        pool.submit(run, index)
     deadline = time.monotonic() + timeout
     with changed:
-        while not (errors or len(answers) == len(items) or enough(answers)):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            changed.wait(left)
+        try:
+            while not (errors or len(answers) == len(items) or enough(answers)):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                changed.wait(left)
+        except BaseException:  # Ctrl-C: the answers in go to `late`, as the later ones do
+            state["waiting"] = False
+            for index, outcome in answers.items():
+                pool.submit(_logged, late, (items[index], outcome))
+            raise
         state["waiting"] = False
         found, failed = dict(answers), dict(errors)
     if failed:
         for index, outcome in found.items():
-            _pool.submit(_logged, late, (items[index], outcome))
+            pool.submit(_logged, late, (items[index], outcome))
         raise failed[min(failed)]
     return found

@@ -19,6 +19,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
+from tenure import _forks
 from tenure._sync import _shim
 from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock, LockSettings, Semaphore
@@ -70,6 +71,11 @@ class Store:
         self.backend = backend
         self.holder = default_holder() if holder is None else _check_holder(holder)
         self._monitor = LeaseMonitor(backend)
+        if holder is None:  # host:pid:random names the process that holds
+            _forks.in_child_after_fork(self, Store._new_holder)
+
+    def _new_holder(self) -> None:
+        self.holder = default_holder()
 
     def __repr__(self) -> str:
         return f"<Store {self.url}>"

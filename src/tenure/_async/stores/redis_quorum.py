@@ -186,6 +186,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         self._running = [{} for _ in self.nodes]
         self._lagging = {}
         self._mutex = threading.Lock()
+        self._id_prefix = "q" + secrets.token_hex(6)  # siblings must not share lease ids
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url} quorum={self.quorum}>"

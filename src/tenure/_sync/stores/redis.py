@@ -581,6 +581,11 @@ class RedisStore(Backend, RecordKeeper):
         self._held, self._prefetched, self._missed, self._prefetching = {}, {}, {}, set()
         self._reader = None
         self._mutex = threading.Lock()
+        # Lease ids of its own: siblings forked from one parent would otherwise send the same
+        # ids, and ACQUIRE takes a slot holding its own id for a retry of its own request.
+        self._id_prefix = secrets.token_hex(6)
+        self._acquiring = {}  # commands built around the old prefix (the waiter's wake key)
+        self._control = f"{self.prefix}control:{secrets.token_hex(8)}"
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
