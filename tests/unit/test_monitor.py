@@ -195,3 +195,25 @@ def test_a_slow_on_lost_does_not_delay_another_leases_loss_signal() -> None:
         finally:
             release_first.set()
             backend.thaw.set()
+
+
+@pytest.mark.anyio
+async def test_an_async_acquire_ends_at_its_timeout_when_a_try_hangs() -> None:
+    tries: list[float] = []
+
+    class SilentAfterFirstTry(AsyncMemoryStore):
+        """The name is held elsewhere; after the first answer the path goes silent."""
+
+        async def try_acquire(self, name: str, holder: str, ttl: float,
+                              limit: int) -> Grant | None:
+            tries.append(time.monotonic())
+            if len(tries) > 1:
+                await anyio.sleep(30)
+            return None
+
+    async with tenure.aio.connect(SilentAfterFirstTry()) as store:
+        started = time.monotonic()
+        with pytest.raises(tenure.LockTimeout):
+            await store.lock("jobs", ttl=5).acquire(timeout=0.5)
+        assert time.monotonic() - started < 0.7  # not the 30 s the hanging try would take
+        assert len(tries) >= 2

@@ -257,6 +257,18 @@ def cancel(scope: anyio.CancelScope | None) -> None:
         scope.cancel()
 
 
+def bounded(seconds: float) -> anyio.CancelScope:
+    """A scope that cuts what runs in it short after `seconds`, and goes on after the block.
+
+    Example:
+        >>> async def main():
+        ...     with bounded(0.01):
+        ...         await sleep(1)
+        >>> asyncio.run(main())
+    """
+    return anyio.move_on_after(seconds)
+
+
 def shielded() -> anyio.CancelScope:
     """A scope in which cleanup (release) runs even while the caller is being cancelled.
 
@@ -315,6 +327,7 @@ def is_our_kind(function: Callable[..., Any]) -> bool:
 
 __all__ = [
     "AsyncAcquiring",
+    "bounded",
     "Awaitable",
     "Background",
     "Event",

@@ -103,15 +103,26 @@ class Lock:
         deadline = _shim.monotonic() + timeout
         backoff: Backoff | None = None  # made on the first miss: most acquisitions need none
         last_error: StoreUnavailable | None = None
+        round_trip = 0.0  # how long the first try took
         while True:
+            lease = None
+            tried_at = _shim.monotonic()
             try:
-                lease = self.try_acquire()
+                if backoff is None or math.isinf(deadline):
+                    lease = self.try_acquire()
+                else:
+                    # A later try ends at most one round trip past the timeout, even on a path
+                    # gone silent; one cut short frees what it took (the stores' undo). Async
+                    # only: a sync call cannot be cut, and ends within the store's timeout.
+                    with _shim.bounded(deadline - tried_at + round_trip):
+                        lease = self.try_acquire()
             except StoreUnavailable as exc:  # transient: keep trying until the timeout
                 lease, last_error = None, exc
             if lease is not None:
                 return lease
             if backoff is None:
                 backoff = Backoff(self.min_wait, self.max_wait)
+                round_trip = _shim.monotonic() - tried_at
             remaining = deadline - _shim.monotonic()
             if remaining <= 0:
                 if last_error is not None:

@@ -326,6 +326,17 @@ def cancel(scope: Any) -> None:
 _NO_SHIELD: AbstractContextManager[None] = nullcontext()
 
 
+def bounded(seconds: float) -> AbstractContextManager[None]:
+    """A blocking call cannot be cut short from its own thread: each store call ends within
+    the store's own client-side bound instead.
+
+    Example:
+        >>> with bounded(0.01):
+        ...     pass
+    """
+    return _NO_SHIELD
+
+
 def shielded() -> AbstractContextManager[None]:
     """Threads are not cancelled, so cleanup needs no shield.
 
@@ -351,6 +362,7 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
 
 __all__ = [
     "Background",
+    "bounded",
     "Event",
     "Scheduled",
     "call_later",
