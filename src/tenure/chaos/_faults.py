@@ -388,8 +388,12 @@ class Nemesis:
 
     def _advance(self, active: _Active, now: float) -> None:
         planned, worker = active.planned, active.worker
+        # While no worker holds a lease (a killed holder's lease runs out first: 15 s on Azure),
+        # a stall waits up to a ttl longer for one: stalling a worker that holds nothing
+        # would lose no lease, and prove nothing.
+        patience = PAUSE_WAIT + (0.0 if self.holding else self.ttl)
         if planned.kind == "stall" and active.ends_at is None and \
-                now - active.started > PAUSE_WAIT:
+                now - active.started > patience:
             # Nobody reached a section in time: stall the likely holder wherever it is.
             active.worker = self._holder()
             for each in self.fleet.running():

@@ -58,7 +58,7 @@ from tenure._urls import redact
 _REASON_ORDER = (LostReason.BROKEN, LostReason.TAKEN, LostReason.EXPIRED)
 # An acquire or renewal waits for a master at most this share of the ttl (and at most the
 # store's timeout): a quorum goes on without a master that is late.
-MASTER_SHARE = 0.1
+MASTER_SHARE = 0.25  # a tenth failed first acquires (new connections) of 0.3 s ttls under load
 # A master that has this many calls unanswered past their bound is skipped (counted as down)
 # until some of them end: a silent master must not pile up stalled calls, and threads in the
 # sync API, at every operation.
