@@ -15,14 +15,13 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from waiting import wait_until
+from waiting import exit_status, wait_until
 
 import tenure
 import tenure.aio
@@ -225,18 +224,6 @@ def test_an_acquire_that_fails_after_locking_a_slot_lets_go_of_it(
     assert all(leases), "the failed acquire left a slot locked"
 
 
-def _exit_status(pid: int, timeout: float) -> int:
-    """The forked child's exit status; it is killed (and the test fails) past `timeout`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    pytest.fail(f"the forked child did not exit within {timeout:g} s")
-
 
 def test_a_forked_child_cannot_take_a_lock_its_parent_holds(
         connect: Callable[[], tenure.Store]) -> None:
@@ -261,7 +248,7 @@ def test_a_forked_child_cannot_take_a_lock_its_parent_holds(
     lease = lock.try_acquire()
     assert lease is not None
     os.write(ready_w, b"x")
-    assert _exit_status(pid, 30) == 0
+    assert exit_status(pid, 30) == 0
     assert os.read(answer_r, 100).decode() == "True True", (
         "the child took the lock its parent holds (or could not lock a name of its own)")
     # The child closed its copies of the parent's files: that unlocked none of them.

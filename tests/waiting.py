@@ -4,6 +4,7 @@ and `call`, which lets one test body serve the sync and the async API."""
 from __future__ import annotations
 
 import inspect
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -36,3 +37,16 @@ async def eventually(condition: Callable[[], object], timeout: float, what: str)
 async def call(value: Any) -> Any:
     """Await async results, pass sync ones through: one test body serves both APIs."""
     return await value if inspect.isawaitable(value) else value
+
+
+def exit_status(pid: int, timeout: float) -> int:
+    """A forked child's exit status; it is killed (and the test fails) past `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail(f"the forked child did not exit within {timeout:g} s")

@@ -6,25 +6,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
-import time
 
 import pytest
 from conftest import Target, call, eventually
+from waiting import exit_status
 
 pytestmark = pytest.mark.anyio
 
-
-def _child_status(pid: int, timeout: float) -> int:
-    """The forked child's exit status; it is killed (and the test fails) past `timeout`."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.01)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    pytest.fail(f"the forked child did not exit within {timeout:g} s")
 
 
 async def test_a_forked_child_leaves_its_parents_leases_alone(target: Target) -> None:
@@ -51,7 +39,7 @@ async def test_a_forked_child_leaves_its_parents_leases_alone(target: Target) ->
         finally:
             os._exit(status)
 
-    assert _child_status(pid, 30) == 0
+    assert exit_status(pid, 30) == 0
     assert await call(target.connect().lock("parent", ttl=ttl).try_acquire()) is None, (
         "the child's exit released its parent's lease")
     assert not lease.lost
@@ -90,9 +78,9 @@ async def test_two_children_of_one_parent_exclude_each_other(target: Target) -> 
             status = 0 if store.lock("shared", ttl=ttl).try_acquire() is None else 1
         finally:
             os._exit(status)
-    second_status = _child_status(second, 30)
+    second_status = exit_status(second, 30)
     os.write(done_w, b"x")
-    assert _child_status(first, 30) == 0
+    assert exit_status(first, 30) == 0
     assert second_status == 0, "two children of one parent held the same lock at once"
 
 
