@@ -394,10 +394,12 @@ class Nemesis:
         patience = PAUSE_WAIT + (0.0 if self.holding else self.ttl)
         if planned.kind == "stall" and active.ends_at is None and \
                 now - active.started > patience:
-            # Nobody reached a section in time: stall the likely holder wherever it is.
+            # Nobody reached a section in time: stall the likely holder wherever it is. It keeps
+            # its request to hold (it may be in a long section, and holds once that ends);
+            # the others forget theirs.
             active.worker = self._holder()
             for each in self.fleet.running():
-                if each.pid is not None:
+                if each.pid is not None and each is not active.worker:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(each.pid, signal.SIGUSR2)
             self._stall(active, now)

@@ -18,10 +18,10 @@ store it inherited afresh (acquires and releases a name of its own) and exits wi
 so atexit handlers run; the parent waits for it, then goes on with its section for half a ttl,
 across a renewal. The parent's lease must come through untouched.
 
-On SIGURG it holds its next critical section, right after the read, until it is told its lease
-was lost (`on_lost`) or 2 ttl + 1 s have passed: the nemesis stalls its path to the store
-meanwhile, so the lease is lost while its holder is still at work, which is when the loss
-signal matters. SIGUSR2 forgets any request.
+On SIGURG it holds its critical section (right after the read, or after the work when asked
+during it) until it is told its lease was lost (`on_lost`) or 2 ttl + 1 s have passed: the
+nemesis stalls its path to the store meanwhile, so the lease is lost while its holder is
+still at work, which is when the loss signal matters. SIGUSR2 forgets any request.
 
 A loss is recorded with the lease's local deadline (`lost`, from `on_lost`), and so is every
 release, so the checker can tell how late each loss signal came, and spot one that never came.
@@ -102,6 +102,8 @@ class ChaosWorker:
             if self.hold_requested:
                 self._hold(lease)
             time.sleep(self._work_seconds())
+            if self.hold_requested:  # asked during a long section: hold before the write
+                self._hold(lease)
             if lease.lost:
                 self.history.emit("info", "skip-write", name=name, slot=lease.slot,
                                   token=lease.token, reason="lease lost before the write")
