@@ -264,11 +264,12 @@ import os, sys, time, tenure
 store = tenure.connect(sys.argv[1])
 store.lock("x", ttl=30).try_acquire().release()  # a parked file
 lease = store.lock("x", ttl=30).try_acquire()
-pid = os.fork()
-if pid == 0:  # the child lives on: it waits for its stdin to close
-    sys.stdin.read()
+if os.fork() == 0:
+    # The child's cleanup has run when fork() returns here: saying its pid only now keeps
+    # the test from killing the parent before the child has closed its copies.
+    print(os.getpid(), flush=True)
+    sys.stdin.read()  # the child lives on until its stdin closes
     os._exit(0)
-print(pid, flush=True)
 time.sleep(60)
 """
 
