@@ -29,6 +29,7 @@ from tenure._errors import (
     LeaseLost,
     LockTimeout,
     MissingExtra,
+    StoreRefused,
     StoreUnavailable,
     TenureError,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "Run",
     "Semaphore",
     "Store",
+    "StoreRefused",
     "StoreUnavailable",
     "TenureError",
     "Worker",

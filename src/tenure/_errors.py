@@ -46,10 +46,38 @@ class LeaseLost(TenureError):
 class StoreUnavailable(TenureError, ConnectionError):
     """The store could not be reached or answered with an error; the operation may be retried.
 
+    `transient` tells the two kinds apart: True (this class) for what clears by itself (a
+    timeout, a refused or reset connection, a 5xx, a server loading or failing over), retried
+    by `acquire` until its timeout and by runners for as long as it lasts; False for a
+    `StoreRefused`, which retrying cannot clear.
+
     Example:
-        >>> isinstance(StoreUnavailable("sqlite:///x.db: database is locked"), ConnectionError)
-        True
+        >>> error = StoreUnavailable("sqlite:///x.db: database is locked")
+        >>> isinstance(error, ConnectionError), error.transient
+        (True, True)
     """
+
+    transient: bool = True
+
+
+class StoreRefused(StoreUnavailable):
+    """The store refused the request for a reason retrying cannot clear: authentication or
+    authorization refused, the store object closed, a database, schema or container that is
+    missing and may not be created, a bad option.
+
+    `acquire()` raises it at once, whatever its timeout; a worker that meets it at start-up
+    exits (status 2 from `tenure run`), and one that meets it while running reports unhealthy
+    and keeps retrying, so fixing the credentials recovers it without a restart. The message
+    names the cause and the fix, never a secret.
+
+    Example:
+        >>> error = StoreRefused("redis://:***@db:6379/0: authentication refused; check the "
+        ...                      "password in the URL")
+        >>> isinstance(error, StoreUnavailable), error.transient
+        (True, False)
+    """
+
+    transient = False
 
 
 class InvalidArgument(TenureError, ValueError):

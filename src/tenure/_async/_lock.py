@@ -116,8 +116,10 @@ class AsyncLock:
                     # only: a sync call cannot be cut, and ends within the store's timeout.
                     with _shim.bounded(deadline - tried_at + round_trip):
                         lease = await self.try_acquire()
-            except StoreUnavailable as exc:  # transient: keep trying until the timeout
-                lease, last_error = None, exc
+            except StoreUnavailable as exc:
+                if not exc.transient:  # a StoreRefused: no timeout makes it clear
+                    raise
+                lease, last_error = None, exc  # transient: keep trying until the timeout
             if lease is not None:
                 return lease
             if backoff is None:
