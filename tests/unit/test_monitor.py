@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Sequence
 
 import anyio
 import pytest
-from waiting import wait_until
+from waiting import eventually, wait_until
 
 import tenure
 import tenure.aio
@@ -217,3 +218,20 @@ async def test_an_async_acquire_ends_at_its_timeout_when_a_try_hangs() -> None:
             await store.lock("jobs", ttl=5).acquire(timeout=0.5)
         assert time.monotonic() - started < 0.7  # not the 30 s the hanging try would take
         assert len(tries) >= 2
+
+
+def test_an_async_store_used_again_under_a_new_event_loop_renews_without_errors(
+        caplog: pytest.LogCaptureFixture) -> None:
+    store = tenure.aio.connect("memory://")
+
+    async def hold_past_two_renewals() -> bool:
+        lease = await store.lock("y", ttl=0.3).acquire(timeout=5)
+        first_deadline = lease.deadline
+        await eventually(lambda: lease.deadline > first_deadline + 0.15, 5, "two renewals")
+        lost = lease.lost
+        await lease.release()
+        return lost
+
+    assert asyncio.run(hold_past_two_renewals()) is False
+    assert asyncio.run(hold_past_two_renewals()) is False  # a second loop, as per-test loops do
+    assert "renewal loop error" not in caplog.text

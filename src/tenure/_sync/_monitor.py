@@ -80,6 +80,9 @@ class LeaseMonitor:
             with self._mutex:
                 if not self._closed and (self._background is None
                                          or not self._background.alive()):
+                    # A new loop gets a new event: an async store used again under another
+                    # event loop (asyncio.run twice) would wait on one bound to the first.
+                    self._wakeup = _shim.Event()
                     self._background = _shim.spawn(self._run, "tenure-renewal")
         if lease.renew_at < self._next_wake:  # renew_at always comes before the deadline
             self._wakeup.set()
