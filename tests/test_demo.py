@@ -6,10 +6,16 @@ control)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
+
+from waiting import wait_until
 
 
 def demo(tmp_path: Path, *options: str) -> tuple[int, dict[str, Any]]:
@@ -44,3 +50,36 @@ def test_bad_options_are_refused_before_anything_starts(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2
     assert "--instances must be 2 to 32" in finished.stderr
+
+
+def test_a_store_that_is_down_or_private_fails_at_once_with_one_line(tmp_path: Path) -> None:
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    for store, expected in ((f"redis://:pw@127.0.0.1:{port}/0", "Connection refused"),
+                            ("memory://", "private to one process")):
+        started = time.monotonic()
+        finished = subprocess.run([sys.executable, "-m", "tenure", "demo", "--store", store,
+                                   "--dir", str(tmp_path / "run")],
+                                  capture_output=True, text=True, timeout=60)
+        assert finished.returncode in (1, 2), finished.stderr
+        assert expected in finished.stderr and finished.stderr.count("\n") == 1, finished.stderr
+        assert "pw" not in finished.stderr
+        assert time.monotonic() - started < 30  # sanity: it does not start the instances
+
+
+def test_sigterm_stops_the_instances_and_removes_the_temporary_directory(tmp_path: Path) -> None:
+    environment = {**os.environ, "TMPDIR": str(tmp_path)}
+    demo = subprocess.Popen([sys.executable, "-m", "tenure", "demo", "--json"],
+                            env=environment, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: any((run / "instances.log").exists()
+                               for run in tmp_path.glob("tenure-demo-*")),
+                   60, "the demo's instances to start")
+        demo.send_signal(signal.SIGTERM)
+        assert demo.wait(60) != 0
+    finally:
+        demo.kill()
+        demo.wait(10)
+    assert list(tmp_path.glob("tenure-demo-*")) == []

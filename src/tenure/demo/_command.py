@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,10 @@ def add_parser(commands: Any) -> None:
         demo.add_argument(f"--no-{layer}", action="store_true", help=f"{effect}")
 
 
+def _exit_on_sigterm(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo with the parsed options; the exit status."""
     from tenure.demo import DemoSettings, print_report, run_demo
@@ -58,7 +63,13 @@ def run(args: argparse.Namespace) -> int:
                             faults=args.faults, store=args.store, seed=args.seed,
                             layers=layers, directory=args.dir, live=not args.json,
                             console=console)
-    report = run_demo(settings)
+    # SIGTERM ends the demo as Ctrl-C does: its instances stop and its temporary directory
+    # is removed (the default action would kill the process before any cleanup ran).
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        report = run_demo(settings)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
     else:

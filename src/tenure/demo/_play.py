@@ -23,8 +23,10 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+import tenure
 from tenure._errors import InvalidArgument
 from tenure._jsonlines import read_appended
+from tenure._urls import parse_store_url
 from tenure.demo._instances import Fleet, Instance
 from tenure.demo._report import Report
 from tenure.demo._world import World
@@ -70,6 +72,11 @@ class DemoSettings:
         for name in ("ttl", "stale", "latency", "timeout"):
             if not 0 <= getattr(self, name) <= 3600:
                 raise InvalidArgument(f"--{name} must be 0 to 3600 seconds")
+        if self.store is not None and parse_store_url(self.store).scheme == "memory":
+            raise InvalidArgument(
+                "--store memory:// is private to one process and the demo's instances are "
+                "separate processes, so none would exclude another; leave --store out (SQLite) "
+                "or use file:///PATH, redis://... or postgresql://...")
 
 
 def run_demo(settings: DemoSettings) -> Report:
@@ -81,6 +88,8 @@ def run_demo(settings: DemoSettings) -> Report:
     """
     settings.check()
     seed = random.randrange(1 << 30) if settings.seed is None else settings.seed
+    if settings.store is not None:
+        _check_store(settings.store)
     with _directory(settings.directory) as directory:
         store = settings.store or f"sqlite://{directory}/locks.db"
         world = World(directory)
@@ -95,6 +104,14 @@ def run_demo(settings: DemoSettings) -> Report:
         finally:
             fleet.stop()
             world.dispose()
+
+
+def _check_store(url: str) -> None:
+    """Reach the store once before any instance starts: a store that is down or refuses the
+    credentials fails the demo at once with the store's one-line error, instead of five
+    instances crashing in silence."""
+    with tenure.connect(url) as store:
+        store.leases("demo:")
 
 
 @contextmanager
