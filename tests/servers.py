@@ -160,6 +160,20 @@ class LocalServer:
         self.stop(graceful)
         self.start()
 
+    def start_again(self) -> None:
+        """After `stop()`: start on the port it had, and only there (`start()` moves to another
+        port when that one is taken, where clients of the old one would never find it).
+
+        Example::
+
+            server.stop(); ...; server.start_again()   # clients reconnect to server.port
+        """
+        assert self.port, "start_again() needs a server that was started before"
+        error = self._start_on(self.port)
+        if error is not None:
+            raise ServiceMissing(f"{self.name} did not start again on port {self.port}: {error}")
+        self.after_start()
+
     def drop_connections(self) -> int:
         """Close every client connection from the server's side; how many it closed."""
         raise NotImplementedError
