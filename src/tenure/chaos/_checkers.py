@@ -70,6 +70,8 @@ class Verdict:
     losses_before_deadline: int = 0  # definitive refusals: signalled before the deadline
     late_signals: int = 0  # including signals that never came
     forks: int = 0
+    checkers: dict[str, str] = field(default_factory=lambda: dict(CHECKERS))  # the workload's
+    figures: dict[str, Any] = field(default_factory=dict)  # the jobs and queue workloads'
 
     @property
     def worst_signal_delay(self) -> float | None:
@@ -80,7 +82,7 @@ class Verdict:
         return statistics.median(self.signal_delays) if self.signal_delays else None
 
     def by_checker(self) -> dict[str, int]:
-        counts = dict.fromkeys(CHECKERS, 0)
+        counts = dict.fromkeys(self.checkers, 0)
         for violation in self.violations:
             counts[violation.checker] += 1
         return counts
@@ -418,7 +420,8 @@ def as_dict(verdict: Verdict) -> dict[str, Any]:
             "worst_signal_delay": _rounded(verdict.worst_signal_delay),
             "median_signal_delay": _rounded(verdict.median_signal_delay),
             "losses_before_deadline": verdict.losses_before_deadline,
-            "late_signals": verdict.late_signals, "forks": verdict.forks}
+            "late_signals": verdict.late_signals, "forks": verdict.forks,
+            "figures": verdict.figures}
 
 
 def _rounded(seconds: float | None) -> float | None:

@@ -7,6 +7,10 @@ Example::
     $ tenure chaos --store redis://127.0.0.1:6379/0 --faults kill,pause,proxy --workers 8
     $ tenure chaos --store sqlite:////tmp/chaos/locks.db --no-fencing --faults pause  # exit 1
     $ tenure chaos --store sqlite:////tmp/chaos/locks.db --late-signal 0.5 --faults pause  # 1
+    $ tenure chaos --workload jobs --store redis://127.0.0.1:6379/0 --duration 40
+    $ tenure chaos --workload jobs --store sqlite:////tmp/chaos/locks.db --skip-record  # exit 1
+    $ tenure chaos --workload queue --store postgresql://app@db/app --duration 40
+    $ tenure chaos --workload queue --store postgresql://app@db/app --no-key-lock  # exit 1
 """
 
 from __future__ import annotations
@@ -28,15 +32,23 @@ def add_parser(commands: Any) -> None:
 
     chaos = commands.add_parser(
         "chaos", help="check a store's safety under kills, pauses, network faults, restarts",
-        usage="tenure chaos --store URL [--workers N] [--duration S] [--faults LIST] "
-              "[--seed N] [--no-fencing] [--late-signal S] [--semaphore-phase] [--json]",
+        usage="tenure chaos --store URL [--workload lock|jobs|queue] [--workers N] "
+              "[--duration S] [--faults LIST] [--seed N] [--no-fencing] [--late-signal S] "
+              "[--semaphore-phase] [--period S] [--skip-record] [--queue-url URL] [--keys N] "
+              "[--no-key-lock] [--json]",
         description="Run worker processes that increment a counter under a lock with its "
                     "fencing token while faults are injected, then check the history: writes "
                     "never interleave or go backwards, tokens are unique and increasing, no "
                     "update is lost, a new holder takes over once the faults stop, every loss "
                     "is signalled within 100 ms of the lease's deadline, and a forked child "
-                    "leaves its parent's lease alone. Exit 0 when every check held, 1 on any "
-                    "violation.")
+                    "leaves its parent's lease alone. --workload jobs runs a periodic job "
+                    "(tenure.Worker) on every worker and checks that runs never overlap, each "
+                    "period is recorded once, and no runner dies; --workload queue runs keyed "
+                    "queue messages through a PostgreSQL queue and checks that handlers of a "
+                    "key never overlap and each message is handled once or poisoned. Exit 0 "
+                    "when every check held, 1 on any violation.")
+    chaos.add_argument("--workload", choices=("lock", "jobs", "queue"), default="lock",
+                       help="what the workers run (default lock; see docs/chaos.md)")
     chaos.add_argument("--store", metavar="URL", default=None,
                        help="the store to check (default: $TENURE_STORE), e.g. "
                             "sqlite:////tmp/chaos/locks.db or "
@@ -61,6 +73,19 @@ def add_parser(commands: Any) -> None:
                             "stall fault it must find late signals and exit 1)")
     chaos.add_argument("--semaphore-phase", action="store_true",
                        help="a second phase on a semaphore (limit 2), half of the duration")
+    chaos.add_argument("--period", type=float, default=1.0, metavar="S",
+                       help="jobs: the job's period in seconds (default 1)")
+    chaos.add_argument("--skip-record", action="store_true",
+                       help="jobs: the runner never finds a period's record (the positive "
+                            "control: periods then run twice, exit 1)")
+    chaos.add_argument("--queue-url", metavar="URL", default=None,
+                       help="queue: the PostgreSQL database of the queue (default: the store, "
+                            "when it is postgresql://)")
+    chaos.add_argument("--keys", type=int, default=6,
+                       help="queue: distinct message keys (default 6)")
+    chaos.add_argument("--no-key-lock", action="store_true",
+                       help="queue: handle messages without the per-key lock (the positive "
+                            "control: handlers of one key then overlap, exit 1)")
     chaos.add_argument("--restart-command", metavar="CMD", default=None,
                        help="shell command that restarts the store server (the restart fault)")
     chaos.add_argument("--dir", type=Path, default=None,
@@ -82,7 +107,10 @@ def run(args: argparse.Namespace) -> int:
     settings = ChaosSettings(store, workers=args.workers, duration=args.duration,
                              faults=faults, seed=args.seed, ttl=args.ttl,
                              fencing=not args.no_fencing, semaphore_phase=args.semaphore_phase,
-                             late_signal=args.late_signal,
+                             late_signal=args.late_signal, workload=args.workload,
+                             period=args.period, skip_record=args.skip_record,
+                             queue_url=args.queue_url, keys=args.keys,
+                             key_lock=not args.no_key_lock,
                              directory=args.dir, restart_command=args.restart_command,
                              console=None if args.json else console)
     report = run_chaos(settings)

@@ -55,6 +55,9 @@ RESTART_ESTIMATE = 3.0  # a store restart is not started unless this much of the
 PROXY_MODES = ("latency", "blackhole", "reset")
 FORK_SIGNAL = signal.SIGWINCH  # asks the holder to fork in its next critical section
 HOLD_SIGNAL = signal.SIGURG  # asks the holder to hold its next section until told of the loss
+# The jobs and queue workloads' units of work: a job's run, a message's handler. While one runs,
+# its worker is the holder; a pause is asked of every worker, the first to reach its write takes it.
+WORK = ("run", "handle")
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,7 @@ class Nemesis:
         self.healed = True
         self.holding: dict[int, float] = {}  # pid -> when it was granted, while it holds
         self.restart_at: dict[int, float] = {}  # worker number -> when to restart it
+        self.last_worker: int | None = None  # jobs, queue: the pid that last began work
         self.started = time.monotonic()
 
     # -- what the workers do -------------------------------------------------------------------
@@ -215,9 +219,11 @@ class Nemesis:
             pid, f, type_ = event.get("pid"), event["f"], event["type"]
             if event.get("by") == "oracle" or not isinstance(pid, int):
                 continue
-            if f == "acquire" and type_ == "ok":
+            if (f == "acquire" and type_ == "ok") or (f in WORK and type_ == "invoke"):
                 self.holding[pid] = event["t"]
-            elif f in ("release", "stop") and type_ != "invoke":
+                if f in WORK:
+                    self.last_worker = pid
+            elif f in ("release", "stop", *WORK) and type_ != "invoke":
                 self.holding.pop(pid, None)
             elif f == "pause" and type_ == "info":
                 self._paused_itself(pid, event["t"])
@@ -231,6 +237,10 @@ class Nemesis:
         active = self.active
         if worker is None:
             return
+        if active is not None and active.planned.kind == "pause" and active.worker is None \
+                and active.ends_at is None:  # asked of every worker: the first one takes it
+            active.worker = worker
+            self._forget_all_but(worker)
         if active is not None and active.worker is worker and active.ends_at is None:
             active.ends_at = at + active.planned.factor * self.ttl
             worker.state = "paused"
@@ -253,6 +263,13 @@ class Nemesis:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(other.pid, signal.SIGUSR2)  # one holder is stalled, not several
         self._stall(active, time.monotonic())
+
+    def _forget_all_but(self, worker: WorkerProcess | None) -> None:
+        """SIGUSR2 every running worker but `worker`: forget a request asked of all."""
+        for other in self.fleet.running():
+            if other is not worker and other.pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(other.pid, signal.SIGUSR2)
 
     def _stall(self, active: _Active, now: float) -> None:
         """Stall the holder's path now (SQLite: lock the database), for the planned length."""
@@ -321,12 +338,18 @@ class Nemesis:
                    if w.pid is not None and w.pid in self.holding]
         if holders:
             return max(holders, key=lambda pair: pair[0])[1]
+        last = next((w for w in running if w.pid == self.last_worker), None)
+        if last is not None:  # jobs, queue: the worker that worked last, likely again soon
+            return last
         return self.chance.choice(running) if running else None
 
     def _start(self, planned: PlannedFault, now: float) -> None:
-        # A stall goes to whoever holds its section first (asked of every worker below).
-        worker = None if planned.kind in ("restart", "stall") else self._holder()
-        if planned.kind not in ("restart", "stall") and worker is None:
+        # A stall goes to whoever holds its section first (asked of every worker below); so
+        # does a pause in the jobs and queue workloads, whose units of work are short.
+        anyone = ("restart", "stall", "pause") if self.settings.workload != "lock" else (
+            "restart", "stall")
+        worker = None if planned.kind in anyone else self._holder()
+        if planned.kind not in anyone and worker is None:
             return
         active = _Active(planned, worker, now)
         self.active = active
@@ -344,8 +367,11 @@ class Nemesis:
             self.restart_at[worker.number] = now + planned.seconds
             active.ends_at = now + planned.seconds
         elif planned.kind == "pause":
-            assert worker is not None and worker.pid is not None
-            os.kill(worker.pid, signal.SIGUSR1)  # it stops itself right before its next write
+            # It stops itself right before its next write.
+            for each in [worker] if worker is not None else self.fleet.running():
+                if each.pid is not None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(each.pid, signal.SIGUSR1)
         elif planned.kind == "fork":
             assert worker is not None and worker.pid is not None
             os.kill(worker.pid, FORK_SIGNAL)  # it forks in its next critical section
@@ -410,6 +436,10 @@ class Nemesis:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(worker.pid, signal.SIGUSR2)  # forget the request
             active.ends_at = now
+        if planned.kind == "pause" and active.ends_at is None and worker is None and \
+                now - active.started > PAUSE_WAIT:
+            worker = active.worker = self._holder()  # nobody reached a write: stop one anyway
+            self._forget_all_but(None)
         if planned.kind == "pause" and active.ends_at is None and now - active.started > \
                 PAUSE_WAIT and worker is not None and worker.state == "running":
             # It reached no write in time: stop it wherever it is.

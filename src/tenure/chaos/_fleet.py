@@ -49,6 +49,7 @@ class Fleet:
 
     log: Path
     workers: list[WorkerProcess] = field(default_factory=list)
+    module: str = "tenure.chaos._worker"  # the workload's worker: _jobs_worker, _queue_worker
 
     def add(self, number: int, settings: dict[str, Any], env: dict[str, str]) -> WorkerProcess:
         worker = WorkerProcess(number, {**settings, "number": number}, env)
@@ -60,7 +61,7 @@ class Fleet:
         """Start (or restart) the worker's process."""
         with self.log.open("ab") as output:
             worker.process = subprocess.Popen(
-                [sys.executable, "-m", "tenure.chaos._worker", json.dumps(worker.settings)],
+                [sys.executable, "-m", self.module, json.dumps(worker.settings)],
                 stdout=output, stderr=output, stdin=subprocess.DEVNULL,
                 env={**os.environ, **worker.env}, start_new_session=True)
         worker.state = "running"

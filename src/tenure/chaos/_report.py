@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tenure.chaos._checkers import CHECKERS, LATE_SIGNAL, Verdict, Violation, as_dict
+from tenure.chaos._checkers import LATE_SIGNAL, Verdict, Violation, as_dict
 from tenure.chaos._history import Event
 
 
@@ -47,6 +47,7 @@ class Report:
     liveness_bound: float = 0.0
     late_signal: float = 0.0
     notes: list[str] = field(default_factory=list)
+    workload: str = "lock"
 
     @property
     def violations(self) -> list[Violation]:
@@ -78,7 +79,8 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         """The report as plain data (`tenure chaos --json`)."""
-        return {"store": self.store, "seed": self.seed, "fencing": self.fencing,
+        return {"store": self.store, "workload": self.workload, "seed": self.seed,
+                "fencing": self.fencing,
                 "workers": self.workers, "seconds": round(self.seconds, 2),
                 "history": str(self.history), "grants": self.grants,
                 "accepted_writes": self.accepted_writes, "rejected_writes": self.rejected_writes,
@@ -95,6 +97,9 @@ def print_report(report: Report, console: Console) -> None:
 
         print_report(run_chaos(settings), Console())
     """
+    if report.workload != "lock":
+        _print_workload(report, console)
+        return
     mode = "fenced" if report.fencing else "NOT fenced (positive control)"
     if report.late_signal:
         mode += f", loss signals delayed {report.late_signal:g} s (positive control)"
@@ -133,8 +138,42 @@ def print_report(report: Report, console: Console) -> None:
     table.add_row("overlapping critical sections", _red(verdict.overlaps))
     table.add_row("lost updates", _red(verdict.lost_updates))
     for checker, count in verdict.by_checker().items():
-        table.add_row(f"violations: {checker} ({CHECKERS[checker]})", _red(count))
+        table.add_row(f"violations: {checker} ({verdict.checkers[checker]})", _red(count))
     console.print(table)
+    _print_end(report, console)
+
+
+def _print_workload(report: Report, console: Console) -> None:
+    """The jobs and queue workloads' summary: their figures, then the violations by checker."""
+    table = Table(title=f"tenure chaos --workload {report.workload}: {report.store}, "
+                        f"{report.workers} workers, {report.seconds:.0f} s, seed {report.seed}"
+                        + (f", {report.notes[0]}" if report.notes and
+                           "positive control" in report.notes[0] else ""))
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for name, value in report.verdict.figures.items():
+        table.add_row(name, _value(value))
+    for label, count in report.faults.items():
+        table.add_row(f"fault: {label}", str(count))
+    for kind, why in report.not_applicable.items():
+        table.add_row(Text(f"fault {kind}: not applied ({why})", style="dim"), "-")
+    table.add_row("liveness bound after the faults stop", f"{report.liveness_bound:g} s")
+    for checker, count in report.verdict.by_checker().items():
+        table.add_row(f"violations: {checker} ({report.verdict.checkers[checker]})",
+                      _red(count))
+    console.print(table)
+    _print_end(report, console)
+
+
+def _value(value: object) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_value(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list):
+        return ", ".join(_value(v) for v in value) or "-"
+    return str(value)
+
+
+def _print_end(report: Report, console: Console) -> None:
     for note in report.notes:
         console.print(Text(note, style="yellow"))
     for violation in report.violations:

@@ -31,8 +31,11 @@ from tenure.chaos._history import HistoryWriter, read_history
 from tenure.chaos._oracle import Oracle
 from tenure.chaos._proxy import Proxy, ProxyHost, ProxyTarget, proxied_store
 from tenure.chaos._report import Report
-from tenure.chaos._settings import ChaosSettings
+from tenure.chaos._settings import QUEUE_VISIBILITY, ChaosSettings
+from tenure.chaos._workload_checkers import check_jobs, check_queue
 
+WORKER_MODULES = {"lock": "tenure.chaos._worker", "jobs": "tenure.chaos._jobs_worker",
+                  "queue": "tenure.chaos._queue_worker"}
 WARM_UP = 1.0  # seconds of each phase before the first fault
 START_TIMEOUT = 60.0  # for every worker to have started (imports, connections)
 TICK = 0.02  # the control loop's pace
@@ -72,8 +75,19 @@ def run_chaos(settings: ChaosSettings,
         notes = run.play()
     finally:
         run.close()
+    if settings.skip_record:
+        notes.insert(0, "period records never read (positive control)")
+    if not settings.key_lock:
+        notes.insert(0, "no per-key lock (positive control)")
     events, _ = read_history(history_path)
-    return Report.build(events, check_history(events), store=redact(settings.store), seed=seed,
+    if settings.workload == "jobs":
+        verdict = check_jobs(events, settings.period)
+    elif settings.workload == "queue":
+        verdict = check_queue(events)
+    else:
+        verdict = check_history(events)
+    return Report.build(events, verdict, store=redact(settings.store), seed=seed,
+                        workload=settings.workload,
                         fencing=settings.fencing, workers=settings.workers,
                         seconds=time.monotonic() - started, history=history_path,
                         not_applicable=not_applicable,
@@ -98,6 +112,9 @@ def _applicable(settings: ChaosSettings, restart: Callable[[], object] | None,
     not."""
     skipped: dict[str, str] = {}
     target = None
+    if "fork" in settings.faults and settings.workload != "lock":
+        skipped["fork"] = (f"the {settings.workload} workload does not fork (the lock workload "
+                           "checks the fork rule)")
     if {"proxy", "stall"} & set(settings.faults):
         found = proxied_store(settings.store, dict(os.environ))
         if not isinstance(found, str):
@@ -133,7 +150,7 @@ class _Run:
         self.oracle: Oracle | None = None
         self.proxy_host: ProxyHost | None = None
         self.proxies: dict[int, list[Proxy]] = {}
-        self.fleet = Fleet(log=directory / "workers.log")
+        self.fleet = Fleet(log=directory / "workers.log", module=WORKER_MODULES[settings.workload])
         self.chance = random.Random(seed)  # the schedule only: the same seed, the same plan
         database = parse_store_url(settings.store).location if settings.scheme == "sqlite" \
             else None
@@ -151,7 +168,9 @@ class _Run:
         base = {"history": str(self.history_path), "oracle_port": self.oracle.port,
                 "control": str(self.directory / "control.json"), "ttl": settings.lease_ttl,
                 "retry": settings.retry, "seed": self.seed, "store": settings.store,
-                "late_signal": settings.late_signal}
+                "late_signal": settings.late_signal, "period": settings.period,
+                "skip_record": settings.skip_record, "key_lock": settings.key_lock,
+                "queue_url": settings.queue_source, "visibility": QUEUE_VISIBILITY}
         for number in range(1, settings.workers + 1):
             url, env = settings.store, dict[str, str]()
             if self.target is not None and self.proxy_host is not None:
@@ -172,6 +191,11 @@ class _Run:
         for phase in phases:
             self._play_phase(phase)
         stragglers = self.fleet.wait_all(timeout=settings.lease_ttl + 15.0)
+        for worker in self.fleet.workers:  # for the exits checker (jobs and queue)
+            if worker.process is not None:
+                self.history.emit("info", "worker-exit", worker=worker.name,
+                                  target_pid=worker.pid, returncode=worker.process.returncode,
+                                  straggler=worker in stragglers)
         return [f"{w.name} had not stopped 15 s after the end and was killed"
                 for w in stragglers]
 

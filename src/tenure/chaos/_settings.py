@@ -20,6 +20,11 @@ from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import parse_store_url
 
 FAULT_KINDS = ("kill", "pause", "proxy", "stall", "fork", "restart")
+WORKLOADS = ("lock", "jobs", "queue")
+# The job runner's wait after a store error before its job loop tries again
+# (tenure.jobs._periodic.STORE_RETRY): part of the jobs workload's liveness bound.
+JOBS_STORE_RETRY = 1.0
+QUEUE_VISIBILITY = 3.0  # the queue workload's visibility timeout (seconds)
 # The GC-pause case: SIGSTOP for these multiples of the ttl, then SIGCONT.
 PAUSE_FACTORS = (0.5, 1.5, 3.0)
 DEFAULT_TTL = 2.0
@@ -61,6 +66,12 @@ class ChaosSettings:
     directory: Path | None = None  # default: a new temporary directory, kept for the history
     restart_command: str | None = None
     late_signal: float = 0.0  # the positive control of the signal checker: each on_lost waits
+    workload: str = "lock"  # lock, jobs (a periodic job) or queue (keyed queue messages)
+    period: float = 1.0  # jobs: the job's period in seconds
+    skip_record: bool = False  # jobs: the positive control (the period record is never read)
+    key_lock: bool = True  # queue: False is the positive control (no per-key lock)
+    queue_url: str | None = None  # queue: the PostgreSQL queue's database (default: the store)
+    keys: int = 6  # queue: distinct message keys
     console: Console | None = field(default=None, repr=False)  # fault lines as they happen
 
     @property
@@ -76,12 +87,27 @@ class ChaosSettings:
 
     @property
     def liveness_bound(self) -> float:
-        """After the faults stop, a new holder must take over within this many seconds."""
+        """After the faults stop, a new holder must take over (lock), a period be recorded
+        (jobs) or a message be completed (queue) within this many seconds."""
+        if self.workload == "jobs":
+            return self.lease_ttl + self.period + JOBS_STORE_RETRY
+        if self.workload == "queue":
+            return self.lease_ttl + QUEUE_VISIBILITY
         return self.lease_ttl + 2 * self.retry
 
     @property
+    def queue_source(self) -> str | None:
+        """The queue workload's PostgreSQL URL: `queue_url`, else the store's own URL."""
+        if self.queue_url is not None:
+            return self.queue_url
+        return self.store if self.scheme in ("postgresql", "postgres") else None
+
+    @property
     def phases(self) -> list[tuple[str, float]]:
-        """(kind, seconds) of each phase: a lock, then a semaphore when asked."""
+        """(kind, seconds) of each phase: a lock, then a semaphore when asked; the jobs and
+        queue workloads have one phase of their own kind."""
+        if self.workload != "lock":
+            return [(self.workload, self.duration)]
         if not self.semaphore_phase:
             return [("lock", self.duration)]
         return [("lock", self.duration / 2), ("semaphore", self.duration / 2)]
@@ -95,6 +121,10 @@ class ChaosSettings:
         """
         if not isinstance(self.store, str):
             raise InvalidArgumentType(f"store must be a URL str, got {type(self.store).__name__}")
+        if self.workload not in WORKLOADS:
+            raise InvalidArgument(f"--workload must be one of {', '.join(WORKLOADS)}, got "
+                                  f"{self.workload!r}")
+        self._check_workload_options()
         if self.scheme == "memory":
             raise InvalidArgument(
                 "--store memory:// is private to one process and chaos workers are separate "
@@ -126,6 +156,29 @@ class ChaosSettings:
                 f"--duration {self.duration:g} is too short: with ttl {ttl:g} s each phase needs "
                 f"at least {needed:g} s (1 s warm-up, then liveness within ttl + 2 x retry "
                 f"= {self.liveness_bound:g} s, plus 2 s){each}; pass a longer --duration")
+
+
+    def _check_workload_options(self) -> None:
+        workload = self.workload
+        for option, applies, wrong in (("skip_record", "jobs", self.skip_record),
+                                       ("no_key_lock", "queue", not self.key_lock),
+                                       ("queue_url", "queue", self.queue_url is not None),
+                                       ("no_fencing", "lock", not self.fencing),
+                                       ("late_signal", "lock", bool(self.late_signal)),
+                                       ("semaphore_phase", "lock", self.semaphore_phase)):
+            if wrong and workload != applies:
+                raise InvalidArgument(f"--{option.replace('_', '-')} belongs to --workload "
+                                      f"{applies}, not {workload}")
+        if workload == "jobs":
+            _seconds("period", self.period, 0.2, 3600.0)
+        if workload == "queue":
+            if self.queue_source is None:
+                raise InvalidArgument(
+                    "--workload queue needs a PostgreSQL database for its queue: pass "
+                    "--queue-url postgresql://... (or a postgresql:// --store)")
+            if not isinstance(self.keys, int) or isinstance(self.keys, bool) or \
+                    not 1 <= self.keys <= 1000:
+                raise InvalidArgument(f"--keys must be 1 to 1000, got {self.keys!r}")
 
 
 def _seconds(option: str, value: object, low: float, high: float) -> float:
