@@ -25,15 +25,26 @@ MAX_MARGIN = 1.0
 def to_seconds(value: object, argument: str, *, allow_none: bool = False) -> float:
     """Accept seconds as int/float or a timedelta; return float seconds.
 
+    None (when allowed) is math.inf. An int too large for a float becomes +-inf, as float
+    arithmetic rounds an overflow, so the caller's range check refuses it with the allowed
+    range (check_range), and a timeout reads it as "forever", like math.inf. NaN is refused.
+
     Example:
         >>> to_seconds(timedelta(minutes=1), "ttl")
         60.0
+        >>> to_seconds(10**400, "timeout")
+        inf
     """
     if value is None and allow_none:
         return math.inf
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+    elif isinstance(value, int) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:  # beyond about 1.8e308
+            seconds = math.inf if value > 0 else -math.inf
+    elif isinstance(value, float):
         seconds = float(value)
     else:
         expected = "seconds (int or float), a timedelta, or None" if allow_none else (
@@ -56,7 +67,9 @@ def check_range(seconds: float, argument: str, low: float, high: float, hint: st
         bound = f"between {low:g} and {high:g} seconds" if math.isfinite(high) else (
             f"at least {low:g} seconds"
         )
-        raise InvalidArgument(f"{argument}={seconds:g} is out of range: it must be {bound}{hint}")
+        given = f"={seconds:g}" + (" (infinite, or an int too large for a float)"
+                                   if math.isinf(seconds) else "")
+        raise InvalidArgument(f"{argument}{given} is out of range: it must be {bound}{hint}")
     return seconds
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import tenure
 from tenure import InvalidArgument, InvalidArgumentType
 from tenure._timing import Backoff, check_range, local_deadline, margin_for, next_token, to_seconds
 
@@ -64,3 +65,55 @@ def test_next_token_is_always_above_the_stored_counter(stored: int | None, same_
         assert token >= now_us  # a lost or pre-reboot counter restarts from the clock
     else:
         assert token == stored + 1
+
+
+# -- durations out of a float's range, infinite or NaN (issue 27.8) ---------------------------
+
+
+def test_an_int_too_large_for_a_float_is_infinite_not_an_overflow() -> None:
+    assert to_seconds(10**400, "timeout") == math.inf
+    assert to_seconds(-(10**400), "timeout") == -math.inf
+    with pytest.raises(InvalidArgument, match=r"ttl=inf \(infinite, or an int too large for a "
+                                              r"float\) is out of range: it must be between 0.1"):
+        check_range(to_seconds(10**400, "ttl"), "ttl", 0.1, 604800.0)
+    with pytest.raises(InvalidArgument, match=r"grace=nan is out of range"):
+        check_range(math.nan, "grace", 0.0, 3600.0)  # configuration files can hold NaN
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), 1e300, math.inf, -math.inf, math.nan])
+@pytest.mark.parametrize("argument", ["ttl", "renew_every", "min_wait", "max_wait"])
+def test_lock_durations_out_of_range_are_refused_with_the_range(argument: str,
+                                                                value: float) -> None:
+    store = tenure.connect("memory://")
+    with pytest.raises(InvalidArgument, match=rf"{argument}(=| must be a number).*"
+                                              r"(between [\d.]+ and [\d.]+ seconds|NaN)"):
+        store.lock("x", **{argument: value})
+    store.close()
+
+
+@pytest.mark.parametrize("timeout", [10**400, 1e300, math.inf, None])
+def test_a_timeout_beyond_any_float_waits_forever_like_inf_and_none(timeout: float | None) -> None:
+    store = tenure.connect("memory://")
+    acquiring = store.lock("x").acquire(timeout=timeout)
+    with acquiring as lease:
+        assert lease.token > 0
+    store.close()
+
+
+@pytest.mark.parametrize(("timeout", "message"), [
+    (-(10**400), "timeout=-inf is negative"), (-math.inf, "timeout=-inf is negative"),
+    (math.nan, "timeout must be a number of seconds, got NaN"),
+])
+def test_a_negative_or_nan_timeout_is_refused(timeout: float, message: str) -> None:
+    store = tenure.connect("memory://")
+    with pytest.raises(InvalidArgument, match=message):
+        store.lock("x").acquire(timeout=timeout)
+    store.close()
+
+
+@pytest.mark.parametrize("value", [10**400, 1e300, math.inf, math.nan])
+@pytest.mark.parametrize("option", ["ttl", "poll", "jitter", "misfire_grace", "retry_backoff"])
+def test_job_durations_out_of_range_are_refused(option: str, value: float) -> None:
+    worker = tenure.Worker(tenure.connect("memory://"))
+    with pytest.raises(InvalidArgument, match=option):
+        worker.cron("* * * * *", name="job", **{option: value})
