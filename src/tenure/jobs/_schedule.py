@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -22,6 +22,7 @@ from cronsim import CronSim, CronSimError
 
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._timing import to_seconds
+from tenure.jobs._cron_times import CronTimes
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _SECOND = timedelta(seconds=1)
@@ -62,18 +63,21 @@ class Every:
     offset: timedelta = timedelta(0)
 
     def __post_init__(self) -> None:
-        seconds = to_seconds(self.interval, "interval")
-        if not 0.1 <= seconds <= 366 * 86400:
-            raise InvalidArgument(
-                f"interval={seconds:g} s is out of range: use 0.1 s to 366 days "
-                "(for calendar schedules such as 'monthly', use cron)"
-            )
-        offset = to_seconds(self.offset, "offset")
-        if not 0 <= offset < seconds:
-            raise InvalidArgument(f"offset={offset:g} s must be at least 0 and below the "
-                                  f"interval ({seconds:g} s)")
+        seconds, offset = _every_seconds(self.interval, self.offset)
         object.__setattr__(self, "interval", timedelta(seconds=seconds))
         object.__setattr__(self, "offset", timedelta(seconds=offset))
+
+    @classmethod
+    def of(cls, interval: float | timedelta, offset: float | timedelta = 0) -> Every:
+        """The schedule for an interval and offset in seconds or timedeltas, checked before
+        any timedelta is made (so 1e300 s is an InvalidArgument, not an OverflowError).
+
+        Example:
+            >>> Every.of(300, 60).describe()
+            'every 5m (offset 1m)'
+        """
+        seconds, offset_seconds = _every_seconds(interval, offset)
+        return cls(timedelta(seconds=seconds), timedelta(seconds=offset_seconds))
 
     def period_at(self, moment: datetime) -> datetime:
         """The start of the period that contains `moment`, in UTC."""
@@ -96,8 +100,13 @@ class Every:
 
 @dataclass(frozen=True)
 class Cron:
-    """A five-field cron expression evaluated in an IANA time zone (by cronsim, which also
-    decides daylight-saving gaps and repeats).
+    """A cron expression (five fields; cronsim's syntax) evaluated in an IANA time zone.
+
+    Daylight-saving changes follow Debian cron: on the night clocks go back, a job with '*'
+    at the start of its minute or hour field runs at both occurrences of the repeated times, a
+    job at fixed times ('30 2 * * *') runs once, at the first; on the night clocks go forward,
+    a fixed-time job whose time was skipped runs once at the end of the gap (03:00), the others
+    simply have no times in the gap. See tenure.jobs._cron_times.
 
     Example:
         >>> Cron("*/5 * * * *", "Europe/Paris").describe()
@@ -106,6 +115,7 @@ class Cron:
 
     expression: str
     timezone: str = "UTC"
+    _times: CronTimes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.expression, str):
@@ -124,17 +134,19 @@ class Cron:
             raise InvalidArgument(
                 f"cron expression {self.expression!r} is invalid: {exc}; use five fields, "
                 "e.g. '*/5 * * * *' (every 5 minutes)") from exc
+        object.__setattr__(self, "_times", CronTimes(self.expression, zone))
 
     def period_at(self, moment: datetime) -> datetime:
-        """The start of the period that contains `moment`, in UTC."""
-        # cronsim's reverse search returns times strictly before its start, at second precision
-        local = _utc(moment).astimezone(ZoneInfo(self.timezone)).replace(microsecond=0)
-        return _utc(next(CronSim(self.expression, local + _SECOND, reverse=True)))
+        """The start of the period that contains `moment`: the last fire time at or before it,
+        in UTC."""
+        return self._times.last_at_or_before(_utc(moment))
 
     def next_after(self, moment: datetime) -> datetime:
-        """The first period start strictly after `moment`, in UTC."""
-        local = _utc(moment).astimezone(ZoneInfo(self.timezone))
-        return _utc(next(CronSim(self.expression, local)))
+        """The first fire time strictly after `moment`, in UTC."""
+        # Fire times are whole seconds: the first one after `moment` is the first one at or
+        # after its next whole second, counted in UTC (local time arithmetic would drop the
+        # fold that tells the two occurrences of a repeated hour apart).
+        return self._times.first_at_or_after(_utc(moment).replace(microsecond=0) + _SECOND)
 
     def spec(self) -> str:
         """The schedule as text for parse_schedule, e.g. 'cron UTC */5 * * * *'."""
@@ -177,6 +189,20 @@ def period_seconds(schedule: Schedule) -> float:
         return schedule.interval.total_seconds()
     first = schedule.next_after(datetime.now(timezone.utc))
     return (schedule.next_after(first) - first).total_seconds()
+
+
+def _every_seconds(interval: object, offset: object) -> tuple[float, float]:
+    seconds = to_seconds(interval, "interval")
+    if not 0.1 <= seconds <= 366 * 86400:
+        raise InvalidArgument(
+            f"interval={seconds:g} s is out of range: use 0.1 s to 366 days "
+            "(for calendar schedules such as 'monthly', use cron)"
+        )
+    offset_seconds = to_seconds(offset, "offset")
+    if not 0 <= offset_seconds < seconds:
+        raise InvalidArgument(f"offset={offset_seconds:g} s must be at least 0 and below the "
+                              f"interval ({seconds:g} s)")
+    return seconds, offset_seconds
 
 
 def _utc(moment: datetime) -> datetime:
