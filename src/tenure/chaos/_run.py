@@ -29,6 +29,7 @@ from tenure.chaos._faults import Nemesis, plan_faults
 from tenure.chaos._fleet import Fleet
 from tenure.chaos._history import HistoryWriter, read_history
 from tenure.chaos._oracle import Oracle
+from tenure.chaos._producer import Producer, drain, settle_events
 from tenure.chaos._proxy import Proxy, ProxyHost, ProxyTarget, proxied_store
 from tenure.chaos._report import Report
 from tenure.chaos._settings import QUEUE_VISIBILITY, ChaosSettings
@@ -188,16 +189,43 @@ class _Run:
         for phase in phases:
             self.history.emit("info", "phase", name=phase["name"], kind=phase["kind"],
                               start=phase["start"], until=phase["until"])
-        for phase in phases:
-            self._play_phase(phase)
+        notes = []
+        if settings.workload == "queue":
+            notes = self._play_queue(phases[0])
+        else:
+            for phase in phases:
+                self._play_phase(phase)
         stragglers = self.fleet.wait_all(timeout=settings.lease_ttl + 15.0)
         for worker in self.fleet.workers:  # for the exits checker (jobs and queue)
             if worker.process is not None:
                 self.history.emit("info", "worker-exit", worker=worker.name,
                                   target_pid=worker.pid, returncode=worker.process.returncode,
                                   straggler=worker in stragglers)
-        return [f"{w.name} had not stopped 15 s after the end and was killed"
-                for w in stragglers]
+        if settings.workload == "queue":
+            settle_events(str(settings.queue_source), phases[0]["name"], self.history)
+        return notes + [f"{w.name} had not stopped 15 s after the end and was killed"
+                        for w in stragglers]
+
+    def _play_queue(self, phase: dict[str, Any]) -> list[str]:
+        """The queue workload's phase: messages sent until 2 s before its end, then the queue
+        drained (within the liveness bound + 10 s), then the workers told to stop."""
+        settings = self.settings
+        url = str(settings.queue_source)
+        producer = Producer(url, phase["name"], self.history, settings.keys, self.seed)
+        producer.start()
+        try:
+            self._play_phase(phase, until=phase["until"] - 2.0, then=producer.stop)
+        finally:
+            producer.stop()
+        took = drain(url, phase["name"], timeout=settings.liveness_bound + 10.0)
+        self.history.emit("info", "drained", seconds=took)
+        for worker in self.fleet.workers:
+            if worker.process is not None and worker.process.poll() is None:
+                worker.process.terminate()  # the Worker's clean stop
+        if took is None:
+            return [f"the queue was not empty {settings.liveness_bound + 10.0:g} s after the "
+                    "end"]
+        return []
 
     def _phases(self, run_id: str) -> list[dict[str, Any]]:
         phases = []
@@ -229,7 +257,9 @@ class _Run:
         events, self.offset = read_history(self.history_path, self.offset)
         return events
 
-    def _play_phase(self, phase: dict[str, Any]) -> None:
+    def _play_phase(self, phase: dict[str, Any], until: float | None = None,
+                    then: Callable[[], object] | None = None) -> None:
+        """Play the phase's faults until its end; `then` runs at `until` (before the end)."""
         settings = self.settings
         fault_start = phase["start"] + WARM_UP
         window_end = phase["until"] - settings.liveness_bound - 2.0
@@ -237,6 +267,9 @@ class _Run:
                            window_end - fault_start, settings.pause_factors)
         self.nemesis.begin_phase(phase["name"], plan, fault_start, window_end)
         while time.monotonic() < phase["until"]:
+            if then is not None and until is not None and time.monotonic() >= until:
+                then()
+                then = None
             self.nemesis.observe(self._read())
             self.nemesis.tick()
             time.sleep(TICK)  # the control loop's pace

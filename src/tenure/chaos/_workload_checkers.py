@@ -408,4 +408,84 @@ def check_queue(events: Sequence[Event]) -> Verdict:
         assert not verdict.violations
     """
     verdict = Verdict(checkers=dict(QUEUE_CHECKERS))
+    ordered = sorted(events, key=lambda e: (e["t"], e.get("seq", 0)))
+    check_writes(ordered, verdict)
+    check_counter(ordered, verdict)
+    handlings = _works(ordered, "handle", "key")
+    killed = _killed_at(ordered)
+    overlaps = _check_overlaps(handlings, killed, verdict, "keys",
+                               "two handlers of one key at once", same_key=True)
+    verdict.overlaps = overlaps
+    messages = _check_messages(ordered, handlings, verdict)
+    exits = _check_exits(ordered, verdict)
+    done = [float(e["t"]) for e in ordered if e["f"] == "complete" and e["type"] == "ok"]
+    verdict.takeovers = _check_liveness(ordered, done, verdict, "completed message")
+    recoveries = _recoveries(ordered, done)
+    verdict.figures = {
+        **messages, "handler runs": len(handlings), "overlapping handlers of a key": overlaps,
+        "worker exits": exits,
+        "first completed message after the faults stopped (s)": [round(w, 3) for w in
+                                                                   verdict.takeovers],
+        "recovery after store restart (s)": recoveries,
+        **({"recovery after store restart: median / max (s)": _figures_of(recoveries)}
+           if recoveries else {}),
+    }
     return verdict
+
+
+def _check_messages(events: Sequence[Event], handlings: Sequence[Work],
+                    verdict: Verdict) -> dict[str, Any]:
+    sent = {str(e["message"]): e for e in events if e["f"] == "enqueue" and e["type"] == "ok"}
+    failed_sends = sum(e["f"] == "enqueue" and e["type"] == "fail" for e in events)
+    completed: dict[str, list[Event]] = defaultdict(list)
+    for event in events:
+        if event["f"] == "complete" and event["type"] == "ok":
+            completed[str(event["message"])].append(event)
+    poisoned = {str(e["message"]): e for e in events if e["f"] == "poisoned"}
+    final = next((e for e in events if e["f"] == "queue-final"), None)
+    handled_ok: dict[str, list[Work]] = defaultdict(list)
+    for work in handlings:
+        if work.ok and work.end is not None:
+            handled_ok[str(work.end["message"])].append(work)
+    problems: list[str] = []
+    for message, completions in completed.items():
+        if len(completions) > 1:
+            problems.append(f"message {message} was completed {len(completions)} times")
+        if message in poisoned:
+            problems.append(f"message {message} was completed and is in the poison queue")
+        first = float(completions[0]["t"])
+        late = [w for w in handled_ok.get(message, []) if w.start > first]
+        if late:
+            problems.append(f"message {message} was handled again by {late[0].process} at "
+                            f"t={late[0].start:.3f}, after it was completed at t={first:.3f}")
+    for message, entry in poisoned.items():
+        if not entry.get("reason"):
+            problems.append(f"message {message} is in the poison queue without a reason")
+    lost = [m for m in sent if m not in completed and m not in poisoned]
+    if lost:
+        problems.append(f"{len(lost)} message(s) sent but neither completed nor poisoned "
+                        f"(e.g. {', '.join(lost[:5])}); left in the queue at the end: "
+                        f"{final.get('remaining') if final else 'unknown'}")
+    if final is None:
+        problems.append("the queue was not inspected at the end (no queue-final event)")
+    unexpected = [m for m in poisoned if m in sent and not sent[m].get("poison")]
+    for problem in problems[:DETAILS]:
+        verdict.violations.append(Violation("messages", problem))
+    if len(problems) > DETAILS:
+        verdict.violations.append(Violation("messages", f"... {len(problems)} in all"))
+    reasons = Counter(_reason_kind(str(e.get("reason"))) for e in poisoned.values())
+    return {"messages sent": len(sent), "sends failed (may exist or not)": failed_sends,
+            "messages completed": len(completed),
+            "messages poisoned, by reason": dict(sorted(reasons.items())),
+            "messages poisoned that were not meant to fail": len(unexpected),
+            "messages handled more than once (not completed the first time)": sum(
+                len(works) > 1 for works in handled_ok.values()),
+            "messages left in the queue": None if final is None else final.get("remaining"),
+            "messages lost": len(lost)}
+
+
+def _reason_kind(reason: str) -> str:
+    for kind in ("handler failed", "not JSON", "received", "has no property"):
+        if kind in reason:
+            return kind
+    return reason[:60]

@@ -1,0 +1,185 @@
+"""One worker process of the queue workload:
+
+    python -m tenure.chaos._queue_worker SETTINGS_JSON
+
+It runs a `tenure.Worker` with one queue job on the run's PostgreSQL queue (`queue_url`, the
+queue named after the phase), scope `key` (one lock per message key; none with `key_lock`
+false, the positive control), 4 handlers at once, the run's ttl for the key locks and a short
+visibility timeout, until the orchestrator sends SIGTERM once the queue is drained (or the
+phase's end plus DRAIN, whichever comes first).
+
+Each handling records `handle` (invoke, then ok or fail) with the message id, its key, the
+delivery count and the key lock's fencing token; it reads the key's counter from the oracle,
+works 10 to 80 ms, checks the message, and writes value + 1 with the token (fenced). A message
+whose body says `fail` raises instead (it must end in the poison queue). The source's
+`complete` and `dead_letter` are wrapped to record each settled message (`complete`,
+`dead-letter`). Signals as in the jobs workload: SIGUSR1 pauses the next handler right before
+its write, SIGURG holds it until it is told to stop, SIGUSR2 forgets both.
+
+Example (what the orchestrator runs)::
+
+    subprocess.Popen([sys.executable, "-m", "tenure.chaos._queue_worker", json.dumps(settings)])
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import tenure
+from tenure.chaos._history import HistoryWriter
+from tenure.chaos._jobs_worker import _leaves
+from tenure.chaos._oracle import OracleClient
+from tenure.chaos._worker import CONTROL_WAIT, log_renewals, wait_for_control
+from tenure.queues import Message, PostgresQueue
+
+DRAIN = 30.0  # seconds past the phase's end a worker goes on, unless told to stop earlier
+CONCURRENCY = 4
+
+
+def queue_options(settings: dict[str, Any]) -> dict[str, Any]:
+    """The queue job's options: fast polls and retries, the run's ttl, a short visibility."""
+    return {"concurrency": CONCURRENCY, "lock_ttl": settings["ttl"],
+            "visibility_timeout": settings["visibility"], "max_dequeue_count": 5,
+            "retry_backoff": 0.1, "max_retry_backoff": 0.5, "min_poll": 0.01,
+            "max_poll": 0.2, "lock_retry_delay": 0.01, "max_lock_retry_delay": 0.1,
+            "max_lock_retries": 50, "release_delay": 0.1}
+
+
+class RecordedQueue(PostgresQueue):
+    """The run's queue, recording each message it settles (complete, dead-letter)."""
+
+    history: HistoryWriter
+
+    async def complete(self, message: Message) -> None:
+        await self._recorded("complete", super().complete(message), message)
+
+    async def dead_letter(self, message: Message, reason: str) -> None:
+        await self._recorded("dead-letter", super().dead_letter(message, reason), message,
+                             reason=reason[:200])
+
+    async def _recorded(self, f: str, call: Any, message: Message, **fields: Any) -> None:
+        self.history.emit("invoke", f, message=message.id, **fields)
+        try:
+            await call
+        except BaseException as exc:
+            self.history.emit("fail", f, message=message.id, error=type(exc).__name__)
+            raise
+        self.history.emit("ok", f, message=message.id)
+
+
+class QueueChaos:
+    """The handler and the requests the nemesis sends by signal."""
+
+    def __init__(self, settings: dict[str, Any], history: HistoryWriter,
+                 oracle: OracleClient) -> None:
+        self.settings = settings
+        self.history = history
+        self.oracle = oracle
+        self.random = random.Random(f"{settings['seed']}-{settings['number']}-{os.getpid()}")
+        self.pause_requested = False
+        self.hold_requested = False
+        self.lock = threading.Lock()  # one oracle connection, several handler threads
+
+    def handle(self, message: Message) -> None:
+        """Read the key's counter, work, check, write it + 1 with the key lock's token."""
+        body = message.body
+        lease = message.lease
+        name = f"key-{body['key']}"
+        fields: dict[str, Any] = {"name": name, "slot": 0, "message": message.id,
+                                  "key": body["key"], "delivery": message.dequeue_count,
+                                  "token": 0 if lease is None else lease.token}
+        self.history.emit("invoke", "handle", **fields)
+        try:
+            if body.get("fail"):
+                raise RuntimeError(f"message {body['n']} always fails (it must be poisoned)")
+            with self.lock:
+                value = self.oracle.read(name, 0, fields["token"])
+            if self.hold_requested:
+                self._hold(message, fields)
+            time.sleep(self.random.uniform(0.01, 0.08))
+            message.check()
+            if self.pause_requested:
+                self.pause_requested = False
+                self.history.emit("info", "pause", **fields)
+                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+                self.history.emit("info", "resume", **fields)
+            with self.lock:
+                accepted = self.oracle.write(name, 0, fields["token"], value + 1)
+        except BaseException as exc:
+            self.history.emit("fail", "handle", error=type(exc).__name__,
+                              **_deadline(lease), **fields)
+            raise
+        self.history.emit("ok", "handle", accepted=accepted, **_deadline(lease), **fields)
+
+    def _hold(self, message: Message, fields: dict[str, Any]) -> None:
+        self.hold_requested = False
+        self.history.emit("info", "hold", **fields)
+        until = time.monotonic() + 2 * self.settings["ttl"] + 1.0
+        while not message.stopped and time.monotonic() < until:
+            time.sleep(0.005)  # the work, in slices: a sync handler checks for the loss
+        self.history.emit("info", "hold-end", told=message.stopped, **fields)
+
+
+def _deadline(lease: Any) -> dict[str, Any]:
+    return {} if lease is None else {"deadline": lease.deadline}
+
+
+def main(argv: list[str]) -> int:
+    settings = json.loads(argv[0])
+    process = f"worker-{settings['number']}"
+    history = HistoryWriter(Path(settings["history"]), process)
+    oracle = OracleClient(settings["oracle_port"], process)
+    chaos = QueueChaos(settings, history, oracle)
+    signal.signal(signal.SIGUSR1, lambda *_: setattr(chaos, "pause_requested", True))
+    signal.signal(signal.SIGURG, lambda *_: setattr(chaos, "hold_requested", True))
+
+    def forget(*_: object) -> None:
+        chaos.pause_requested = chaos.hold_requested = False
+
+    signal.signal(signal.SIGUSR2, forget)
+    signal.signal(signal.SIGWINCH, signal.SIG_IGN)  # no fork in this workload
+    store = tenure.connect(settings["store"], holder=f"{process}:{os.getpid()}")
+    log_renewals(store, history)
+    history.emit("info", "start")
+    control = wait_for_control(Path(settings["control"]), CONTROL_WAIT)
+    code = 0
+    try:
+        if control is not None:
+            phase = control["phases"][0]
+            source = RecordedQueue(phase["name"], settings["queue_url"], pool_size=4)
+            source.history = history
+            worker = tenure.Worker(store, grace=settings["ttl"])
+            worker.queue(source, name=phase["name"],
+                         scope="key" if settings["key_lock"] else None,
+                         **queue_options(settings))(chaos.handle)
+            stop = threading.Timer(max(0.0, phase["until"] + DRAIN - time.monotonic()),
+                                   os.kill, (os.getpid(), signal.SIGTERM))
+            stop.daemon = True
+            stop.start()
+            worker.run()
+    except BaseException as exc:  # the runner died: what the exits checker looks for
+        code = 1
+        history.emit("fail", "exit", error=f"{type(exc).__name__}: {exc}"[:500],
+                     detail=_leaves(exc))
+        traceback.print_exc()
+    finally:
+        try:
+            store.close()
+        except tenure.TenureError as exc:
+            history.emit("fail", "close", error=type(exc).__name__)
+        history.emit("info", "stop", code=code)
+        oracle.close()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
