@@ -6,7 +6,9 @@ are measured in interleaved rounds (bench/cases.py); then, per server store, the
 hand-off with 8 processes per library (bench/handoff.py) and the renewal round trips with 1,
 100 and 1,000 held leases (bench/renewal.py); then, per store, the time to take over after a
 SIGKILL and after a clean release (bench/takeover.py) and the peak memory per 1,000 held leases
-(bench/footprint.py), tenure next to the peers; bench/report.py writes the markdown.
+(bench/footprint.py), tenure next to the peers; last, per server store, how soon a worker's jobs
+run again after restarts of a server of its own (bench/outage_recovery.py); bench/report.py
+writes the markdown.
 
 Usage::
 
@@ -34,6 +36,7 @@ import azblob_cases
 import filelock
 import local_cases
 import mysql_cases
+import outage_recovery
 import postgres_cases
 import redis_cases
 import servers
@@ -64,7 +67,7 @@ PEERS = {  # URL scheme -> the peers of issue #7 every multi-process benchmark m
     "mysql": {"tooz"},
 }
 QUICK = {"repeats": 3, "seconds": 0.03, "budget": 15.0, "handoff_seconds": 0.3, "processes": 4,
-         "takeover_repeats": 2, "memory_repeats": 1, "memory_leases": 100}
+         "takeover_repeats": 2, "memory_repeats": 1, "memory_leases": 100, "outage_restarts": 2}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -99,6 +102,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="fresh processes per memory measure (default 3)")
     parser.add_argument("--memory-leases", type=int, default=0,
                         help="leases each memory process holds (default: 1,000; azblob 200)")
+    parser.add_argument("--outage-restarts", type=int, default=outage_recovery.RESTARTS,
+                        help="restarts of each server store under a running worker (default "
+                             f"{outage_recovery.RESTARTS})")
     args = parser.parse_args(argv)
     if args.quick:
         for name, value in QUICK.items():
@@ -112,8 +118,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.stores = set(stores)
     if args.repeats < 1 or args.seconds <= 0 or args.budget <= 0 or args.processes < 2 \
             or args.handoff_seconds <= 0 or args.takeover_repeats < 1 \
-            or args.memory_repeats < 1 or args.memory_leases < 0:
-        parser.error("--repeats, --takeover-repeats and --memory-repeats must be at least 1, "
+            or args.memory_repeats < 1 or args.memory_leases < 0 or args.outage_restarts < 1:
+        parser.error("--repeats, --takeover-repeats, --memory-repeats and --outage-restarts "
+                     "must be at least 1, "
                      "--processes at least 2, --seconds, --budget and --handoff-seconds "
                      "positive, --memory-leases not negative")
     return args
@@ -315,6 +322,13 @@ def main(argv: list[str] | None = None) -> int:
                 extras.note(section.title, hook())
             contend_and_renew(section, args, directory)
             take_over_and_hold(section, args)
+        # Last: these restart servers of their own, nothing else runs meanwhile.
+        recoveries = outage_recovery.measure_all(
+            [name for name in outage_recovery.STORES if name in args.stores],
+            directory / "outages", args.outage_restarts, progress)
+        if recoveries:
+            extras.note(outage_recovery.TITLE,
+                        outage_recovery.markdown(recoveries, args.outage_restarts))
     facts += extras.facts
     facts.append(("load average at end (1, 5, 15 min)", load_average()))
     settings = {
@@ -339,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is not None:
         args.output.write_text(report)
         progress(f"wrote {args.output}")
-    missing = unmeasured(sections, extras)
+    missing = unmeasured(sections, extras) + outage_recovery.unmeasured(recoveries)
     for problem in missing:
         progress(f"not measured: {problem}")
     return 1 if args.check and missing else 0
