@@ -8,13 +8,21 @@ no interleaved or backwards writes, unique and increasing tokens, no lost update
 the faults stop, every loss signalled within 100 ms of the lease's deadline, and forks that
 leave the parent's lease alone. With `fencing=False` the oracle only records: the pause fault
 must then produce overlapping critical sections (the positive control); with `late_signal`
-the signal checker must find late signals. See docs/chaos.md.
+the signal checker must find late signals.
+
+Two more workloads run tenure's own runners under the same faults: `workload="jobs"` (a
+periodic job on every worker: runs never overlap, each period is recorded once or a misfire
+rule covers it, no runner dies; control `skip_record`) and `workload="queue"` (keyed messages
+through a PostgreSQL queue: handlers of a key never overlap, each message is completed once or
+poisoned, none is lost; control `key_lock=False`). See docs/chaos.md.
 
 Example::
 
     from tenure.chaos import ChaosSettings, run_chaos
     report = run_chaos(ChaosSettings("sqlite:////tmp/chaos/locks.db", duration=20, seed=1))
     assert report.violations == []
+    report = run_chaos(ChaosSettings("redis://127.0.0.1:6379/0", workload="jobs", duration=30))
+    report.verdict.figures["periods recorded"]
 """
 
 from tenure.chaos._report import Report, print_report

@@ -4,9 +4,10 @@
 
 It runs a `tenure.Worker` with one periodic job (every `period` seconds, the run's ttl, no
 retries) until the phase ends (then SIGTERM to itself: the Worker's own clean stop). Each run
-records `run` (invoke, then ok or fail) with its period, attempt and fencing token, reads the
-job's counter from the oracle, works (mostly 50 to 300 ms; one run in ten about half the ttl, so
-renewals happen inside), checks the run, and writes value + 1 with the token (fenced). The
+records `run` (invoke, then ok or fail; each with the wall clock too) with its period (epoch
+seconds), attempt and fencing token, reads the job's counter from the oracle, works (mostly 50
+to 300 ms; one run in ten about half the ttl, so renewals happen inside), checks the run, and
+writes value + 1 with the token (fenced). The
 store's `write_record` is wrapped to record every period record the runner writes (`record`,
 with `written`), so the checkers know which runs completed their period. With `skip_record`
 (the positive control) `read_record` always answers "no record": every instance whose timer
@@ -76,11 +77,11 @@ class JobsChaos:
             with self.lock:
                 accepted = self.oracle.write(run.job, 0, run.token, value + 1)
         except BaseException as exc:
-            self.history.emit("fail", "run", error=type(exc).__name__,
+            self.history.emit("fail", "run", error=type(exc).__name__, wall=time.time(),
                               deadline=run.lease.deadline, **fields)
             raise
         self.history.emit("ok", "run", accepted=accepted, deadline=run.lease.deadline,
-                          lost=run.lease.lost, **fields)
+                          lost=run.lease.lost, wall=time.time(), **fields)
 
     def _hold(self, run: tenure.Run, fields: dict[str, Any]) -> None:
         """Go on with the run until it is told its lease is lost, or 2 ttl + 1 s."""

@@ -49,6 +49,15 @@ class ChaosSettings:
     `late_signal` (seconds, default 0) makes every worker's `on_lost` wait that long before
     it records the loss: the positive control of the loss-signal checker, which must then find
     signals later than 100 ms after the deadline.
+
+    `workload` is "lock" (the above), "jobs" (a periodic job every `period` seconds on every
+    worker; `skip_record` is its positive control) or "queue" (keyed messages through the
+    PostgreSQL queue at `queue_url`, default the store's own URL, over `keys` keys; `key_lock`
+    False is its positive control). The lock-only options (`fencing`, `late_signal`,
+    `semaphore_phase`) are refused with another workload, and so are the others' options.
+
+        ChaosSettings("sqlite:////tmp/chaos/locks.db", workload="queue",
+                      queue_url="postgresql://app@db/app", key_lock=False)   # must fail
     """
 
     store: str
