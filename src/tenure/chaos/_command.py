@@ -80,7 +80,8 @@ def add_parser(commands: Any) -> None:
                             "control: periods then run twice, exit 1)")
     chaos.add_argument("--queue-url", metavar="URL", default=None,
                        help="queue: the PostgreSQL database of the queue (default: the store, "
-                            "when it is postgresql://)")
+                            "when it is postgresql://), or azqueue:// for Azure Queue Storage "
+                            "(reads AZURE_STORAGE_QUEUE_CONNECTION_STRING)")
     chaos.add_argument("--keys", type=int, default=6,
                        help="queue: distinct message keys (default 6)")
     chaos.add_argument("--no-key-lock", action="store_true",

@@ -2,13 +2,14 @@
 
     python -m tenure.chaos._queue_worker SETTINGS_JSON
 
-It runs a `tenure.Worker` with one queue job on the run's PostgreSQL queue (`queue_url`, the
-queue named after the phase), scope `key` (one lock per message key; none with `key_lock`
-false, the positive control), 4 handlers at once, the run's ttl for the key locks and a short
-visibility timeout, until the orchestrator sends SIGTERM once the queue is drained (or the
-phase's end plus DRAIN, whichever comes first).
+It runs a `tenure.Worker` with one queue job on the run's queue (`queue_url`: PostgreSQL, or
+`azqueue://` for Azure Queue Storage; the queue named after the phase), scope `key` (one lock per
+message key; none with `key_lock` false, the positive control), 4 handlers at once, the run's
+ttl for the key locks and a short visibility timeout, until the orchestrator sends SIGTERM once
+the queue is drained (or the phase's end plus DRAIN, whichever comes first).
 
-Each handling records `handle` (invoke, then ok or fail) with the message id, its key, the
+Each handling records `handle` (invoke, then ok or fail) with the message's number and id,
+its key, the
 delivery count and the key lock's fencing token; it reads the key's counter from the oracle,
 works 10 to 80 ms, checks the message, and writes value + 1 with the token (fenced). A message
 whose body says `fail` raises instead (it must end in the poison queue). The source's
@@ -38,8 +39,9 @@ import tenure
 from tenure.chaos._history import HistoryWriter
 from tenure.chaos._jobs_worker import _leaves
 from tenure.chaos._oracle import OracleClient
+from tenure.chaos._producer import number_of, open_source
 from tenure.chaos._worker import CONTROL_WAIT, log_renewals, wait_for_control
-from tenure.queues import Message, PostgresQueue
+from tenure.queues import Message
 
 DRAIN = 30.0  # seconds past the phase's end a worker goes on, unless told to stop earlier
 CONCURRENCY = 4
@@ -54,26 +56,46 @@ def queue_options(settings: dict[str, Any]) -> dict[str, Any]:
             "max_lock_retries": 50, "release_delay": 0.1}
 
 
-class RecordedQueue(PostgresQueue):
-    """The run's queue, recording each message it settles (complete, dead-letter)."""
+class RecordedSource:
+    """The run's queue (any message source), recording each message it settles (`complete`,
+    `dead-letter`) with its number `n`."""
 
-    history: HistoryWriter
+    def __init__(self, source: Any, history: HistoryWriter) -> None:
+        self.source = source
+        self.history = history
+        self.name: str = source.name
+        self.max_batch: int = source.max_batch
+        self.releases_count: bool = source.releases_count
+
+    async def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
+        received: list[Message] = await self.source.receive(max_messages, visibility_timeout)
+        return received
+
+    async def extend(self, message: Message, seconds: float) -> None:
+        await self.source.extend(message, seconds)
+
+    async def abandon(self, message: Message, delay: float, *, failed: bool = True) -> None:
+        await self.source.abandon(message, delay, failed=failed)
 
     async def complete(self, message: Message) -> None:
-        await self._recorded("complete", super().complete(message), message)
+        await self._recorded("complete", self.source.complete(message), message)
 
     async def dead_letter(self, message: Message, reason: str) -> None:
-        await self._recorded("dead-letter", super().dead_letter(message, reason), message,
+        await self._recorded("dead-letter", self.source.dead_letter(message, reason), message,
                              reason=reason[:200])
 
+    async def close(self) -> None:
+        await self.source.close()
+
     async def _recorded(self, f: str, call: Any, message: Message, **fields: Any) -> None:
-        self.history.emit("invoke", f, message=message.id, **fields)
+        ident = {"n": number_of(message.text), "message": message.id}
+        self.history.emit("invoke", f, **ident, **fields)
         try:
             await call
         except BaseException as exc:
-            self.history.emit("fail", f, message=message.id, error=type(exc).__name__)
+            self.history.emit("fail", f, error=type(exc).__name__, **ident)
             raise
-        self.history.emit("ok", f, message=message.id)
+        self.history.emit("ok", f, **ident)
 
 
 class QueueChaos:
@@ -94,7 +116,8 @@ class QueueChaos:
         body = message.body
         lease = message.lease
         name = f"key-{body['key']}"
-        fields: dict[str, Any] = {"name": name, "slot": 0, "message": message.id,
+        fields: dict[str, Any] = {"name": name, "slot": 0, "n": body["n"],
+                                  "message": message.id,
                                   "key": body["key"], "delivery": message.dequeue_count,
                                   "token": 0 if lease is None else lease.token}
         self.history.emit("invoke", "handle", **fields)
@@ -155,8 +178,10 @@ def main(argv: list[str]) -> int:
     try:
         if control is not None:
             phase = control["phases"][0]
-            source = RecordedQueue(phase["name"], settings["queue_url"], pool_size=4)
-            source.history = history
+            url = settings["queue_url"]
+            queue = open_source(url, phase["name"]) if url.startswith("azqueue:") else \
+                open_source(url, phase["name"], pool_size=4)
+            source = RecordedSource(queue, history)
             worker = tenure.Worker(store, grace=settings["ttl"])
             worker.queue(source, name=phase["name"],
                          scope="key" if settings["key_lock"] else None,

@@ -11,6 +11,7 @@ Example::
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,10 +182,22 @@ class ChaosSettings:
         if workload == "jobs":
             _seconds("period", self.period, 0.2, 3600.0)
         if workload == "queue":
-            if self.queue_source is None:
+            source = self.queue_source
+            if source is None:
                 raise InvalidArgument(
                     "--workload queue needs a PostgreSQL database for its queue: pass "
-                    "--queue-url postgresql://... (or a postgresql:// --store)")
+                    "--queue-url postgresql://... (or a postgresql:// --store), or "
+                    "--queue-url azqueue:// for Azure Queue Storage")
+            if not isinstance(source, str) or not source.startswith(
+                    ("postgresql://", "postgres://", "azqueue://")):
+                raise InvalidArgument(
+                    "--queue-url must be a postgresql:// URL or azqueue:// (Azure Queue Storage "
+                    "through AZURE_STORAGE_QUEUE_CONNECTION_STRING)")
+            if source.startswith("azqueue://") and \
+                    not os.environ.get("AZURE_STORAGE_QUEUE_CONNECTION_STRING"):
+                raise InvalidArgument(
+                    "--queue-url azqueue:// reads AZURE_STORAGE_QUEUE_CONNECTION_STRING, which "
+                    "is not set")
             if not isinstance(self.keys, int) or isinstance(self.keys, bool) or \
                     not 1 <= self.keys <= 1000:
                 raise InvalidArgument(f"--keys must be 1 to 1000, got {self.keys!r}")

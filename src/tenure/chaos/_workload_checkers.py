@@ -115,7 +115,7 @@ def _works(events: Sequence[Event], f: str, key_field: str) -> list[Work]:
     for event in events:
         if event["f"] != f or event.get("by") == "oracle":
             continue
-        ident = (int(event["pid"]), event.get("token"), event.get("message", event.get("period")))
+        ident = (int(event["pid"]), event.get("token"), event.get("n", event.get("period")))
         if event["type"] == "invoke":
             work = Work(int(event["pid"]), str(event["process"]), float(event["t"]),
                         event.get("token"), event.get(key_field))
@@ -435,18 +435,19 @@ def check_queue(events: Sequence[Event]) -> Verdict:
 
 def _check_messages(events: Sequence[Event], handlings: Sequence[Work],
                     verdict: Verdict) -> dict[str, Any]:
-    sent = {str(e["message"]): e for e in events if e["f"] == "enqueue" and e["type"] == "ok"}
+    # Messages are known by their number n (Azure gives a released message a new id).
+    sent = {str(e["n"]): e for e in events if e["f"] == "enqueue" and e["type"] == "ok"}
     failed_sends = sum(e["f"] == "enqueue" and e["type"] == "fail" for e in events)
     completed: dict[str, list[Event]] = defaultdict(list)
     for event in events:
         if event["f"] == "complete" and event["type"] == "ok":
-            completed[str(event["message"])].append(event)
-    poisoned = {str(e["message"]): e for e in events if e["f"] == "poisoned"}
+            completed[str(event["n"])].append(event)
+    poisoned = {str(e["n"]): e for e in events if e["f"] == "poisoned"}
     final = next((e for e in events if e["f"] == "queue-final"), None)
     handled_ok: dict[str, list[Work]] = defaultdict(list)
     for work in handlings:
         if work.ok and work.end is not None:
-            handled_ok[str(work.end["message"])].append(work)
+            handled_ok[str(work.end["n"])].append(work)
     problems: list[str] = []
     for message, completions in completed.items():
         if len(completions) > 1:
