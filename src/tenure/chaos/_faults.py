@@ -209,6 +209,9 @@ class Nemesis:
         self.holding: dict[int, float] = {}  # pid -> when it was granted, while it holds
         self.restart_at: dict[int, float] = {}  # worker number -> when to restart it
         self.last_worker: int | None = None  # jobs, queue: the pid that last began work
+        # Pids that said `start`: their signal handlers are installed. SIGUSR1 and SIGUSR2 kill
+        # a process that has none yet (a worker just restarted), so only these are signalled.
+        self.listening: set[int] = set()
         self.started = time.monotonic()
 
     # -- what the workers do -------------------------------------------------------------------
@@ -219,6 +222,8 @@ class Nemesis:
             pid, f, type_ = event.get("pid"), event["f"], event["type"]
             if event.get("by") == "oracle" or not isinstance(pid, int):
                 continue
+            if f == "start":
+                self.listening.add(pid)
             if (f == "acquire" and type_ == "ok") or (f in WORK and type_ == "invoke"):
                 self.holding[pid] = event["t"]
                 if f in WORK:
@@ -258,15 +263,19 @@ class Nemesis:
         if active is None or active.planned.kind != "stall" or active.ends_at is not None:
             return
         active.worker = self.fleet.by_pid(pid)
-        for other in self.fleet.running():
+        for other in self._listening():
             if other is not active.worker and other.pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(other.pid, signal.SIGUSR2)  # one holder is stalled, not several
         self._stall(active, time.monotonic())
 
+    def _listening(self) -> list[WorkerProcess]:
+        """The running workers that can take a request by signal (see `listening`)."""
+        return [w for w in self.fleet.running() if w.pid in self.listening]
+
     def _forget_all_but(self, worker: WorkerProcess | None) -> None:
         """SIGUSR2 every running worker but `worker`: forget a request asked of all."""
-        for other in self.fleet.running():
+        for other in self._listening():
             if other is not worker and other.pid is not None:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(other.pid, signal.SIGUSR2)
@@ -332,8 +341,8 @@ class Nemesis:
 
     def _holder(self) -> WorkerProcess | None:
         """The running worker that was granted a lease most recently and still holds it; else
-        a running worker at random."""
-        running = self.fleet.running()
+        a running worker at random (of those that can take a signal)."""
+        running = self._listening()
         holders = [(self.holding[w.pid], w) for w in running
                    if w.pid is not None and w.pid in self.holding]
         if holders:
@@ -368,7 +377,7 @@ class Nemesis:
             active.ends_at = now + planned.seconds
         elif planned.kind == "pause":
             # It stops itself right before its next write.
-            for each in [worker] if worker is not None else self.fleet.running():
+            for each in [worker] if worker is not None else self._listening():
                 if each.pid is not None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(each.pid, signal.SIGUSR1)
@@ -382,7 +391,7 @@ class Nemesis:
             self._set_proxies(worker, planned.mode, latency)
             active.ends_at = now + planned.seconds
         elif planned.kind == "stall":
-            for each in self.fleet.running():  # the stall begins once one holds its section
+            for each in self._listening():  # the stall begins once one holds its section
                 if each.pid is not None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(each.pid, HOLD_SIGNAL)
@@ -424,7 +433,7 @@ class Nemesis:
             # its request to hold (it may be in a long section, and holds once that ends);
             # the others forget theirs.
             active.worker = self._holder()
-            for each in self.fleet.running():
+            for each in self._listening():
                 if each.pid is not None and each is not active.worker:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(each.pid, signal.SIGUSR2)
@@ -485,8 +494,9 @@ class Nemesis:
                 self.fleet.restart(worker)
                 self.history.emit("info", "restart-worker", worker=worker.name, pid=worker.pid)
             elif worker.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(worker.pid, signal.SIGUSR2)  # forget a pause or fork request
+                if worker.pid in self.listening:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(worker.pid, signal.SIGUSR2)  # forget a pause or fork request
                 self.fleet.cont(worker)
             self._set_proxies(worker, "normal")
         self.healed = True

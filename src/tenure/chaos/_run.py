@@ -242,6 +242,7 @@ class _Run:
         deadline = time.monotonic() + START_TIMEOUT
         while len(started) < self.settings.workers:
             events = self._read()
+            self.nemesis.observe(events)  # it signals only workers that said `start`
             started |= {e["pid"] for e in events if e["f"] == "start"}
             dead = [w for w in self.fleet.workers if w.process is not None
                     and w.process.poll() is not None]
