@@ -154,7 +154,10 @@ def test_queue_checkers_find_overlapping_keys_lost_and_twice_completed_messages(
     history.handle(1.0, 1.3, 2, "1", "a", token=0)
     history.handle(1.1, 1.2, 3, "2", "a", token=0)  # the same key, at once (no key lock)
     history.handle(1.5, 1.6, 2, "1", "a", token=0)  # completed again
+    history.handle(1.7, 1.8, 2, "2", "a", token=0, complete=False)  # a stale delivery: counted
     verdict = check_queue(history.end(remaining=1))
+    assert verdict.figures["messages handled again after they were completed (stale delivery)"] \
+        == 2
     assert {v.checker for v in verdict.violations} == {"keys", "messages"}
     messages = " ".join(v.message for v in verdict.violations)
     assert "completed 2 times" in messages and "neither completed nor poisoned" in messages

@@ -30,7 +30,10 @@ Queue (keyed messages through a PostgreSQL queue, see _queue_worker):
 - keys: no two handlers of one key at the same time (a handler counts until it ends or its key
   lock's local deadline passed, or its process was killed);
 - messages: every message sent is completed exactly once (`complete` succeeded once) or is in
-  the poison queue with its reason, and none is left in the queue at the end (nothing lost);
+  the poison queue with its reason, and none is left in the queue at the end (nothing lost).
+  Delivery is at least once (docs/jobs/queues.md): a message handled again because a delivery
+  was not completed is counted, and so is a stale delivery handled after another completed the
+  message (its own complete is refused);
 - exits: as above;
 - liveness: after the faults stop, a message is completed within ttl + the visibility timeout.
 
@@ -449,16 +452,17 @@ def _check_messages(events: Sequence[Event], handlings: Sequence[Work],
         if work.ok and work.end is not None:
             handled_ok[str(work.end["n"])].append(work)
     problems: list[str] = []
+    stale = 0
     for message, completions in completed.items():
         if len(completions) > 1:
             problems.append(f"message {message} was completed {len(completions)} times")
         if message in poisoned:
             problems.append(f"message {message} was completed and is in the poison queue")
+        # At least once (docs/jobs/queues.md): a delivery whose visibility ran out (its worker
+        # paused) may still be handled after another one completed the message; its own
+        # complete is refused. Counted, not flagged: a second completion would be.
         first = float(completions[0]["t"])
-        late = [w for w in handled_ok.get(message, []) if w.start > first]
-        if late:
-            problems.append(f"message {message} was handled again by {late[0].process} at "
-                            f"t={late[0].start:.3f}, after it was completed at t={first:.3f}")
+        stale += any(w.start > first for w in handled_ok.get(message, []))
     for message, entry in poisoned.items():
         if not entry.get("reason"):
             problems.append(f"message {message} is in the poison queue without a reason")
@@ -481,6 +485,7 @@ def _check_messages(events: Sequence[Event], handlings: Sequence[Work],
             "messages poisoned that were not meant to fail": len(unexpected),
             "messages handled more than once (not completed the first time)": sum(
                 len(works) > 1 for works in handled_ok.values()),
+            "messages handled again after they were completed (stale delivery)": stale,
             "messages left in the queue": None if final is None else final.get("remaining"),
             "messages lost": len(lost)}
 
