@@ -37,17 +37,22 @@ def make_engine(url: str) -> sa.Engine:
     return sa.create_engine(url, pool_size=10)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh database per test: a SQLite file, or a new schema on the suite's PostgreSQL
-    (selected through the connection's search_path, so child processes get it from the URL)."""
+    """A fresh database per test: a SQLite file, a new schema on the suite's PostgreSQL
+    (selected through the connection's search_path, so child processes get it from the URL), or
+    a new database on the suite's MariaDB."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'app.db'}"
+        return
+    if request.param == "mariadb":
+        yield from mariadb_database(request.getfixturevalue("mariadb_server").url)
         return
     server = request.getfixturevalue("postgres_server")
     schema = "t" + uuid.uuid4().hex[:16]
     base = server.url.replace("postgresql://", "postgresql+psycopg://", 1)
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    # No pool: a test may restart the server, and the DROP after it needs a fresh connection.
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
     with admin.connect() as conn:
         conn.execute(sa.text(f"CREATE SCHEMA {schema}"))
     try:
@@ -55,6 +60,22 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     finally:
         with admin.connect() as conn:
             conn.execute(sa.text(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        admin.dispose()
+
+
+def mariadb_database(server_url: str) -> Iterator[str]:
+    """A new database on the MariaDB server at `server_url` (mysql://...), dropped after."""
+    name = "t" + uuid.uuid4().hex[:16]
+    base = server_url.replace("mysql://", "mysql+pymysql://", 1).rsplit("/", 1)[0]
+    admin = sa.create_engine(f"{base}/tenure", isolation_level="AUTOCOMMIT",
+                             poolclass=sa.pool.NullPool)
+    with admin.connect() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE {name}"))
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS {name}"))
         admin.dispose()
 
 

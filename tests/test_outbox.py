@@ -1,14 +1,22 @@
-"""tenure.outbox: a message commits or rolls back with the business change; a crash (SIGKILL)
-between the business commit and the delivery loses nothing; failing handlers are retried with
-backoff, then dead-lettered with the last error; order per key holds with retries and with
-competing relays; the inbox drops duplicates, also under concurrent deliveries."""
+"""tenure.outbox on SQLite, PostgreSQL and MariaDB: a message commits or rolls back with the
+business change; a crash (SIGKILL) between the business commit and the delivery loses nothing;
+failing handlers are retried with backoff, then dead-lettered with the last error; order per key
+holds with retries and with competing relays; the inbox drops duplicates, also under concurrent
+deliveries. The relay lives through its database restarting, refusing it or answering errors:
+one WARNING when an outage starts, one INFO when it ends, an ERROR per interval for what
+retrying cannot clear."""
 
 from __future__ import annotations
 
+import itertools
+import logging
 import random
 import signal
 import threading
+import uuid
 from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -19,6 +27,7 @@ from waiting import wait_until
 
 import tenure
 from tenure import outbox
+from tenure.exactly_once import outbox as outbox_module
 from tenure.outbox import Inbox, Message, Relay
 
 __all__ = ["children", "db_url", "engine"]  # fixtures used by the tests below
@@ -141,10 +150,22 @@ def test_order_per_key_holds_with_retries(engine: sa.Engine) -> None:
     assert relay.counts.retried > 0
 
 
-def test_competing_relays_keep_order_per_key_and_deliver_once(db_url: str,
-                                                              engine: sa.Engine) -> None:
-    """Three relays at once (FOR UPDATE SKIP LOCKED on PostgreSQL, conditional claims on
-    SQLite): every message delivered exactly once, in order per key."""
+def test_competing_relays_keep_order_per_key_and_deliver_once(engine: sa.Engine) -> None:
+    """Three relays at once (FOR UPDATE SKIP LOCKED on PostgreSQL and MariaDB, conditional
+    claims on SQLite): every message delivered exactly once, in order per key."""
+    compete(engine)
+
+
+@pytest.mark.parametrize("db_url", ["mariadb"], indirect=True)
+def test_competing_relays_without_skip_locked(engine: sa.Engine,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """MySQL before 8.0.1 and MariaDB before 10.6 have no SKIP LOCKED: the relays' FOR UPDATE
+    then waits for each other's claims, and the outcome is the same."""
+    monkeypatch.setattr(outbox_module, "_skip_locked", lambda dialect: False)
+    compete(engine)
+
+
+def compete(engine: sa.Engine) -> None:
     outbox.create_table(engine)
     expected = add_interleaved(engine, keys=5, per_key=8)
     lock = threading.Lock()
@@ -182,6 +203,7 @@ def test_competing_relays_keep_order_per_key_and_deliver_once(db_url: str,
             thread.join(30)
     assert dict(seen) == dict(expected) and overlaps == []
     assert sum(relay.counts.delivered for relay in relays) == 40
+    assert [relay.counts.errors for relay in relays] == [0, 0, 0]
     assert outbox.stats(engine).pending == 0
 
 
@@ -257,3 +279,207 @@ def test_bad_arguments_fail_before_any_io(engine: sa.Engine) -> None:
         Relay(engine, print, max_attempts=0)
     with pytest.raises(tenure.InvalidArgumentType, match="handler"):
         Relay(engine, "print")  # type: ignore[arg-type]
+
+
+def test_the_relay_claims_and_delivers_with_its_own_table(engine: sa.Engine) -> None:
+    """Issue 27 item 5 (repro outbox_relay_fails_on_mysql.py): on MySQL/MariaDB the claim was
+    one UPDATE ... WHERE seq IN (SELECT ... LIMIT n) RETURNING, which they refuse
+    (NotSupportedError), and run_forever died of it."""
+    box = outbox.Outbox(table_name="tenure_outbox_repro")
+    box.create_table(engine)
+    with engine.begin() as conn:
+        box.add(conn, "invoice.paid", {"invoice": 7}, key="customer-3")
+    delivered: list[Message] = []
+    relay = Relay(engine, delivered.append, outbox=box)
+    assert relay.run_once() == 1
+    with engine.begin() as conn:
+        box.add(conn, "invoice.paid", {"invoice": 8}, key="customer-3")
+    with relaying(relay, poll=0.05):
+        wait_until(lambda: len(delivered) == 2, timeout=20, what="run_forever to deliver")
+    assert [m.payload for m in delivered] == [{"invoice": 7}, {"invoice": 8}]
+    assert relay.counts.errors == 0 and box.stats(engine).pending == 0
+
+
+def test_a_payload_that_does_not_decode_is_dead_lettered(engine: sa.Engine) -> None:
+    outbox.create_table(engine)
+    with engine.begin() as conn:
+        broken = outbox.add(conn, "t", {"n": 1})
+        outbox.add(conn, "t", {"n": 2})
+        conn.execute(sa.update(outbox.DEFAULT.table).where(outbox.DEFAULT.table.c.id == broken)
+                     .values(payload="{not json"))
+    delivered: list[Message] = []
+    relay = Relay(engine, delivered.append, max_attempts=1)
+    assert relay.run_once() == 2
+    assert [m.payload for m in delivered] == [{"n": 2}]
+    [dead] = outbox.DEFAULT.dead_letters(engine)
+    assert (dead.id, dead.payload) == (broken, "{not json")
+    assert dead.last_error is not None and dead.last_error.startswith("JSONDecodeError")
+
+
+# -- outages -----------------------------------------------------------------------------------
+
+SERVERS = {"postgres": "postgres_server", "mariadb": "mariadb_server"}
+
+
+@contextmanager
+def relaying(relay: Relay, poll: float = 0.05) -> Iterator[threading.Thread]:
+    """`relay.run_forever` on a thread; it must still run when the block ends, and stop."""
+    stop = threading.Event()
+    thread = threading.Thread(target=relay.run_forever, kwargs={"poll": poll, "stop": stop})
+    thread.start()
+    try:
+        yield thread
+        assert thread.is_alive(), "run_forever returned before its stop signal"
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def records(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "tenure.outbox" and r.levelno == level]
+
+
+def collector() -> tuple[list[int], Callable[[Message], None]]:
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def handler(message: Message) -> None:
+        with lock:
+            seen.append(message.payload["n"])
+
+    return seen, handler
+
+
+def add_numbers(engine: sa.Engine, numbers: range) -> None:
+    with engine.begin() as conn:
+        for n in numbers:
+            outbox.add(conn, "t", {"n": n}, key=f"k{n % 3}")
+
+
+@pytest.mark.parametrize("db_url", ["postgres", "mariadb"], indirect=True)
+def test_run_forever_delivers_through_a_database_restart(
+        request: pytest.FixtureRequest, engine: sa.Engine,
+        caplog: pytest.LogCaptureFixture) -> None:
+    server = request.getfixturevalue(SERVERS[request.node.callspec.params["db_url"]])
+    caplog.set_level(logging.DEBUG, logger="tenure.outbox")
+    outbox.create_table(engine)
+    seen, handler = collector()
+    relay = Relay(engine, handler, claim_ttl=1.0)  # a claim cut by the restart comes back soon
+    add_numbers(engine, range(10))
+    with relaying(relay):
+        wait_until(lambda: set(seen) == set(range(10)), timeout=20, what="the first ten")
+        server.stop()
+        # Down long enough for the backoff to grow towards its cap (0.1 s doubling to 2 s).
+        wait_until(lambda: relay.counts.errors >= 5, timeout=30, what="five failed tries")
+        server.start()
+        resumed = wait_until(lambda: not relay.outage.ongoing, timeout=30,
+                             what="the relay to resume")
+        add_numbers(engine, range(10, 20))
+        wait_until(lambda: set(seen) == set(range(20)), timeout=30, what="the next ten")
+    print(f"resumed {resumed:.2f} s after the server was back ({relay.counts.errors} failed "
+          "tries)")
+    assert resumed <= relay.retry_max + 5.0  # one retry interval, and a generous slack
+    [warning] = records(caplog, logging.WARNING)
+    assert "is unavailable" in warning.getMessage()
+    [info] = records(caplog, logging.INFO)
+    assert "answers again" in info.getMessage()
+    assert records(caplog, logging.ERROR) == [] and relay.counts.errors >= 1
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_the_relay_job_keeps_running_through_a_database_restart(
+        request: pytest.FixtureRequest, engine: sa.Engine, tmp_path: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    server = request.getfixturevalue("postgres_server")
+    caplog.set_level(logging.DEBUG, logger="tenure.outbox")
+    outbox.create_table(engine)
+    seen, handler = collector()
+    relay = Relay(engine, handler, claim_ttl=1.0)
+    store = tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}")
+    worker = tenure.Worker(store)
+    relay.register(worker, every=0.1)
+    add_numbers(engine, range(5))
+    try:
+        with worker:
+            wait_until(lambda: set(seen) == set(range(5)), timeout=20, what="the first five")
+            server.stop()
+            wait_until(lambda: relay.outage.ongoing, timeout=20, what="the job to see it")
+            server.start()
+            wait_until(lambda: not relay.outage.ongoing, timeout=30, what="the job to resume")
+            add_numbers(engine, range(5, 10))
+            wait_until(lambda: set(seen) == set(range(10)), timeout=30, what="the next five")
+    finally:
+        store.close()
+    assert len(records(caplog, logging.WARNING)) == 1
+    assert len(records(caplog, logging.INFO)) == 1
+    assert [r for r in caplog.records if r.name.startswith("tenure") and
+            r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.parametrize("db_url", ["mariadb"], indirect=True)
+def test_a_refused_login_is_logged_at_error_once_per_interval_and_retried(
+        db_url: str, engine: sa.Engine, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="tenure.outbox")
+    outbox.create_table(engine)
+    add_numbers(engine, range(3))
+    user, password = f"relay{uuid.uuid4().hex[:8]}", f"s3cret{uuid.uuid4().hex[:8]}"
+    database = db_url.rsplit("/", 1)[1]
+    base = db_url.split("@", 1)[1]
+    refused = sa.create_engine(f"mysql+pymysql://{user}:{password}@{base}")
+    seen, handler = collector()
+    relay = Relay(refused, handler)
+    relay.retry_min, relay.retry_max = 0.01, 0.05  # many tries per logged ERROR
+    relay.outage.error_every = 0.5
+    try:
+        with relaying(relay):
+            wait_until(lambda: len(records(caplog, logging.ERROR)) >= 3, timeout=30,
+                       what="three ERROR lines")
+            with engine.begin() as conn:  # the fix: the account exists now
+                conn.execute(sa.text(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY "
+                                     f"'{password}'"))
+                conn.execute(sa.text(f"GRANT ALL ON {database}.* TO '{user}'@'127.0.0.1'"))
+            wait_until(lambda: set(seen) == {0, 1, 2}, timeout=30, what="the relay to recover")
+    finally:
+        refused.dispose()
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'"))
+    errors = records(caplog, logging.ERROR)
+    gaps = [later.created - earlier.created for earlier, later in itertools.pairwise(errors)]
+    assert min(gaps) >= 0.5 - 0.05, gaps  # once per interval, not once per try
+    assert relay.counts.errors > len(errors)
+    assert "Access denied" in errors[0].getMessage()
+    assert records(caplog, logging.WARNING) == []
+    [info] = records(caplog, logging.INFO)
+    assert "answers again" in info.getMessage()
+    assert password not in caplog.text
+
+
+def test_run_forever_survives_a_table_that_is_gone(engine: sa.Engine,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """An error retrying cannot clear (here: no such table) is logged at ERROR once (the
+    interval is 60 s) and retried; recreating the table recovers the relay."""
+    caplog.set_level(logging.DEBUG, logger="tenure.outbox")
+    outbox.create_table(engine)
+    seen, handler = collector()
+    relay = Relay(engine, handler)
+    relay.retry_min, relay.retry_max = 0.01, 0.05
+    with relaying(relay):
+        with engine.begin() as conn:
+            outbox.DEFAULT.table.drop(conn)
+        wait_until(lambda: relay.counts.errors >= 5, timeout=30, what="five failed tries")
+        outbox.create_table(engine)
+        add_numbers(engine, range(2))
+        wait_until(lambda: set(seen) == {0, 1}, timeout=30, what="the relay to recover")
+    [error] = records(caplog, logging.ERROR)
+    assert "retrying cannot clear" in error.getMessage()
+    assert records(caplog, logging.WARNING) == []
+    assert len(records(caplog, logging.INFO)) == 1
+
+
+def test_the_outage_module_doctests() -> None:
+    import doctest
+
+    from tenure.exactly_once import _outage
+
+    assert doctest.testmod(_outage).failed == 0

@@ -38,12 +38,20 @@ Bind = Any  # Engine | Connection | sqlalchemy.orm.Session (kept loose: the ORM 
 # Julian day of 1970-01-01 and seconds per day: SQLite's clock with sub-second precision on
 # every 3.x (unixepoch('subsec') needs 3.42).
 _SQLITE_NOW = "(julianday('now') - 2440587.5) * 86400.0"
+# MySQL/MariaDB: from UTC_TIMESTAMP(6), independent of the session's time zone, as the MySQL
+# lease store does. UNIX_TIMESTAMP(NOW(6)) converts the local time back to UTC, and in the hour
+# a DST change repeats it picks the first: an hour early (measured on MariaDB 10.11 with
+# time_zone 'Europe/Paris'). Dividing by 1e6 (a DOUBLE) keeps the microseconds.
+_MYSQL_NOW = ("(TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
+              " / 1e6)")
 
 
 def db_now(conn: Connection) -> sa.ColumnElement[float]:
     """The database's current time in epoch seconds, as a SQL expression for `conn`'s dialect.
 
-    PostgreSQL uses clock_timestamp() (not now(), which is frozen at the transaction's start).
+    PostgreSQL uses clock_timestamp() (not now(), which is frozen at the transaction's start);
+    MySQL/MariaDB UTC_TIMESTAMP(6) (not UNIX_TIMESTAMP(NOW(6)), which depends on the session's
+    time zone and is an hour off in the hour a DST change repeats).
 
     Example::
 
@@ -56,7 +64,7 @@ def db_now(conn: Connection) -> sa.ColumnElement[float]:
         return sa.literal_column("extract(epoch from clock_timestamp())::double precision",
                                  sa.Float(53))
     if dialect in ("mysql", "mariadb"):
-        return sa.literal_column("UNIX_TIMESTAMP(NOW(6))", sa.Float(53))
+        return sa.literal_column(_MYSQL_NOW, sa.Float(53))
     return sa.literal(time.time(), sa.Float(53))
 
 

@@ -32,7 +32,10 @@ from typing import Any
 
 from opentelemetry import metrics
 
-from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._errors import InvalidArgument, InvalidArgumentType, TenureError
+from tenure._timing import Backoff
+from tenure._urls import redact
+from tenure.exactly_once._outage import Outage
 from tenure.exactly_once._sql import (
     Bind,
     Connection,
@@ -128,6 +131,14 @@ class DeadLetter:
     payload: Any
     attempts: int
     last_error: str | None
+
+
+def _decoded(payload: str) -> Any:
+    """A stored payload; the raw text when it is not JSON (a row written by hand)."""
+    try:
+        return json.loads(payload)
+    except ValueError:
+        return payload
 
 
 def _text(value: object, argument: str, maximum: int = 255) -> str:
@@ -243,7 +254,7 @@ class Outbox:
             rows = conn.execute(sa.select(t).where(t.c.status == DEAD).order_by(t.c.seq)
                                 .limit(limit)).all()
         return [DeadLetter(id=row.id, topic=row.topic, key=row.key,
-                           payload=json.loads(row.payload), attempts=row.attempts,
+                           payload=_decoded(row.payload), attempts=row.attempts,
                            last_error=row.last_error) for row in rows]
 
     def redeliver(self, bind: Bind, message_id: str) -> bool:
@@ -320,6 +331,7 @@ class RelayCounts:
     delivered: int = 0
     retried: int = 0
     dead_lettered: int = 0
+    errors: int = 0  # tries that failed with a database (or other) error, not a handler's
 
 
 class Relay:
@@ -333,15 +345,26 @@ class Relay:
     delivered only once every earlier message of that key is delivered or dead.
 
     Run it as a leader job (`relay.register(worker)`: one relay at a time, the embedded default),
-    or as N competing relays (`relay.run_forever()` in N processes): on PostgreSQL they claim
-    rows with FOR UPDATE SKIP LOCKED; elsewhere with a conditional UPDATE, correct too, just
-    serialized by the database.
+    or as N competing relays (`relay.run_forever()` in N processes): on PostgreSQL and
+    MySQL 8 / MariaDB 10.6 they claim rows with FOR UPDATE SKIP LOCKED; elsewhere with a
+    conditional UPDATE (and FOR UPDATE on older MySQL/MariaDB), correct too, just serialized by
+    the database.
+
+    Neither dies of the database: an unreachable, restarting or failing database is retried
+    (`run_forever` every 0.1 s doubling to `retry_max` (2 s), jittered; the job at its next
+    period), with one WARNING when the outage starts and one INFO when it ends; an error
+    retrying cannot clear (authentication refused, a missing table) is logged at ERROR once per
+    `relay.outage.error_every` (60 s) and retried too, so fixing it recovers the relay.
+    `relay.outage.ongoing` tells whether the last try failed.
 
     Example::
 
         relay = outbox.Relay(engine, handler=send_email, max_attempts=8)
         relay.register(worker, every=timedelta(seconds=1))
     """
+
+    retry_min = 0.1  # run_forever's first wait after an error (s), doubling up to retry_max
+    retry_max = 2.0
 
     def __init__(self, engine: Engine, handler: Callable[[Message], Any], *,
                  outbox: Outbox | None = None, topics: Sequence[str] | None = None,
@@ -371,6 +394,8 @@ class Relay:
         self.claim_ttl = positive_seconds(claim_ttl, "claim_ttl")
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.counts = RelayCounts()
+        self.outage = Outage(log, "outbox relay",
+                             redact(engine.url.render_as_string(hide_password=True)))
 
     def delay(self, attempts: int) -> float:
         """Seconds before attempt `attempts + 1`: exponential with jitter (50-100 %).
@@ -397,12 +422,16 @@ class Relay:
                      .order_by(head.c.seq).limit(self.batch))
             if self.topics is not None:
                 heads = heads.where(head.c.topic.in_(self.topics))
-            if conn.dialect.name == "postgresql":
+            still_free = (t.c.status == PENDING,
+                          sa.or_(t.c.claim_expires.is_(None), t.c.claim_expires < now))
+            claim = {"claimed_by": claim_id, "claim_expires": now + self.claim_ttl}
+            dialect = conn.dialect.name
+            if dialect not in ("postgresql", "sqlite"):
+                # MySQL/MariaDB take neither LIMIT in an IN subquery nor UPDATE ... RETURNING.
+                return claim_id, _claim_by_keys(conn, t, heads, head, still_free, claim)
+            if dialect == "postgresql":
                 heads = heads.with_for_update(skip_locked=True, of=head)
-            statement = (sa.update(t)
-                         .where(t.c.seq.in_(heads), t.c.status == PENDING,
-                                sa.or_(t.c.claim_expires.is_(None), t.c.claim_expires < now))
-                         .values(claimed_by=claim_id, claim_expires=now + self.claim_ttl)
+            statement = (sa.update(t).where(t.c.seq.in_(heads), *still_free).values(**claim)
                          .returning(*t.c))
             rows = sorted(conn.execute(statement).all(), key=lambda row: row.seq)
         return claim_id, rows
@@ -422,13 +451,15 @@ class Relay:
         try:
             while rows:
                 row = rows[0]
-                message = Message(id=row.id, seq=row.seq, topic=row.topic, key=row.key,
-                                  payload=json.loads(row.payload), attempt=row.attempts + 1,
-                                  created_at=row.created_at)
                 try:
+                    # A payload that does not decode (written by hand) fails like a handler
+                    # would: retried, then dead-lettered, never blocking the batch behind it.
+                    message = Message(id=row.id, seq=row.seq, topic=row.topic, key=row.key,
+                                      payload=json.loads(row.payload), attempt=row.attempts + 1,
+                                      created_at=row.created_at)
                     self.handler(message)
                 except Exception as exc:  # the handler's failure is data: retry or dead-letter
-                    self._failed(claim_id, message, exc)
+                    self._failed(claim_id, row, exc)
                 else:
                     with self.engine.begin() as conn:
                         # Delivered even if our claim expired meanwhile: it did happen.
@@ -475,6 +506,11 @@ class Relay:
         """A competing relay: deliver whatever is due, wait `poll` when idle, until `stop` is
         set. Run one per process, as many processes as you like.
 
+        It returns only when `stop` is set: an error of a batch (the database unreachable,
+        restarting or refusing, anything else) is logged as an outage (see the class) and the
+        batch tried again after a jittered wait of 0.1 s doubling to `retry_max` (2 s), so the
+        relay resumes within `retry_max` of the database coming back.
+
         Example::
 
             stop = threading.Event()
@@ -482,13 +518,20 @@ class Relay:
         """
         interval = positive_seconds(poll, "poll")
         stopping = stop or threading.Event()
+        backoff = Backoff(self.retry_min, self.retry_max)
+        retry = f"retrying every {self.retry_min:g} to {self.retry_max:g} s"
         while not stopping.is_set():
             try:
-                claimed = self.run_once()
-            except sa.exc.OperationalError as exc:  # a busy or restarting database: next round
-                log.warning("outbox relay: database error, retrying in %g s: %s", interval,
-                            exc.orig)
-                claimed = 0
+                claimed = self.deliver_batch()
+                if claimed == 0:
+                    self.refresh_metrics()
+            except Exception as exc:  # a runner never dies of a batch: see the docstring
+                self.counts.errors += 1
+                self.outage.failed(exc, retry=retry)
+                stopping.wait(backoff.next_delay())
+                continue
+            self.outage.ended()
+            backoff = Backoff(self.retry_min, self.retry_max)
             if claimed == 0:
                 stopping.wait(interval)
 
@@ -502,9 +545,19 @@ class Relay:
             relay.register(worker, every=timedelta(seconds=1), ttl=30)
         """
         seconds = positive_seconds(every, "every")
+        retry = f"retrying at the job's next period (every {seconds:g} s)"
 
         def relay_outbox(run: Any) -> int:
-            return self.run_once(run)
+            try:
+                claimed = self.run_once(run)
+            except TenureError:
+                raise  # the job's own lease (LeaseLost, ...): the worker handles it
+            except Exception as exc:  # the outbox's database: one line per outage, not per run
+                self.counts.errors += 1
+                self.outage.failed(exc, retry=retry)
+                return 0
+            self.outage.ended()
+            return claimed
 
         worker.every(timedelta(seconds=seconds), leader=True, name=name, **options)(
             relay_outbox)
@@ -521,31 +574,64 @@ class Relay:
         _latest[self.outbox.table.name] = current
         return current
 
-    def _failed(self, claim_id: str, message: Message, exc: Exception) -> None:
+    def _failed(self, claim_id: str, row: sa.Row[Any], exc: Exception) -> None:
         t = self.outbox.table
         error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-        dead = message.attempt >= self.max_attempts
+        attempt = row.attempts + 1
+        dead = attempt >= self.max_attempts
         with self.engine.begin() as conn:
-            mine = (t.c.seq == message.seq, t.c.claimed_by == claim_id, t.c.status == PENDING)
-            values: dict[str, Any] = {"attempts": message.attempt, "last_error": error,
+            mine = (t.c.seq == row.seq, t.c.claimed_by == claim_id, t.c.status == PENDING)
+            values: dict[str, Any] = {"attempts": attempt, "last_error": error,
                                       "claimed_by": None, "claim_expires": None}
             if dead:
                 values["status"] = DEAD
             else:
-                values["available_at"] = db_now(conn) + self.delay(message.attempt)
+                values["available_at"] = db_now(conn) + self.delay(attempt)
             updated = conn.execute(sa.update(t).where(*mine).values(**values)).rowcount
         if not updated:
             return
         if dead:
             self.counts.dead_lettered += 1
-            _dead.add(1, {"topic": message.topic})
-            log.error("outbox message %s (%s) dead-lettered after %d attempts: %s", message.id,
-                      message.topic, message.attempt, error)
+            _dead.add(1, {"topic": row.topic})
+            log.error("outbox message %s (%s) dead-lettered after %d attempts: %s", row.id,
+                      row.topic, attempt, error)
         else:
             self.counts.retried += 1
-            _retried.add(1, {"topic": message.topic})
-            log.warning("outbox message %s (%s) attempt %d failed, will retry: %s", message.id,
-                        message.topic, message.attempt, error)
+            _retried.add(1, {"topic": row.topic})
+            log.warning("outbox message %s (%s) attempt %d failed, will retry: %s", row.id,
+                        row.topic, attempt, error)
+
+
+def _skip_locked(dialect: sa.Dialect) -> bool:
+    """Whether this MySQL/MariaDB server takes FOR UPDATE SKIP LOCKED (MySQL 8.0.1, MariaDB
+    10.6)."""
+    version = dialect.server_version_info or ()
+    if getattr(dialect, "is_mariadb", False):
+        return version >= (10, 6)
+    return version >= (8, 0, 1)
+
+
+def _claim_by_keys(conn: Connection, t: sa.Table, heads: sa.Select[Any], head: Any,
+                   still_free: tuple[sa.ColumnElement[bool], ...],
+                   claim: dict[str, Any]) -> list[sa.Row[Any]]:
+    """The claim in two statements of one transaction, for databases without UPDATE ...
+    RETURNING or LIMIT in a subquery: select the heads (locked, skipping rows other relays
+    hold, where the database can), then claim them by key."""
+    query = heads.with_only_columns(*head.c)
+    if conn.dialect.name in ("mysql", "mariadb"):
+        # The NOT EXISTS subquery is a plain read (MySQL/MariaDB lock only the outer table's
+        # rows): an earlier message another relay holds still blocks its key.
+        query = query.with_for_update(skip_locked=_skip_locked(conn.dialect))
+    rows = conn.execute(query).all()
+    if not rows:
+        return []
+    seqs = [row.seq for row in rows]
+    updated = conn.execute(sa.update(t).where(t.c.seq.in_(seqs), *still_free)
+                           .values(**claim)).rowcount
+    if updated != len(rows):  # without row locks another relay may have claimed some first
+        mine = sa.select(t).where(t.c.seq.in_(seqs), t.c.claimed_by == claim["claimed_by"])
+        rows = list(conn.execute(mine.order_by(t.c.seq)).all())
+    return sorted(rows, key=lambda row: row.seq)
 
 
 class Inbox:

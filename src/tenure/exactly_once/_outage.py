@@ -1,0 +1,174 @@
+"""How a relay lives through a database outage: which errors clear by themselves (transient)
+and which retrying cannot clear (permanent: authentication refused, a missing database or
+table), and the log lines of an outage: one WARNING when it starts, one INFO when it ends, and
+for a permanent error one ERROR per `error_every` seconds, never a line per retry.
+
+Example::
+
+    outage = Outage(log, "outbox relay", "postgresql+psycopg://app:***@db/app")
+    try:
+        deliver()
+    except Exception as exc:
+        outage.failed(exc)          # logs only when the outage starts (or an ERROR is due)
+    else:
+        outage.ended()              # one INFO if an outage was going on
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from tenure._errors import StoreUnavailable
+from tenure.exactly_once._sql import sa
+
+__all__ = ["Outage", "describe", "is_transient"]
+
+# SQLSTATE classes retrying cannot clear: invalid authorization (28), invalid catalog name (3D:
+# no such database), syntax error or access rule violation (42: no such table, permission
+# denied), feature not supported (0A).
+_PERMANENT_SQLSTATE = ("28", "3D", "42", "0A")
+# MySQL/MariaDB: access denied (1044, 1045, 1142, 1143, 1227, 1698), unknown database (1049),
+# unknown column (1054), syntax (1064), no such table (1146), not supported (1235).
+_PERMANENT_MYSQL = frozenset({1044, 1045, 1049, 1054, 1064, 1142, 1143, 1146, 1227, 1235, 1698})
+# Drivers that give a connection failure no code (psycopg at connect time, sqlite3) say it in
+# words.
+_PERMANENT_WORDS = ("password authentication failed", "authentication failed",
+                    "no pg_hba.conf entry", "does not exist", "permission denied",
+                    "no such table", "no such column", "access denied")
+
+
+def _refused(orig: BaseException) -> bool:
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if isinstance(sqlstate, str) and sqlstate.startswith(_PERMANENT_SQLSTATE):
+        return True
+    code = orig.args[0] if orig.args else None
+    if isinstance(code, int) and code in _PERMANENT_MYSQL:
+        return True
+    text = str(orig).lower()
+    return any(words in text for words in _PERMANENT_WORDS)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether `exc` may clear by itself (a refused, reset or timed-out connection, a database
+    starting up or shutting down, a deadlock); False for what retrying cannot clear
+    (authentication refused, a missing database or table, a bug).
+
+    Example:
+        >>> is_transient(ConnectionResetError("reset by peer")), is_transient(KeyError("x"))
+        (True, False)
+    """
+    if isinstance(exc, sa.exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        if exc.orig is not None and _refused(exc.orig):
+            return False
+        return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError,
+                                sa.exc.InternalError))
+    if isinstance(exc, (sa.exc.DisconnectionError, sa.exc.TimeoutError)):
+        return True
+    if isinstance(exc, StoreUnavailable):
+        return exc.transient
+    return isinstance(exc, (OSError, TimeoutError))
+
+
+def describe(exc: BaseException) -> str:
+    """`exc` in one line for a log: the driver's error without SQLAlchemy's statement and
+    parameters (they may hold payloads), at most 500 characters.
+
+    Example:
+        >>> describe(ConnectionRefusedError("connection refused"))
+        'ConnectionRefusedError: connection refused'
+    """
+    inner = exc.orig if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None else exc
+    text = " ".join(str(inner).split())
+    return f"{type(inner).__name__}: {text}"[:500]
+
+
+class Outage:
+    """The outage state of one runner, and its log lines. Thread-safe.
+
+    `failed(exc)` logs a WARNING when a transient outage starts, an ERROR when a permanent
+    error starts one or when the last ERROR is `error_every` seconds old; `ended()` logs one
+    INFO when an outage was going on. Retries in between log at DEBUG.
+
+    Example::
+
+        outage = Outage(logging.getLogger("tenure.outbox"), "outbox relay", "mysql://db/app")
+        outage.failed(OSError("connection refused"))    # WARNING
+        outage.failed(OSError("connection refused"))    # DEBUG
+        outage.ended()                                  # INFO: back after 0.1 s, 2 failed tries
+    """
+
+    def __init__(self, log: logging.Logger, what: str, where: str, *,
+                 error_every: float = 60.0) -> None:
+        self.log = log
+        self.what = what
+        self.where = where
+        self.error_every = error_every
+        self.since: float | None = None  # time.monotonic() when the outage started
+        self.tries = 0
+        self._last_error: float | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def ongoing(self) -> bool:
+        """Whether the last try failed.
+
+        Example::
+
+            if relay.outage.ongoing: ...
+        """
+        return self.since is not None
+
+    def failed(self, exc: BaseException, retry: str = "retrying") -> None:
+        """Count a failed try and log what is due. `retry` says when the next try comes.
+
+        Example::
+
+            outage.failed(exc, retry="retrying every 0.1 to 2 s")
+        """
+        now = time.monotonic()
+        transient = is_transient(exc)
+        with self._lock:
+            starting = self.since is None
+            if starting:
+                self.since = now
+            self.tries += 1
+            error_due = not transient and (
+                self._last_error is None or now - self._last_error >= self.error_every)
+            if error_due:
+                self._last_error = now
+        if error_due:
+            # A bug (not a database error) gets its traceback once; the database's refusal is
+            # said in its own words.
+            bug = not isinstance(exc, (sa.exc.SQLAlchemyError, OSError))
+            self.log.error(
+                "%s: %s failed with an error retrying cannot clear: %s (check the credentials, "
+                "the database and its tables); still %s, this line repeats every %g s while "
+                "it lasts", self.what, self.where, describe(exc), retry, self.error_every,
+                exc_info=exc if bug and starting else None)
+        elif starting:
+            self.log.warning("%s: %s is unavailable: %s; %s", self.what, self.where,
+                             describe(exc), retry)
+        else:
+            self.log.debug("%s: %s still unavailable (try %d): %s", self.what, self.where,
+                           self.tries, describe(exc))
+
+    def ended(self) -> None:
+        """Mark a try that worked: logs one INFO if an outage was going on.
+
+        Example::
+
+            outage.ended()
+        """
+        with self._lock:
+            since, tries = self.since, self.tries
+            if since is None:
+                return
+            self.since = None
+            self.tries = 0
+            self._last_error = None
+        self.log.info("%s: %s answers again after %.1f s (%d failed tries)", self.what,
+                      self.where, time.monotonic() - since, tries)
