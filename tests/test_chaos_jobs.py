@@ -4,7 +4,7 @@ PostgreSQL and MariaDB; the positive control (`--skip-record`: periods run again
 recorded twice, exit 1); and the checkers on hand-written histories.
 
 The runs are short (22 s; seed 149 puts a proxy latency, a kill, a 1.5x-ttl pause and the store
-restart in the 15 s fault window, 4.7 s to spare): `make test` runs on 2 shared cores.
+restart in the 14 s fault window, 3.7 s to spare): `make test` runs on 2 shared cores.
 TENURE_CHAOS_SECONDS, TENURE_CHAOS_WORKERS and TENURE_CHAOS_SEED override them (`make chaos`);
 each run leaves its summary table in run/summary.txt next to its history.
 """

@@ -22,9 +22,23 @@ from tenure._urls import parse_store_url
 
 FAULT_KINDS = ("kill", "pause", "proxy", "stall", "fork", "restart")
 WORKLOADS = ("lock", "jobs", "queue")
-# The job runner's wait after a store error before its job loop tries again
-# (tenure.jobs._periodic.STORE_RETRY): part of the jobs workload's liveness bound.
-JOBS_STORE_RETRY = 1.0
+
+def runner_retry_cap() -> float:
+    """The job runner's longest wait between two tries after a store error (its retry
+    interval, `tenure.jobs._outage.RETRY_CAP`, 2 s): part of the jobs workload's liveness
+    bound. 2 s too where the runner has no such module (it retried after a fixed 1 s).
+
+    Example::
+
+        runner_retry_cap()   # 2.0
+    """
+    import importlib
+
+    try:
+        return float(importlib.import_module("tenure.jobs._outage").RETRY_CAP)
+    except (ImportError, AttributeError):
+        return 2.0
+
 QUEUE_VISIBILITY = 3.0  # the queue workload's visibility timeout (seconds)
 # The GC-pause case: SIGSTOP for these multiples of the ttl, then SIGCONT.
 PAUSE_FACTORS = (0.5, 1.5, 3.0)
@@ -100,7 +114,7 @@ class ChaosSettings:
         """After the faults stop, a new holder must take over (lock), a period be recorded
         (jobs) or a message be completed (queue) within this many seconds."""
         if self.workload == "jobs":
-            return self.lease_ttl + self.period + JOBS_STORE_RETRY
+            return self.lease_ttl + self.period + runner_retry_cap()
         if self.workload == "queue":
             return self.lease_ttl + QUEUE_VISIBILITY
         return self.lease_ttl + 2 * self.retry

@@ -18,7 +18,7 @@ Jobs (a periodic job on every worker, see _jobs_worker):
 - exits: no worker process exits except those the faults killed: no runner died (`exit`), no
   process went away unasked (`crash`), every one stopped by itself at the end;
 - liveness: after the faults stop, a period is recorded within ttl + period + the runner's
-  store retry (1 s, tenure.jobs._periodic.STORE_RETRY).
+  retry cap (2 s, tenure.jobs._outage.RETRY_CAP).
 
 The figures: runs, periods started and recorded, periods not recorded by reason, runs again,
 the time to the first recorded period after the faults stop, and after each store restart (from
@@ -69,7 +69,7 @@ JOBS_CHECKERS = {
     "periods": "each period that started is recorded once, or a misfire rule covers it",
     "tokens": "tokens increase in the order the runs began",
     "exits": "no worker process exits but those the faults killed",
-    "liveness": "after the faults stop, a period is recorded within ttl + period + 1 s",
+    "liveness": "after the faults stop, a period is recorded within ttl + period + 2 s",
 }
 QUEUE_CHECKERS = {
     "writes": "the handlers' fenced writes never interleave across tokens nor go backwards",
