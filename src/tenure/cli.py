@@ -2,9 +2,11 @@
 a store, or break one.
 
 `--store` falls back to the TENURE_STORE environment variable. Every error is one line on
-stderr, starting with "tenure: error: ", with exit code 2 for bad usage or input and 1 when the
-store fails (or the application raised while it was imported). Secrets in store URLs are never
-printed.
+stderr, starting with "tenure: error: ", with exit code 2 for bad usage or input (for `tenure
+run`, also a store that refuses the worker at start-up: a wrong password, a missing database)
+and 1 when the store fails (or the application raised while it was imported). Secrets in store
+URLs are never printed. A store that fails while `tenure run` runs stops nothing: the runners
+retry until it answers again.
 
 Example::
 
@@ -219,6 +221,9 @@ def _run(args: argparse.Namespace) -> int:
     worker = _load_worker(args.app)
     try:
         return _check(worker, config, args) if args.check else _serve(worker, config, args)
+    except tenure.StoreRefused as exc:
+        # Refused at start-up (the worker raises it only then): a setup error, like bad usage.
+        return _fail(str(exc), USAGE_ERROR, getattr(args, "resolved_store", None))
     finally:
         _close_store(worker)
 

@@ -18,9 +18,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from tenure._errors import LeaseLost, TenureError
+from tenure._errors import LeaseLost
 from tenure.jobs._locks import AnyLease, LockPort
-from tenure.jobs._periodic import STORE_RETRY, sleep_unless_stopped, until_stopped
+from tenure.jobs._outage import Retry, describe
+from tenure.jobs._periodic import sleep_unless_stopped, until_stopped
 
 log = logging.getLogger("tenure.jobs")
 
@@ -58,6 +59,7 @@ class Election:
         self.on_lost = on_lost
         self._locks = locks
         self._lease: AnyLease | None = None  # while this instance campaigns with a lease
+        self._retry = Retry(locks.outage, f"election {name!r}")
 
     def __repr__(self) -> str:
         return f"<Election {self.name!r} leading={self.is_leader}>"
@@ -93,21 +95,23 @@ class Election:
         return None
 
     async def run(self, stopping: anyio.Event) -> None:
-        """Campaign until `stopping` is set; a store that fails is retried, never fatal."""
+        """Campaign until `stopping` is set. A store that fails is retried, never fatal (see
+        tenure.jobs._outage); a leader keeps leading through an outage its lease outlives."""
         while not stopping.is_set():
             try:
                 await self._campaign(stopping)
-            except TenureError as exc:
-                log.warning("tenure: election %r cannot reach its store, retrying in %g s: %s",
-                            self.name, STORE_RETRY, exc)
-                await sleep_unless_stopped(stopping, STORE_RETRY)
+            except Exception as exc:
+                self._retry.failed(exc)
+                await sleep_unless_stopped(stopping, self._retry.delay())
 
     async def _campaign(self, stopping: anyio.Event) -> None:
         while not stopping.is_set():
             lease = await until_stopped(stopping, lambda: self._locks.acquire(
-                self.lock_name, self.ttl, timeout=float("inf"), max_wait=self.poll))
+                self.lock_name, self.ttl, timeout=float("inf"), max_wait=self.poll,
+                retry=self._retry))
             if lease is None:
                 return
+            self._retry.succeeded()
             if stopping.is_set():  # a sync store's acquire ran on in its thread after a stop
                 with anyio.CancelScope(shield=True):
                     await self._release(lease)
@@ -130,5 +134,6 @@ class Election:
     async def _release(self, lease: AnyLease) -> None:
         try:
             await self._locks.release(lease)
-        except TenureError as exc:
-            log.warning("tenure: releasing election %r failed: %s", self.name, exc)
+        except Exception as exc:  # shielded and best effort: the lease expires by itself
+            log.info("tenure: releasing election %r failed; it expires by itself: %s",
+                     self.name, describe(exc))

@@ -2,8 +2,11 @@
 background thread (no web framework needed).
 
 GET /health answers the worker's health report as JSON: 200 when healthy, 503 when a job has
-not succeeded for `unhealthy_after` periods or the store cannot be read. GET /ready answers 200
-while the worker runs and its store answers, 503 otherwise. Anything else is 404.
+not succeeded for `unhealthy_after` periods or the store refuses the worker (a permanent error
+such as a wrong password). A store that is merely unreachable does not make it 503 by itself:
+the report says since when (`store.reachable`, `store.since`) and the jobs turn unhealthy once
+they miss their allowed periods. GET /ready answers 200 while the worker runs and its store
+answers, 503 otherwise. Anything else is 404.
 
 Example::
 
@@ -142,10 +145,11 @@ def _ready_answer(health: Callable[[], dict[str, Any]], ready: Callable[[], bool
     if not ready():
         return False
     try:
-        health()
+        report = health()
     except Exception:
         return False
-    return True
+    store = report.get("store")
+    return not isinstance(store, dict) or bool(store.get("reachable", True))
 
 
 def worker_health(worker: Any, loop: asyncio.AbstractEventLoop | None = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Union
@@ -30,11 +31,13 @@ import anyio.to_thread
 from tenure._async._lease import AsyncLease
 from tenure._async._store import AsyncStore
 from tenure._async.stores._protocol import AsyncRecordKeeper
-from tenure._errors import InvalidArgumentType, LeaseLost, LockTimeout
+from tenure._errors import InvalidArgumentType, LeaseLost
 from tenure._sync._lease import Lease
 from tenure._sync._store import Store
 from tenure._sync.stores._protocol import RecordKeeper
+from tenure._timing import Backoff
 from tenure._types import LeaseInfo
+from tenure.jobs._outage import Outage, Retry, stamp
 
 AnyLease = Union[Lease, AsyncLease]  # noqa: UP007 - a runtime alias on Python 3.10
 AnyStore = Union[Store, AsyncStore]  # noqa: UP007
@@ -63,15 +66,20 @@ class LockPort:
         self.records_of: Any = backend  # the store's AsyncRecordKeeper or RecordKeeper
         self.is_async = isinstance(store, AsyncStore)
         self.holder = store.holder
+        self.outage = Outage(f"store {store.url}")  # shared by every runner of this store
         self._on_loss: dict[int, list[Callable[[], None]]] = {}
 
     def __repr__(self) -> str:
         return f"<LockPort {self.store.url}>"
 
     async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
-        if self.is_async:
-            return await function(*args)
-        return await anyio.to_thread.run_sync(function, *args)
+        started = time.monotonic()
+        try:
+            if self.is_async:
+                return await function(*args)
+            return await anyio.to_thread.run_sync(function, *args)
+        except Exception as exc:
+            raise stamp(exc, started)  # noqa: B904 - the same exception, with its start time
 
     def _lock(self, name: str, ttl: float, max_wait: float) -> Any:
         # A new lock object per call (cheap: no I/O): queue scope keys are unbounded, so no cache
@@ -82,33 +90,29 @@ class LockPort:
         lease: AnyLease | None = await self._call(self._lock(name, ttl, max_wait).try_acquire)
         return lease
 
-    async def acquire(self, name: str, ttl: float, timeout: float,
-                      max_wait: float = 1.0) -> AnyLease | None:
+    async def acquire(self, name: str, ttl: float, timeout: float, max_wait: float = 1.0,
+                      retry: Retry | None = None) -> AnyLease | None:
         """Wait up to `timeout` seconds for the lease of `name`; None when it stayed busy.
 
-        Waiting polls at most every `max_wait` seconds and wakes on release notifications.
+        Waiting tries again with exponential backoff and full jitter up to `max_wait` seconds
+        apart (so a waiting instance takes over within `max_wait` of the lease's end). A store
+        error is raised at once, not retried here: the runner's outage handling decides, and
+        logs an outage once, not once per wait. Every busy answer tells `retry` the store
+        answers.
         """
         lock = self._lock(name, ttl, max_wait)
-        try:
-            if self.is_async:
-                lease: AnyLease = await lock.acquire(timeout)
-            else:  # a sync wait is not cancellable: wait in short slices so a stop is seen
-                lease = await self._sync_acquire(lock, timeout, max_wait)
-        except LockTimeout:
-            return None
-        return lease
-
-    async def _sync_acquire(self, lock: Any, timeout: float, max_wait: float) -> AnyLease:
-        deadline = anyio.current_time() + timeout
+        deadline = time.monotonic() + timeout
+        backoff = Backoff(min(lock.min_wait, max_wait), max_wait)
         while True:
-            remaining = deadline - anyio.current_time()
-            try:
-                lease: AnyLease = await anyio.to_thread.run_sync(
-                    lock.acquire, max(0.0, min(remaining, max(max_wait, 0.25))))
+            lease: AnyLease | None = await self._call(lock.try_acquire)
+            if lease is not None:
                 return lease
-            except LockTimeout:
-                if remaining <= max(max_wait, 0.25):
-                    raise
+            if retry is not None:
+                retry.succeeded()  # the store answered: busy
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            await anyio.sleep(min(backoff.next_delay(), remaining))
 
     async def release(self, lease: AnyLease) -> None:
         """Give the lease back; a store error is left to expiry (logged by the core)."""

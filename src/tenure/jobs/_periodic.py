@@ -9,6 +9,10 @@ again. The record, written while the lease is held and fenced by it, closes that
 Leader mode keeps the lease between periods, so one instance runs every period while it leads
 and the others wait for the lease (taking over within ttl plus one poll interval of its loss).
 
+A store that fails never ends the loop (see tenure.jobs._outage): the job backs off and tries
+again, resuming within RETRY_CAP of the store answering; a leader keeps its lease through an
+outage shorter than its ttl (the lease's own deadline decides), so it leads on afterwards.
+
 Example::
 
     job = PeriodicJob(spec, locks)
@@ -20,6 +24,7 @@ from __future__ import annotations
 import inspect
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -28,17 +33,17 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from tenure._errors import LeaseLost, TenureError
+from tenure._errors import LeaseLost
 from tenure.jobs import _metrics
 from tenure.jobs._locks import AnyLease, LockPort
+from tenure.jobs._outage import Retry, describe
 from tenure.jobs._run import JobRecord, Run
-from tenure.jobs._schedule import Schedule
+from tenure.jobs._schedule import Schedule, period_seconds
 
 log = logging.getLogger("tenure.jobs")
 T = TypeVar("T")
 
 JOB_LOCK_PREFIX = "job:"
-STORE_RETRY = 1.0  # seconds between attempts while the store is unreachable
 
 
 @dataclass(frozen=True)
@@ -82,8 +87,10 @@ def utc_now() -> datetime:
 
 
 async def until_stopped(stopping: anyio.Event, call: Callable[[], Awaitable[T]]) -> T | None:
-    """`await call()`, or None as soon as `stopping` is set."""
+    """`await call()`, or None as soon as `stopping` is set. An exception of `call` is raised
+    as it is, never wrapped in an ExceptionGroup (which no `except StoreUnavailable` sees)."""
     result: T | None = None
+    error: Exception | None = None
     async with anyio.create_task_group() as group:
 
         async def watch() -> None:
@@ -91,8 +98,13 @@ async def until_stopped(stopping: anyio.Event, call: Callable[[], Awaitable[T]])
             group.cancel_scope.cancel()
 
         group.start_soon(watch)
-        result = await call()
+        try:
+            result = await call()
+        except Exception as exc:  # raised out of the group, it would come wrapped
+            error = exc
         group.cancel_scope.cancel()
+    if error is not None:
+        raise error
     return result
 
 
@@ -125,17 +137,21 @@ class PeriodicJob:
         self.spec = spec
         self.locks = locks
         self.state = JobState()
+        self.retry = Retry(locks.outage, f"job {spec.name!r}",
+                           every=period_seconds(spec.schedule))
+        self._unreleased: list[tuple[AnyLease, float]] = []  # release failed; retry until
 
     async def run(self, stopping: anyio.Event) -> None:
-        """Loop until `stopping` is set; a store that fails is retried, never fatal."""
+        """Loop until `stopping` is set. A store that fails is retried, never fatal; raises
+        only what stops the worker (see tenure.jobs._outage: a setup error, or a permanent
+        store error before the store ever answered)."""
         loop = self._lead if self.spec.leader else self._take_turns
         while not stopping.is_set():
             try:
                 await loop(stopping)
-            except TenureError as exc:
-                log.warning("tenure: job %r cannot reach its store, retrying in %g s: %s",
-                            self.spec.name, STORE_RETRY, exc)
-                await sleep_unless_stopped(stopping, STORE_RETRY)
+            except Exception as exc:
+                self.retry.failed(exc)
+                await sleep_unless_stopped(stopping, self.retry.delay())
 
     # -- every instance competes each period ---------------------------------------------------
 
@@ -153,14 +169,17 @@ class PeriodicJob:
     async def _contend(self, period: datetime, stopping: anyio.Event) -> None:
         """Wait for the lock until the next period starts; run `period` unless it is done."""
         spec = self.spec
+        await self._release_unreleased()
         waited_from = anyio.current_time()
         until_next = (spec.schedule.next_after(period) - utc_now()).total_seconds()
         lease = await until_stopped(stopping, lambda: self.locks.acquire(
-            spec.lock_name, spec.ttl, timeout=max(0.0, until_next), max_wait=spec.poll))
+            spec.lock_name, spec.ttl, timeout=max(0.0, until_next), max_wait=spec.poll,
+            retry=self.retry))
         if lease is None:
             if not stopping.is_set():
                 _metrics.record_skipped(spec.name, "busy")
             return
+        self.retry.succeeded()
         _metrics.record_acquired(spec.name, anyio.current_time() - waited_from)
         try:
             # A sync store's acquire runs on in its thread after a stop: no new run then.
@@ -175,11 +194,14 @@ class PeriodicJob:
     async def _lead(self, stopping: anyio.Event) -> None:
         spec = self.spec
         while not stopping.is_set():
+            await self._release_unreleased()
             waited_from = anyio.current_time()
             lease = await until_stopped(stopping, lambda: self.locks.acquire(
-                spec.lock_name, spec.ttl, timeout=float("inf"), max_wait=spec.poll))
+                spec.lock_name, spec.ttl, timeout=float("inf"), max_wait=spec.poll,
+                retry=self.retry))
             if lease is None:
                 return
+            self.retry.succeeded()
             _metrics.record_acquired(spec.name, anyio.current_time() - waited_from)
             log.info("tenure: %s now leads job %r (token %d)", self.locks.holder, spec.name,
                      lease.token)
@@ -199,10 +221,16 @@ class PeriodicJob:
         while not stopping.is_set():
             now = utc_now()
             period = self.spec.schedule.period_at(now)
-            if self._due(period, now):
-                await self._run_unless_done(lease, period, stopping)
-            else:
+            if not self._due(period, now):
                 await self._sleep_until_next(now, stopping)
+                continue
+            try:
+                await self._run_unless_done(lease, period, stopping)
+            except LeaseLost:
+                raise
+            except Exception as exc:  # the store failed: keep the lease (its deadline decides)
+                self.retry.failed(exc)
+                await sleep_unless_stopped(stopping, self.retry.delay())
 
     # -- shared --------------------------------------------------------------------------------
 
@@ -224,6 +252,7 @@ class PeriodicJob:
                                stopping: anyio.Event) -> None:
         spec = self.spec
         text = await self.locks.read_record(spec.lock_name)
+        self.retry.succeeded()
         previous = _parse(text, spec.name)
         if previous is not None:
             self._learn(previous)
@@ -286,9 +315,14 @@ class PeriodicJob:
                            schedule=self.spec.schedule.spec())
         try:
             written = await self.locks.write_record(lease, record.dump())
-        except TenureError as exc:
-            written = False
-            log.warning("tenure: could not record job %r's period: %s", self.spec.name, exc)
+        except Exception as exc:
+            self.retry.failed(exc)
+            _metrics.record_lost(self.spec.name)
+            log.warning("tenure: job %r finished period %s but the store failed before the "
+                        "period was recorded; another instance may run it again: %s",
+                        self.spec.name, period.isoformat(), describe(exc))
+            return
+        self.retry.succeeded()
         if not written:
             _metrics.record_lost(self.spec.name)
             log.warning("tenure: job %r finished period %s but its lease was gone before the "
@@ -309,9 +343,22 @@ class PeriodicJob:
     async def _release(self, lease: AnyLease) -> None:
         try:
             await self.locks.release(lease)
-        except TenureError as exc:
-            log.warning("tenure: releasing job %r's lease failed; it expires by itself: %s",
-                        self.spec.name, exc)
+        except Exception as exc:  # shielded and best effort: the outage is reported elsewhere
+            log.info("tenure: releasing job %r's lease failed; released once the store answers, "
+                     "else it expires by itself: %s", self.spec.name, describe(exc))
+            self._unreleased.append((lease, time.monotonic() + self.spec.ttl))
+
+    async def _release_unreleased(self) -> None:
+        """Release the leases whose release failed (the store was down): left to expire, they
+        would keep this job from running anywhere for up to a ttl after the store is back."""
+        left, self._unreleased = self._unreleased, []
+        for lease, until in left:
+            if time.monotonic() >= until:
+                continue  # expired by now
+            try:
+                await self.locks.release(lease)
+            except Exception:
+                self._unreleased.append((lease, until))
 
 
 def _parse(text: str | None, job: str) -> JobRecord | None:

@@ -10,6 +10,12 @@ cancelled when the lease or the visibility is lost; sync handlers in a thread, t
 `msg.check()`. Success deletes the message; a failure makes it visible again after a backoff,
 and the failure of delivery `max_dequeue_count` poisons it with the error as the reason.
 
+Outages (see tenure.jobs._outage): a queue source that fails is retried with a capped backoff
+(receiving resumes within RETRY_CAP of it answering again); a lock store that fails while a
+message waits for its scope lock is retried the same way, without counting as a busy try, while
+the keeper extends the message's visibility. Each outage is logged once when it starts and once
+when it ends.
+
 Example::
 
     consumer = QueueConsumer(AzureQueue("invoices", connection_string=conn), handle,
@@ -24,6 +30,7 @@ import inspect
 import json
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +42,7 @@ from tenure._names import MAX_NAME_LENGTH
 from tenure._timing import Backoff, check_range, jittered, margin_for, to_seconds
 from tenure.jobs import _metrics
 from tenure.jobs._locks import AnyLease, LockPort
+from tenure.jobs._outage import Outage, Retry, describe
 from tenure.jobs.queues._source import Message, MessageLost, MessageSource
 
 log = logging.getLogger("tenure.jobs.queue")
@@ -114,6 +122,10 @@ class QueueConsumer:
         self._set_options(options)
         self._inflight = 0
         self._local: dict[str, _LocalKey] = {}
+        self.outage = Outage(f"queue source {source.name}")
+        self._receive_retry = Retry(self.outage, f"queue job {name!r}")
+        self._lock_retry = Retry(locks.outage, f"queue job {name!r}")
+        self._fatal: Exception | None = None
 
     def __repr__(self) -> str:
         return f"<QueueConsumer {self.name} on {self.source.name}>"
@@ -166,8 +178,11 @@ class QueueConsumer:
         """
         self._slot_freed = anyio.Event()
         self._threads = anyio.CapacityLimiter(self.concurrency)
+        self._fatal = None
         idle = Backoff(self.min_poll, self.max_poll)
         try:
+            # Nothing may escape the task group (it would raise an ExceptionGroup): what stops
+            # the worker is kept in self._fatal and raised after it.
             async with anyio.create_task_group() as tasks:
                 while not stopping.is_set():
                     free = self.concurrency - self._inflight
@@ -176,13 +191,18 @@ class QueueConsumer:
                         await _first_of(self._slot_freed, stopping)
                         continue
                     received_at = anyio.current_time()
+                    started = time.monotonic()
                     try:
                         with anyio.fail_after(RECEIVE_TIMEOUT):
                             messages = await self.source.receive(
                                 min(free, self.source.max_batch), self.visibility_timeout)
-                    except Exception as exc:  # a source outage: retry with the idle backoff
-                        log.warning("%s: receive failed: %s", self, exc)
-                        messages = []
+                    except Exception as exc:  # a source outage: retry with a capped backoff
+                        if not self._failed(self._receive_retry, exc, started, stopping):
+                            break
+                        with anyio.move_on_after(self._receive_retry.delay()):
+                            await stopping.wait()
+                        continue
+                    self._receive_retry.succeeded()
                     if not messages:
                         with anyio.move_on_after(idle.next_delay()):
                             await stopping.wait()
@@ -196,7 +216,22 @@ class QueueConsumer:
                 try:
                     await self.source.close()  # a source opens again when used after this
                 except Exception as exc:
-                    log.warning("%s: closing the source failed: %s", self, exc)
+                    log.info("%s: closing the source failed: %s", self, describe(exc))
+        if self._fatal is not None:
+            raise self._fatal
+
+    def _failed(self, retry: Retry, exc: Exception, started: float,
+                stopping: anyio.Event) -> bool:
+        """Report a failed call; False (and the worker asked to stop) when the error stops it:
+        a setup error, or a permanent one before the store or source ever answered."""
+        try:
+            retry.failed(exc, started)
+        except Exception as fatal:
+            if self._fatal is None:
+                self._fatal = fatal
+            stopping.set()
+            return False
+        return True
 
     async def _process(self, message: Message, received_at: float,
                        stopping: anyio.Event) -> None:
@@ -235,7 +270,7 @@ class QueueConsumer:
         problem = self._parse(message)
         if problem is not None:
             return await self._poison(message, problem)
-        keeper = _Keeper(self.source, delivery, self.visibility_timeout)
+        keeper = _Keeper(self.source, delivery, self.visibility_timeout, self.outage)
         try:
             try:
                 async with anyio.create_task_group() as tasks:
@@ -344,7 +379,8 @@ class QueueConsumer:
         local.users += 1
         delivery.local_key = key
         delays = Backoff(self.lock_retry_delay, self.max_lock_retry_delay)
-        for attempt in range(self.max_lock_retries + 1):
+        attempt = 0
+        while True:
             if stopping.is_set():
                 return "stopping"
             if not delivery.holds_local:
@@ -354,17 +390,24 @@ class QueueConsumer:
                 except anyio.WouldBlock:
                     pass
             if delivery.holds_local:
+                started = time.monotonic()
                 try:
                     delivery.lease = await self.locks.try_acquire(self.lock_name(key),
                                                                   self.lock_ttl)
-                except Exception as exc:  # the lock store is down: like busy, try again
-                    log.warning("%s: scope lock %r not tried: %s", self, key, exc)
+                except Exception as exc:  # the lock store failed: not busy, try again
+                    if not self._failed(self._lock_retry, exc, started, stopping):
+                        return "stopping"
+                    with anyio.move_on_after(self._lock_retry.delay()):
+                        await stopping.wait()
+                    continue
+                self._lock_retry.succeeded()
                 if delivery.lease is not None:
                     delivery.message.lease = delivery.lease
                     delivery.lock_wait = anyio.current_time() - delivery.received_at
                     return "acquired"
             if attempt == self.max_lock_retries:
                 break
+            attempt += 1
             with anyio.move_on_after(delays.next_delay()):
                 if delivery.holds_local:
                     await stopping.wait()
@@ -380,7 +423,8 @@ class QueueConsumer:
                 try:
                     await self.locks.release(lease)
                 except Exception as exc:  # left to expire
-                    log.warning("%s: releasing %r failed: %s", self, lease.name, exc)
+                    log.info("%s: releasing %r failed; it expires by itself: %s", self,
+                             lease.name, describe(exc))
         key, delivery.local_key = delivery.local_key, None
         if key is not None:
             local = self._local[key]
@@ -437,18 +481,27 @@ class QueueConsumer:
 
     async def _call(self, what: str, action: Callable[..., Any], message: Message,
                     *args: Any, **kwargs: Any) -> bool:
-        """Settle `message`, shielded from cancellation; False (logged) when it failed."""
+        """Settle `message`, shielded from cancellation; False (logged) when it failed.
+
+        A source that fails is an outage (logged once, see tenure.jobs._outage); the message
+        comes back after its visibility timeout, which this logs at INFO."""
+        started = time.monotonic()
         with anyio.move_on_after(SETTLE_TIMEOUT, shield=True):
             try:
                 await action(message, *args, **kwargs)
+                self.outage.succeeded(f"queue job {self.name!r}")
                 return True
             except MessageLost as exc:
                 log.warning("%s: %s: %s", self, what, exc)
                 return False
             except Exception as exc:  # it comes back after its visibility timeout
-                log.warning("%s: %s of message %r failed: %s", self, what, message.id, exc)
+                self.outage.failed(f"queue job {self.name!r}", exc, started)
+                log.info("%s: %s of message %r failed; it comes back after its visibility "
+                         "timeout: %s", self, what, message.id, describe(exc))
                 return False
-        log.warning("%s: %s of message %r timed out", self, what, message.id)
+        self.outage.failed(f"queue job {self.name!r}", TimeoutError(
+            f"{what} of message {message.id!r}: no answer within {SETTLE_TIMEOUT:g} s"), started)
+        log.info("%s: %s of message %r timed out", self, what, message.id)
         return False
 
 
@@ -488,10 +541,12 @@ class _Keeper:
     when it cannot before the visibility runs out, the message is stopped and its work
     cancelled."""
 
-    def __init__(self, source: MessageSource, delivery: _Delivery, seconds: float) -> None:
+    def __init__(self, source: MessageSource, delivery: _Delivery, seconds: float,
+                 outage: Outage) -> None:
         self.source = source
         self.delivery = delivery
         self.seconds = seconds
+        self.outage = outage
         self.done = anyio.Event()
         self.lost: str | None = None
 
@@ -505,17 +560,20 @@ class _Keeper:
             if self.done.is_set():
                 return
             sent_at = anyio.current_time()
+            started = time.monotonic()
             try:
                 with anyio.move_on_after(every, shield=True) as scope:
                     await self.source.extend(self.delivery.message, self.seconds)
                 if scope.cancelled_caught:
-                    raise TimeoutError(f"no answer within {every:g} s")
+                    raise TimeoutError(f"extending visibility: no answer within {every:g} s")
                 deadline, wait = self._deadline(sent_at), every
+                self.outage.succeeded("a queue message's keeper")
             except MessageLost as exc:
                 return self._lose(f"its visibility was lost: {exc}")
             except Exception as exc:
+                self.outage.failed("a queue message's keeper", exc, started)
                 if anyio.current_time() + min(every, 1.0) >= deadline:
-                    return self._lose(f"its visibility could not be extended: {exc}")
+                    return self._lose(f"its visibility could not be extended: {describe(exc)}")
                 wait = min(every, 1.0)  # retry sooner, before the visibility runs out
 
     def _deadline(self, sent_at: float) -> float:

@@ -15,6 +15,12 @@ Example::
         ...
 
     worker.run()   # SIGTERM/SIGINT: no new runs, running ones get `grace` seconds, leases freed
+
+A store that fails does not stop a worker: every runner backs off and resumes by itself (see
+tenure.jobs._outage), and health() answers from this instance's own state meanwhile. A worker
+stops only on SIGTERM/SIGINT or `stop()`, or when its setup is wrong: an error in it
+(InvalidArgument, ...) or a permanent store error (StoreRefused: a wrong password, a closed
+store) before any call to the store succeeded; `run()` then raises that error, as it is.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -32,19 +39,28 @@ import anyio.abc
 import anyio.from_thread
 
 from tenure._async._store import AsyncStore
-from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailable
 from tenure._names import validate_name
 from tenure._sync._store import Store
-from tenure._timing import check_range, to_seconds
+from tenure._timing import Backoff, check_range, to_seconds
 from tenure.jobs._election import Election
 from tenure.jobs._health import job_health
 from tenure.jobs._locks import AnyStore, LockPort
-from tenure.jobs._periodic import JOB_LOCK_PREFIX, JobSpec, PeriodicJob, _parse, utc_now
+from tenure.jobs._outage import RETRY_CAP, RETRY_FIRST, stamp
+from tenure.jobs._periodic import (
+    JOB_LOCK_PREFIX,
+    JobSpec,
+    PeriodicJob,
+    _parse,
+    sleep_unless_stopped,
+    utc_now,
+)
 from tenure.jobs._run import Run
 from tenure.jobs._schedule import Cron, Every, Schedule, period_seconds
 
 log = logging.getLogger("tenure.jobs")
 F = TypeVar("F", bound=Callable[..., Any])
+HEALTH_READ_TIMEOUT = 2.0  # seconds health() waits for the store's records (async store)
 
 MISFIRE_POLICIES = ("coalesce", "skip")
 
@@ -67,6 +83,7 @@ class _Registry:
         self._options: dict[str, dict[str, Any]] = {}  # as registered, for configure()
         self._started: datetime | None = None
         self._serving: anyio.Event | None = None  # the stop event while the worker runs
+        self._fatal: BaseException | None = None  # what stopped the worker, raised by run()
 
     @property
     def running(self) -> bool:
@@ -272,15 +289,29 @@ class _Registry:
                 + [election.run for election in self._elections.values()]
                 + [consumer.run for consumer in self._consumers])
 
-    async def _serve(self, stopping: anyio.Event, started: anyio.Event | None = None,
-                     signals: bool = False) -> None:
-        """Run everything until `stopping` is set, then allow `grace` and cancel the rest."""
+    def _runnable(self) -> list[Callable[[anyio.Event], Any]]:
         runs = self._runs()
         if not runs:
             raise InvalidArgument("the worker has nothing to run: register a job with "
                                   "@worker.every, @worker.cron, @worker.queue or worker.election")
+        return runs
+
+    async def _serve(self, stopping: anyio.Event, started: anyio.Event | None = None,
+                     signals: bool = False) -> None:
+        """Run everything until `stopping` is set, then allow `grace` and cancel the rest."""
+        runs = self._runnable()
         finished = anyio.Event()
-        self._started, self._serving = utc_now(), stopping
+        self._started, self._serving, self._fatal = utc_now(), stopping, None
+
+        async def guarded(run: Callable[[anyio.Event], Any]) -> None:
+            # Nothing may escape a task: the group would raise an ExceptionGroup from run().
+            try:
+                await run(stopping)
+            except Exception as exc:  # a setup error, or refused before the store ever answered
+                if self._fatal is None:
+                    self._fatal = exc  # run() raises it: the caller reports it, not a log line
+                stopping.set()
+
         async with anyio.create_task_group() as group:
             if signals:
                 group.start_soon(self._on_signals, stopping)
@@ -288,10 +319,11 @@ class _Registry:
             async def run_all() -> None:
                 async with anyio.create_task_group() as jobs:
                     for run in runs:
-                        jobs.start_soon(run, stopping)
+                        jobs.start_soon(guarded, run)
                 finished.set()
 
             group.start_soon(run_all)
+            group.start_soon(self._watch_store, stopping)
             if started is not None:
                 started.set()
             await stopping.wait()
@@ -302,6 +334,31 @@ class _Registry:
                             "cancelled", self.grace)
             group.cancel_scope.cancel()
         self._serving = None
+        if self._fatal is not None:
+            raise self._fatal
+
+    async def _watch_store(self, stopping: anyio.Event) -> None:
+        """While an outage of the store is open, ask the store every retry interval whether it
+        answers again: an outage opened by a call no runner repeats (a health check, a
+        release) must still end, and a leader's renewals are the core's, not a runner's."""
+        outage = self._locks.outage
+        runner = "the worker's store check"
+        backoff = Backoff(RETRY_FIRST, RETRY_CAP)
+        while not stopping.is_set():
+            if not outage.down:
+                backoff = Backoff(RETRY_FIRST, RETRY_CAP)
+            if not await sleep_unless_stopped(stopping, backoff.next_delay() if outage.down
+                                              else RETRY_CAP):
+                return
+            if not outage.down:
+                continue
+            started = time.monotonic()
+            try:
+                await self._locks.records(JOB_LOCK_PREFIX)
+            except Exception as exc:  # never fatal here, and logged by the runners
+                outage.failed(runner, exc, started)
+                continue
+            outage.succeeded(runner)
 
     @staticmethod
     async def _on_signals(stopping: anyio.Event) -> None:
@@ -312,15 +369,42 @@ class _Registry:
                 stopping.set()
                 return
 
-    def _health(self, records: dict[str, str]) -> dict[str, Any]:
+    def _health(self, records: dict[str, str] | None) -> dict[str, Any]:
+        """The report from the store's records, or (None: the store did not answer) from this
+        instance's own state. Unhealthy once a job missed `unhealthy_after` periods, or while
+        a store or queue source refuses (a permanent error)."""
         now = utc_now()
         started = self._started or now
         jobs = {}
         for job, spec in self.jobs.items():
-            record = _parse(records.get(spec.lock_name), job)
-            jobs[job] = job_health(spec, self._runners[job].state, record, now, started)
-        return {"instance": self.instance, "healthy": not any(
-            entry["unhealthy"] for entry in jobs.values()), "jobs": jobs}
+            record = None if records is None else _parse(records.get(spec.lock_name), job)
+            state = self._runners[job].state
+            if record is not None and record.last_success is not None and (
+                    state.last_success is None or record.last_success > state.last_success):
+                state.last_success = record.last_success  # kept for when the store is down
+            jobs[job] = job_health(spec, state, record, now, started)
+        store = {"url": self.store.url, **self._locks.outage.report()}
+        sources = {consumer.source.name: consumer.outage.report()
+                   for consumer in self._consumers}
+        refused = store["permanent"] or any(entry["permanent"] for entry in sources.values())
+        report: dict[str, Any] = {
+            "instance": self.instance,
+            "healthy": not refused and not any(entry["unhealthy"] for entry in jobs.values()),
+            "store": store, "jobs": jobs}
+        if sources:
+            report["queue_sources"] = sources
+        return report
+
+    def _health_failed(self, exc: Exception, started: float) -> dict[str, Any]:
+        """health() when reading the records failed: the outage noted, the local report."""
+        if isinstance(exc, (InvalidArgument, InvalidArgumentType)):
+            raise exc
+        if isinstance(exc, TimeoutError) and not isinstance(exc, StoreUnavailable):
+            exc = StoreUnavailable(f"{self.store.url}: reading the job records took over "
+                                   f"{HEALTH_READ_TIMEOUT:g} s")
+        stamp(exc, started)
+        self._locks.outage.failed("the health check", exc)
+        return self._health(None)
 
 
 class AsyncWorker(_Registry):
@@ -346,6 +430,7 @@ class AsyncWorker(_Registry):
         super().__init__(store, grace=grace)
         self._stopping: anyio.Event | None = None
         self._group: anyio.abc.TaskGroup | None = None
+        self._exit_error: Exception | None = None
 
     async def run(self) -> None:
         """Run until `stop()`, SIGTERM or SIGINT (signals only from the main thread).
@@ -365,21 +450,43 @@ class AsyncWorker(_Registry):
 
     async def health(self) -> dict[str, Any]:
         """Per-job health: last success, last outcome, next due time, and `unhealthy` when a
-        job has not succeeded for `unhealthy_after` periods on any instance.
+        job has not succeeded for `unhealthy_after` periods on any instance; `store` says
+        whether the store answers (else since when, and the error). Never raises for a store
+        that fails: it answers from this instance's own state, and `healthy` turns False once
+        a job missed its allowed periods, or at once when the store refuses (StoreRefused).
 
         Example::
 
             report = await worker.health()
             if not report["healthy"]: ...
         """
-        return self._health(await self._locks.records(JOB_LOCK_PREFIX))
+        if self._locks.outage.down and self.running:  # at once: the runners see its end
+            return self._health(None)
+        started = time.monotonic()
+        try:
+            with anyio.fail_after(HEALTH_READ_TIMEOUT):
+                records = await self._locks.records(JOB_LOCK_PREFIX)
+        except Exception as exc:
+            return self._health_failed(exc, started)
+        self._locks.outage.succeeded("the health check")
+        return self._health(records)
 
     async def __aenter__(self) -> AsyncWorker:
-        self._stopping = anyio.Event()
+        self._runnable()
+        self._stopping = stopping = anyio.Event()
         started = anyio.Event()
+        self._exit_error = None
+
+        async def serve() -> None:
+            # What stops the worker is raised by __aexit__ as it is, not as an ExceptionGroup.
+            try:
+                await self._serve(stopping, started)
+            except Exception as exc:
+                self._exit_error = exc
+
         self._group = anyio.create_task_group()
         await self._group.__aenter__()
-        self._group.start_soon(self._serve, self._stopping, started)
+        self._group.start_soon(serve)
         await started.wait()
         return self
 
@@ -389,6 +496,9 @@ class AsyncWorker(_Registry):
         group, self._group = self._group, None
         if group is not None:
             await group.__aexit__(exc_type, exc, traceback)
+        error, self._exit_error = self._exit_error, None
+        if error is not None and exc is None:
+            raise error
 
 
 class Worker(_Registry):
@@ -440,6 +550,7 @@ class Worker(_Registry):
         """
         if self._portal is not None:
             raise InvalidArgument("the worker is already running; call stop() first")
+        self._runnable()
         self._portal_context = anyio.from_thread.start_blocking_portal()
         self._portal = self._portal_context.__enter__()
         self._stopping = self._portal.call(anyio.Event)
@@ -474,7 +585,14 @@ class Worker(_Registry):
 
             assert worker.health()["healthy"]
         """
-        records: dict[str, str] = self._locks.records_of.records(JOB_LOCK_PREFIX)
+        if self._locks.outage.down and self.running:  # at once: the runners see its end
+            return self._health(None)
+        started = time.monotonic()
+        try:
+            records: dict[str, str] = self._locks.records_of.records(JOB_LOCK_PREFIX)
+        except Exception as exc:
+            return self._health_failed(exc, started)
+        self._locks.outage.succeeded("the health check")
         return self._health(records)
 
     def __enter__(self) -> Worker:
