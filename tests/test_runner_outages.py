@@ -270,6 +270,22 @@ def test_a_closed_store_at_start_up_raises_store_refused_itself() -> None:
         worker.run()
 
 
+def test_async_with_worker_raises_store_refused_itself_at_exit() -> None:
+    async def main() -> None:
+        store = tenure.aio.connect("memory://")
+        worker = AsyncWorker(store, grace=1)
+        worker.election("closed")
+        await store.close()
+        async with worker:
+            await anyio.sleep(0)
+            with anyio.fail_after(10):
+                while worker.running:
+                    await anyio.sleep(0.01)
+
+    with pytest.raises(tenure.StoreRefused, match="closed"):
+        anyio.run(main)
+
+
 def test_a_refusal_while_running_is_503_until_fixed_without_a_restart(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="tenure")
@@ -345,6 +361,41 @@ def test_a_queue_job_lives_through_a_restart_of_its_postgres_source(
     assert took <= BOUND
     warnings, ends = outage_lines(caplog.records)
     assert len([line for line in warnings if "cannot reach queue source" in line]) == 1, warnings
+    assert len(ends) == 1, ends
+
+
+def test_a_queue_job_waits_out_a_restart_of_its_lock_store(
+        redis_own: RedisServer, postgres_own: PostgresServer,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="tenure")
+    queue_name = f"lockstore-{uuid.uuid4().hex[:8]}"
+    handled: list[int] = []
+    worker = AsyncWorker(connect("async", redis_own.url), grace=5)
+
+    @worker.queue(PostgresQueue(queue_name, postgres_own.url), scope="Key", max_poll=0.5,
+                  name="lockstore.handle")
+    async def handle(message: tenure.queues.Message) -> None:
+        handled.append(message.body["n"])
+
+    sender = PostgresQueue(queue_name, postgres_own.url)
+    with Harness(worker).running() as harness:
+        harness.portal.call(sender.send, {"Key": "a", "n": 1})
+        wait_until(lambda: 1 in handled, READY, "message 1 handled")
+        caplog.clear()
+        redis_own.stop()
+        stopped = time.monotonic()
+        harness.portal.call(sender.send, {"Key": "a", "n": 2})  # waits for its scope lock
+        wait_until(lambda: worker._locks.outage.down, 15, "the consumer to see its lock store down")
+        hold_down(stopped)
+        assert 2 not in handled
+        redis_own.start_again()
+        back = time.monotonic()
+        wait_until(lambda: 2 in handled, BOUND + 20, "message 2 handled after the restart")
+        took = time.monotonic() - back
+        harness.portal.call(sender.close)
+    assert took <= BOUND and handled.count(2) == 1
+    warnings, ends = outage_lines(caplog.records)
+    assert len([line for line in warnings if "cannot reach store" in line]) == 1, warnings
     assert len(ends) == 1, ends
 
 

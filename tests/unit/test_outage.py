@@ -58,7 +58,7 @@ def test_an_outage_is_one_warning_and_one_info_however_many_runners_retry(
     assert warning.startswith("tenure: job 'a' cannot reach store redis://:***@db:6379/0;")
     assert "connection refused" in warning
     assert info == ("tenure: store redis://:***@db:6379/0 reachable again after 4.5 s "
-                    "(election 'b' resumed)")
+                    "(seen by election 'b')")
     assert "pw" not in " ".join(record.getMessage() for record in caplog.records)
     assert outage.report() == {"reachable": True, "since": None, "error": None,
                                "permanent": False}

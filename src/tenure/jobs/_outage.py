@@ -151,7 +151,7 @@ class Outage:
             return
         now = self._clock()
         lasted = now - self._since
-        log.info("tenure: %s reachable again after %.1f s (%s resumed)", self.what, lasted,
+        log.info("tenure: %s reachable again after %.1f s (seen by %s)", self.what, lasted,
                  runner)
         self._since, self.since, self._ended_at = None, None, now
         self.error, self.permanent = None, False
