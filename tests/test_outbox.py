@@ -165,6 +165,74 @@ def test_competing_relays_without_skip_locked(engine: sa.Engine,
     compete(engine)
 
 
+
+def test_a_claim_takes_at_most_a_batch(engine: sa.Engine) -> None:
+    """On PostgreSQL `seq IN (SELECT ... LIMIT 10 FOR UPDATE SKIP LOCKED)` claimed all 40
+    heads: the subquery ran again per row and skipped the rows the UPDATE had taken."""
+    outbox.create_table(engine)
+    add_interleaved(engine, keys=40, per_key=2)
+    delivered: list[Message] = []
+    relay = Relay(engine, delivered.append, batch=10)
+    assert relay.deliver_batch() == 10
+    assert len(delivered) == 10 and {m.payload["n"] for m in delivered} == {0}
+
+@pytest.mark.parametrize("db_url", ["postgres", "mariadb"], indirect=True)
+def test_a_claim_that_overlaps_another_takes_the_next_heads(engine: sa.Engine) -> None:
+    """While one relay's claim is open (not committed), another claims the next heads (on
+    PostgreSQL the first took all 40 heads; on MariaDB the second reads the first one's heads
+    too, and skips them when it locks by key)."""
+    outbox.create_table(engine)
+    add_interleaved(engine, keys=40, per_key=2)
+    firsts: list[Message] = []
+    seconds: list[Message] = []
+    first = Relay(engine, firsts.append, batch=10)
+    second = Relay(engine, seconds.append, batch=10)
+    with claim_held_open(engine, first):
+        assert second.deliver_batch() == 10
+    assert len(firsts) == 10
+    assert {m.key for m in firsts}.isdisjoint({m.key for m in seconds})
+    assert {m.payload["n"] for m in firsts + seconds} == {0}  # heads only: order per key
+
+
+
+@pytest.mark.parametrize("db_url", ["postgres", "mariadb"], indirect=True)
+def test_an_open_claim_does_not_hold_up_new_messages(engine: sa.Engine) -> None:
+    """A claim locks the rows it takes, not every row it read: on MariaDB the claim's locking
+    read scanned the table (20,095 row locks with 20,000 pending messages of 50 keys) and held
+    the locks to its commit, so an `add` in the application's transaction waited for it."""
+    outbox.create_table(engine)
+    add_interleaved(engine, keys=3, per_key=30)  # few heads: the claim reads every row
+    relay = Relay(engine, print, batch=10)
+    with claim_held_open(engine, relay), engine.begin() as conn:
+        if conn.dialect.name == "mysql":
+            conn.execute(sa.text("SET SESSION innodb_lock_wait_timeout = 2"))
+        outbox.add(conn, "t", {"n": "new"}, key="k9")  # lock wait timeout before the fix
+
+
+@contextmanager
+def claim_held_open(engine: sa.Engine, relay: Relay) -> Iterator[None]:
+    """`relay.deliver_batch()` on a thread, held inside its claim's transaction (the claim's
+    UPDATE done, not committed) for the block."""
+    holding, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=relay.deliver_batch)
+
+    def hold(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if threading.current_thread() is holder and statement.lstrip().startswith(
+                ("UPDATE", "WITH")) and not release.is_set():
+            holding.set()
+            release.wait(30)
+
+    sa.event.listen(engine, "after_cursor_execute", hold)
+    try:
+        holder.start()
+        assert holding.wait(30), "the claim did not run"
+        yield
+    finally:
+        release.set()
+        holder.join(30)
+        sa.event.remove(engine, "after_cursor_execute", hold)
+
+
 def compete(engine: sa.Engine) -> None:
     outbox.create_table(engine)
     expected = add_interleaved(engine, keys=5, per_key=8)
