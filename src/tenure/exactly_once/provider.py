@@ -153,9 +153,12 @@ class PaymentProvider:
                     "idempotency_key": idempotency_key, "amount": amount,
                     "reference": reference, "replays": 0}):
                 return self._replay(conn, idempotency_key, amount, reference)
-            charge_id = conn.execute(sa.insert(self.charges).values(
+            # inserted_primary_key, not RETURNING: MySQL has no INSERT ... RETURNING.
+            inserted = conn.execute(sa.insert(self.charges).values(
                 amount=amount, reference=reference, idempotency_key=idempotency_key,
-                created_at=db_now(conn)).returning(self.charges.c.id)).scalar_one()
+                created_at=db_now(conn))).inserted_primary_key
+            assert inserted is not None  # a single-row insert has one
+            charge_id = int(inserted[0])
             if idempotency_key is not None:
                 conn.execute(sa.update(self.keys)
                              .where(self.keys.c.idempotency_key == idempotency_key)
