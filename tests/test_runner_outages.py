@@ -353,7 +353,7 @@ def test_a_queue_job_lives_through_a_restart_of_its_postgres_source(
         hold_down(stopped)
         postgres_own.start_again()
         back = time.monotonic()
-        sender = PostgresQueue(queue_name, postgres_own.url)  # the old one's connection is dead
+        # The same sender: its pooled connection died with the server, and is replaced.
         harness.portal.call(sender.send, {"Key": "a", "n": 2})
         wait_until(lambda: 2 in handled, RETRY_CAP + 20, "message 2 handled after the restart")
         took = time.monotonic() - back
@@ -397,6 +397,18 @@ def test_a_queue_job_waits_out_a_restart_of_its_lock_store(
     warnings, ends = outage_lines(caplog.records)
     assert len([line for line in warnings if "cannot reach store" in line]) == 1, warnings
     assert len(ends) == 1, ends
+
+
+def test_a_queue_source_that_refuses_at_start_up_stops_the_worker(
+        postgres_own: PostgresServer, tmp_path: Path) -> None:
+    worker = AsyncWorker(connect("async", f"sqlite:///{tmp_path / 'locks.db'}"), grace=1)
+    missing = postgres_own.url.rsplit("/", 1)[0] + "/no_such_database"
+
+    @worker.queue(PostgresQueue("refused", missing), name="refused.handle")
+    async def handle(message: tenure.queues.Message) -> None: ...
+
+    with pytest.raises(tenure.StoreRefused, match="does not exist"):
+        anyio.run(worker.run)
 
 
 # -- tenure run ------------------------------------------------------------------------------

@@ -20,25 +20,40 @@ from __future__ import annotations
 
 import json
 import re
+import select
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 
-from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    MissingExtra,
+    StoreRefused,
+    StoreUnavailable,
+)
 from tenure._urls import redact
 from tenure.jobs.queues._source import Message, MessageLost
 
 try:
     import psycopg
     from psycopg import sql
+    from psycopg.pq import ConnStatus, TransactionStatus
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingExtra("PostgresQueue needs psycopg 3: install tenure[postgres]") from exc
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+# What retrying cannot clear, by SQLSTATE class or code: invalid authorization (28), no such
+# database (3D000), no such schema (3F000), permission denied (42501), no such table (42P01).
+_REFUSED_STATES = ("28", "3D000", "3F000", "42501", "42P01")
+# A failed connection has libpq's message and no SQLSTATE: the permanent ones by their words.
+_REFUSED_WORDS = ("password authentication failed", "no pg_hba.conf entry",
+                  "no password supplied", "authentication failed", "does not exist",
+                  "permission denied")
 POISON_SUFFIX = "-poison"
 MAX_QUEUE_NAME = 200
 
@@ -238,6 +253,12 @@ class PostgresQueue:
     async def _connection(self, operation: str) -> AsyncIterator[Connection]:
         async with self._slots:
             connection = self._idle.pop() if self._idle else None
+            while connection is not None and not _alive(connection):
+                # Killed while idle (a server restart, pg_terminate_backend): using it would
+                # fail this call for nothing.
+                with anyio.CancelScope(shield=True):
+                    await connection.close()
+                connection = self._idle.pop() if self._idle else None
             if connection is None or connection.closed:
                 try:
                     connection = await psycopg.AsyncConnection.connect(
@@ -274,7 +295,40 @@ class PostgresQueue:
         self._ready = True
 
     def _unavailable(self, operation: str, exc: psycopg.Error) -> StoreUnavailable:
+        """StoreRefused when retrying cannot clear `exc` (a wrong password, a missing database,
+        no permission), else StoreUnavailable."""
+        detail = f"{type(exc).__name__}: {' '.join(redact(str(exc)).split())[:300]}"
+        if _refused(exc):
+            return StoreRefused(
+                f"{self._where}: {operation} on queue {self.queue_name!r} refused ({detail}); "
+                "check the user, password and database in the connection string and that the "
+                "user may create and use the queue table")
         return StoreUnavailable(
-            f"{self._where}: {operation} on queue {self.queue_name!r} failed "
-            f"({type(exc).__name__}: {redact(str(exc)).strip()[:300]}); check that the "
-            "database is reachable and the user may use the queue table")
+            f"{self._where}: {operation} on queue {self.queue_name!r} failed ({detail}); check "
+            "that the database is reachable and the user may use the queue table")
+
+
+def _refused(exc: psycopg.Error) -> bool:
+    """Whether retrying cannot clear `exc` (see _REFUSED_STATES and _REFUSED_WORDS)."""
+    state = exc.sqlstate
+    if state is not None:
+        return state.startswith(_REFUSED_STATES)
+    text = str(exc)
+    return isinstance(exc, psycopg.OperationalError) and any(
+        words in text for words in _REFUSED_WORDS)
+
+
+def _alive(connection: Connection) -> bool:
+    """Whether an idle pooled connection still works, without a round trip: an idle
+    connection's server sends nothing unasked (this source never LISTENs), so anything to read
+    is its goodbye (a restart or pg_terminate_backend: an error, then the end of the stream)."""
+    if connection.closed:
+        return False
+    pgconn = connection.pgconn
+    if pgconn.status != ConnStatus.OK or pgconn.transaction_status != TransactionStatus.IDLE:
+        return False
+    try:
+        readable, _, _ = select.select([pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable
