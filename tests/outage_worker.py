@@ -67,6 +67,7 @@ def build(worker: Any, settings: dict[str, Any]) -> None:
 def main(settings: dict[str, Any]) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("azure").setLevel(logging.WARNING)  # the SDK logs every request at INFO
     options = settings.get("options", {})
     if settings["api"] == "async":
         import anyio
