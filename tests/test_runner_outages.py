@@ -411,6 +411,22 @@ def test_a_queue_source_that_refuses_at_start_up_stops_the_worker(
         anyio.run(worker.run)
 
 
+def test_an_azure_queue_with_a_wrong_key_stops_the_worker_at_start_up(
+        azurite_queue: Any, tmp_path: Path) -> None:
+    from tenure.queues import AzureQueue
+
+    key = azurite_queue.connection_string.split("AccountKey=")[1].split(";")[0]
+    wrong = azurite_queue.connection_string.replace(key, "d3Jvbmcta2V5" * 7 + "AA==")
+    worker = AsyncWorker(connect("async", f"sqlite:///{tmp_path / 'locks.db'}"), grace=1)
+
+    @worker.queue(AzureQueue("refused-key", connection_string=wrong), name="azure.handle")
+    async def handle(message: tenure.queues.Message) -> None: ...
+
+    with pytest.raises(tenure.StoreRefused, match="HTTP 403") as raised:
+        anyio.run(worker.run)
+    assert "d3Jvbmcta2V5" not in str(raised.value)
+
+
 # -- tenure run ------------------------------------------------------------------------------
 
 APP = '''

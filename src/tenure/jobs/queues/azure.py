@@ -27,7 +27,13 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    MissingExtra,
+    StoreRefused,
+    StoreUnavailable,
+)
 from tenure.jobs.queues._source import Message, MessageLost
 
 try:
@@ -281,8 +287,14 @@ def _code(exc: Exception) -> str | None:
 
 
 def _unavailable(operation: str, queue: str, exc: Exception) -> StoreUnavailable:
+    """StoreRefused for what retrying cannot clear (the credential refused: HTTP 401 or 403),
+    else StoreUnavailable."""
     status = getattr(exc, "status_code", None)
     detail = f"HTTP {status} {_code(exc) or ''}".strip() if status else type(exc).__name__
+    if status in (401, 403):
+        return StoreRefused(
+            f"Azure queue {queue!r}: {operation} refused ({detail}); check the account key, "
+            "SAS token or credential and its permissions on the account's queues")
     return StoreUnavailable(
         f"Azure queue {queue!r}: {operation} failed ({detail}); check that the storage account "
         "is reachable and the credential may use its queues")
