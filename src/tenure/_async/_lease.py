@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tenure._async import _shim
+from tenure._async.stores._protocol import closed_store
 from tenure._errors import LeaseLost, StoreUnavailable
 from tenure._timing import jittered, local_deadline
 from tenure._types import Grant, LostReason
@@ -130,6 +131,9 @@ class AsyncLease:
         """
         if self._released:
             return False
+        store = self._lock._store
+        if store.closed:  # its close() released it, or gave up: it expires by itself
+            raise closed_store(store.url, "release", self.name)
         self._released = True
         self._lock._monitor.forget(self)  # no renewal may race the release
         try:

@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,11 +19,14 @@ from typing import TYPE_CHECKING
 from tenure._async import _shim
 from tenure._async._lease import AsyncLease
 from tenure._async._shim import AsyncAcquiring
+from tenure._async.stores._protocol import closed_store
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
 from tenure._timing import Backoff, local_deadline, to_seconds
 
 if TYPE_CHECKING:
     from tenure._async._store import AsyncStore
+
+log = logging.getLogger("tenure")
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class AsyncLock:
         self.max_wait = settings.max_wait
         self.on_lost = settings.on_lost
         self.deadline_after = local_deadline(0.0, self.ttl)
+        self._store = store
         self._backend = store.backend
         self._monitor = store._monitor
 
@@ -73,6 +78,8 @@ class AsyncLock:
             if lease is None:
                 return  # another instance is on it
         """
+        if self._store.closed:
+            raise closed_store(self._store.url, "acquire", self.name)
         sent_at = _shim.monotonic()
         grant = await self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
         if grant is None:
@@ -86,6 +93,10 @@ class AsyncLock:
 
         Waiting polls with exponential backoff and full jitter between `min_wait` and
         `max_wait`, and wakes early on the store's release notification where it has one.
+        A transient store error (StoreUnavailable) is retried until the timeout, with one
+        WARNING on the "tenure" logger when it is first met and one INFO if the store answers
+        again; a permanent one (StoreRefused: credentials refused, store closed) is raised at
+        once, whatever the timeout.
 
         Example::
 
@@ -103,6 +114,10 @@ class AsyncLock:
         deadline = _shim.monotonic() + timeout
         backoff: Backoff | None = None  # made on the first miss: most acquisitions need none
         last_error: StoreUnavailable | None = None
+        # One WARNING when this call first meets a store error, one INFO when the store first
+        # answers after it: however long or often the store fails, never a line per retry.
+        failing_since: float | None = None
+        warned = False
         round_trip = 0.0  # how long the first try took
         while True:
             lease = None
@@ -120,6 +135,17 @@ class AsyncLock:
                 if not exc.transient:  # a StoreRefused: no timeout makes it clear
                     raise
                 lease, last_error = None, exc  # transient: keep trying until the timeout
+                if failing_since is None and not warned:  # once per call, not per retry
+                    failing_since, warned = tried_at, True
+                    log.warning("tenure: %s %r on %s: the store did not answer, retrying %s: "
+                                "%s", self._kind(), self.name, self._store.url,
+                                self._until(timeout), exc)
+            else:
+                if failing_since is not None:  # once per call too, when it first answers again
+                    log.info("tenure: %s %r: store %s reachable again after %.1f s",
+                             self._kind(), self.name, self._store.url,
+                             _shim.monotonic() - failing_since)
+                    failing_since = None
             if lease is not None:
                 return lease
             if backoff is None:
@@ -135,6 +161,10 @@ class AsyncLock:
                 )
             await self._backend.wait_released(self.name, min(backoff.next_delay(), remaining),
                                               remaining)
+
+    @staticmethod
+    def _until(timeout: float) -> str:
+        return "until it does" if math.isinf(timeout) else f"for up to {timeout:g} s"
 
     def _kind(self) -> str:
         return "lock" if self.limit == 1 else f"semaphore (limit {self.limit})"

@@ -23,7 +23,7 @@ from tenure._async import _shim
 from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock, AsyncLockSettings, AsyncSemaphore
 from tenure._async._monitor import AsyncLeaseMonitor
-from tenure._async.stores._protocol import AsyncBackend
+from tenure._async.stores._protocol import AsyncBackend, closed_store
 from tenure._async.stores.file import AsyncFileStore
 from tenure._async.stores.memory import AsyncMemoryStore
 from tenure._async.stores.sqlite import AsyncSQLiteStore
@@ -70,6 +70,7 @@ class AsyncStore:
         self.backend = backend
         self.holder = default_holder() if holder is None else _check_holder(holder)
         self._monitor = AsyncLeaseMonitor(backend)
+        self._closed = False
         if holder is None:  # host:pid:random names the process that holds
             _forks.in_child_after_fork(self, AsyncStore._new_holder)
 
@@ -83,6 +84,17 @@ class AsyncStore:
     def url(self) -> str:
         """The store's URL with secrets redacted."""
         return self.backend.url
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` ran: every later call raises tenure.StoreRefused at once.
+
+        Example::
+
+            await store.close()
+            assert store.closed
+        """
+        return self._closed
 
     def lock(
         self,
@@ -175,6 +187,8 @@ class AsyncStore:
         """
         if not isinstance(prefix, str):
             raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
+        if self._closed:
+            raise closed_store(self.url, "listing", prefix)
         return await self.backend.leases(prefix)
 
     async def break_lease(self, name: str) -> int:
@@ -187,16 +201,23 @@ class AsyncStore:
 
             await store.break_lease("stuck-job")
         """
-        return await self.backend.break_lease(validate_name(name))
+        name = validate_name(name)
+        if self._closed:
+            raise closed_store(self.url, "break", name)
+        return await self.backend.break_lease(name)
 
     async def close(self) -> None:
         """Release every lease still held through this store and free its connections.
+
+        Afterwards every call of the store, its locks and leases raises tenure.StoreRefused
+        ("the store was closed").
 
         Example::
 
             await store.close()
         """
         await self._monitor.release_all()
+        self._closed = True
         self._monitor.close()
         await self.backend.close()
 

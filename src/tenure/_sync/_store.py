@@ -24,7 +24,7 @@ from tenure._sync import _shim
 from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock, LockSettings, Semaphore
 from tenure._sync._monitor import LeaseMonitor
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import Backend, closed_store
 from tenure._sync.stores.file import FileStore
 from tenure._sync.stores.memory import MemoryStore
 from tenure._sync.stores.sqlite import SQLiteStore
@@ -71,6 +71,7 @@ class Store:
         self.backend = backend
         self.holder = default_holder() if holder is None else _check_holder(holder)
         self._monitor = LeaseMonitor(backend)
+        self._closed = False
         if holder is None:  # host:pid:random names the process that holds
             _forks.in_child_after_fork(self, Store._new_holder)
 
@@ -84,6 +85,17 @@ class Store:
     def url(self) -> str:
         """The store's URL with secrets redacted."""
         return self.backend.url
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` ran: every later call raises tenure.StoreRefused at once.
+
+        Example::
+
+            store.close()
+            assert store.closed
+        """
+        return self._closed
 
     def lock(
         self,
@@ -176,6 +188,8 @@ class Store:
         """
         if not isinstance(prefix, str):
             raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
+        if self._closed:
+            raise closed_store(self.url, "listing", prefix)
         return self.backend.leases(prefix)
 
     def break_lease(self, name: str) -> int:
@@ -188,16 +202,23 @@ class Store:
 
             store.break_lease("stuck-job")
         """
-        return self.backend.break_lease(validate_name(name))
+        name = validate_name(name)
+        if self._closed:
+            raise closed_store(self.url, "break", name)
+        return self.backend.break_lease(name)
 
     def close(self) -> None:
         """Release every lease still held through this store and free its connections.
+
+        Afterwards every call of the store, its locks and leases raises tenure.StoreRefused
+        ("the store was closed").
 
         Example::
 
             store.close()
         """
         self._monitor.release_all()
+        self._closed = True
         self._monitor.close()
         self.backend.close()
 

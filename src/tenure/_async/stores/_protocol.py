@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
 MAX_RECORD_BYTES = 8192
@@ -45,6 +45,18 @@ def record_bytes(record: object) -> bytes:
             "keep only what the next holder needs (e.g. the last completed period)"
         )
     return encoded
+
+
+def closed_store(url: str, operation: str = "", name: str = "") -> StoreRefused:
+    """The error of every call on a store object already closed: retrying cannot clear it.
+
+    Example:
+        >>> str(closed_store("sqlite:///x.db", "acquire", "jobs")).partition(";")[0]
+        "sqlite:///x.db: acquire of 'jobs' refused: the store was closed"
+    """
+    what = f"{operation} of {name!r} refused: " if operation else ""
+    return StoreRefused(f"{url}: {what}the store was closed; open a new one with "
+                        "tenure.aio.connect(...)")
 
 
 @runtime_checkable
