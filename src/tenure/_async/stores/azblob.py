@@ -53,9 +53,16 @@ from tenure._async.stores._protocol import (
     MAX_RECORD_BYTES,
     AsyncBackend,
     AsyncRecordKeeper,
+    closed_store,
     record_bytes,
 )
-from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    MissingExtra,
+    StoreRefused,
+    StoreUnavailable,
+)
 from tenure._hostclock import wall_us
 from tenure._names import safe_key, safe_key_prefix
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -250,6 +257,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         # Lease ids this store released. Azurite lets a released lease id write to the blob
         # until someone leases it again; write_record refuses those ids here instead.
         self._released: dict[str, None] = {}
+        self._closed = False
         _forks.in_child_after_fork(self, AsyncAzureBlobStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -290,19 +298,13 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         return blob
 
     def _failure(self, operation: str, name: str, exc: AzureError) -> StoreUnavailable:
-        """One clear error for an SDK failure: what was tried, what went wrong, what to check."""
+        """One clear error for an SDK failure: what was tried, what went wrong, what to check;
+        StoreRefused when retrying cannot clear it (see `_refusal`)."""
         status, code = _status(exc), _code(exc)
-        if status in (401, 403):
-            hint = (f"the service refused access (HTTP {status} {code}): give this identity the "
-                    f"'{ROLE}' role on the account or container, or check the key or SAS")
-        elif isinstance(exc, ClientAuthenticationError):
-            hint = ("no credential could get a token (DefaultAzureCredential tries managed "
-                    "identity, workload identity, environment, az login); set one up or pass "
-                    "a connection string")
-        elif code == "ContainerNotFound":
-            hint = (f"container {self.container.container_name!r} does not exist; create it or "
-                    "leave create_container=True (the default)")
-        elif status == 404:
+        fix = self._refusal(exc)
+        if fix is not None:
+            return StoreRefused(redact(f"{self.url}: {operation} of {name!r} refused: {fix}"))
+        if status == 404:
             hint = f"not found (HTTP 404 {code}): check the account, container and endpoint"
         elif isinstance(exc, ServiceRequestError):
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -313,6 +315,28 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         else:
             hint = f"the blob service answered HTTP {status} {code}".rstrip()
         return StoreUnavailable(redact(f"{self.url}: {operation} of {name!r} failed: {hint}"))
+
+    def _refusal(self, exc: AzureError) -> str | None:
+        """What to fix when `exc` is permanent: access refused (401, 403: a wrong key or SAS,
+        a missing role, a disabled account), no credential at all, or a missing container this
+        store may not create. None when it is transient (5xx, 408, 429, a network error)."""
+        status, code = _status(exc), _code(exc)
+        if status in (401, 403):
+            return (f"the service refused access (HTTP {status} {code}): check the account key "
+                    f"or SAS in the connection string, or give this identity the '{ROLE}' role "
+                    "on the account or container")
+        if isinstance(exc, ClientAuthenticationError):
+            return ("no credential could get a token (DefaultAzureCredential tries managed "
+                    "identity, workload identity, environment, az login); set one up or pass "
+                    "a connection string")
+        if code == "ContainerNotFound":
+            return (f"container {self.container.container_name!r} does not exist; create it or "
+                    "leave create_container=True (the default)")
+        return None
+
+    def _refuse_if_closed(self, operation: str, name: str) -> None:
+        if self._closed:
+            raise closed_store(self.url, operation, name)
 
     async def _ensure_container(self, name: str, exc: AzureError) -> None:
         if not self._create_container:
@@ -425,6 +449,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
     # -- the Backend protocol ----------------------------------------------------------------
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        self._refuse_if_closed("acquire", name)
         # Whole seconds: rounding down keeps the service's lease at least as long as the holder's
         # local deadline (ttl x 0.99 - 1 s), which is below int(ttl) for every ttl >= 15.
         duration = int(ttl)
@@ -476,6 +501,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
             raise self._failure("renewal", grant.name, exc) from None
 
     async def release(self, grant: Grant) -> bool:
+        self._refuse_if_closed("release", grant.name)
         scheduled = self._describing.pop(grant.lease_id, None)
         if scheduled is not None:
             scheduled.cancel()  # one already writing fails harmlessly once the lease is gone
@@ -497,6 +523,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
             raise self._failure("release", grant.name, exc) from None
 
     async def break_lease(self, name: str) -> int:
+        self._refuse_if_closed("break", name)
         with self._bounded("break", name):
             return await self._break(name)
 
@@ -521,6 +548,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         return broken
 
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        self._refuse_if_closed("listing", prefix)
         with self._bounded("listing", prefix):
             return await self._list(prefix)
 
@@ -548,6 +576,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         await _shim.sleep(timeout)  # blob leases have no notifications; the core polls
 
     async def read_record(self, name: str) -> str | None:
+        self._refuse_if_closed("reading the record", name)
         with self._bounded("reading the record", name):
             return await self._read_record_blob(blob_name(name, 0, 1), name)
 
@@ -564,6 +593,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         return parse_record(data)
 
     async def write_record(self, grant: Grant, record: str) -> bool:
+        self._refuse_if_closed("writing the record", grant.name)
         pages = record_pages(record_bytes(record))
         if not grant.key.endswith("/lock"):
             raise InvalidArgument(
@@ -600,6 +630,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         return True
 
     async def records(self, prefix: str = "") -> dict[str, str]:
+        self._refuse_if_closed("listing the records", prefix)
         with self._bounded("listing the records of", prefix):
             return await self._records(prefix)
 
@@ -627,6 +658,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         return await self._read_record_blob(*listed)
 
     async def close(self) -> None:
+        self._closed = True
         for scheduled in list(self._describing.values()):
             scheduled.cancel()
         self._describing.clear()

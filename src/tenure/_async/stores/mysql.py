@@ -34,8 +34,19 @@ import anyio
 
 from tenure import _forks
 from tenure._async import _shim
-from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
-from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._async.stores._protocol import (
+    AsyncBackend,
+    AsyncRecordKeeper,
+    closed_store,
+    record_bytes,
+)
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    MissingExtra,
+    StoreRefused,
+    StoreUnavailable,
+)
 from tenure._names import name_digest
 from tenure._timing import fresh_for
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -571,7 +582,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         """A new connection; the table created first if it was found missing, and on MariaDB
         the cycle's statements prepared (see _PREPARED)."""
         if self._closed:
-            raise StoreUnavailable(f"{self.url}: the store is closed; connect again")
+            raise closed_store(self.url)
         connection = await aiomysql.connect(**self._connect_options)
         try:
             async with connection.cursor() as cursor:
@@ -647,33 +658,53 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _failure(self, operation: str, label: str, exc: BaseException) -> StoreUnavailable:
-        """One clear error for a driver failure: what was tried, what happened, what to check."""
+        """One clear error for a driver failure: what was tried, what happened, what to check;
+        StoreRefused when retrying cannot clear it (see `_refusal`)."""
+        if isinstance(exc, StoreRefused):  # the store is closed: already says so
+            return StoreRefused(str(exc))
         code = _error_code(exc)
         where = (self._connect_options["unix_socket"] or
                  f"{self._connect_options['host']}:{self._connect_options['port']}")
-        if code == ER.BAD_DB_ERROR:
-            hint = (f"database {self.database!r} does not exist on the server; create it "
-                    f"(CREATE DATABASE `{self.database}`) or fix the URL's path")
-        elif code in (ER.ACCESS_DENIED_ERROR, ER.DBACCESS_DENIED_ERROR):
-            hint = "the server refused these credentials; check the user name and password"
-        elif code in (ER.TABLEACCESS_DENIED_ERROR, ER.SPECIFIC_ACCESS_DENIED_ERROR):
-            hint = (f"grant this user SELECT, INSERT, UPDATE and CREATE on table "
-                    f"`{self.database}`.`{self.table}`")
-        elif code in (ER.BAD_FIELD_ERROR, ER.WRONG_VALUE_COUNT_ON_ROW, ER.TRUNCATED_WRONG_VALUE,
-                      1265, 1366):  # data truncated, incorrect value
-            hint = (f"table `{self.table}` exists but is not laid out as tenure's lease table; "
-                    "choose another `table=` or drop it")
-        elif isinstance(exc, TimeoutError) or isinstance(exc.__context__, TimeoutError):
+        detail = f"{type(exc).__name__}: {exc}"
+        # A password of a few characters would mangle the address and numbers it occurs in
+        # (drivers never echo one; the URL itself is redacted by its structure).
+        if len(self._password) >= 4:
+            detail = detail.replace(self._password, "***")
+        fix = self._refusal(code)
+        if fix is not None:
+            return StoreRefused(f"{self.url}: {operation} of {label!r} refused ({detail}); {fix}")
+        if isinstance(exc, TimeoutError) or isinstance(exc.__context__, TimeoutError):
             hint = (f"no answer within timeout={self.timeout:g} s; check that the server at "
                     f"{where} is up and not overloaded")
         elif code == CR.CR_CONN_HOST_ERROR or isinstance(exc, OSError):
             hint = f"check that the server at {where} is running and reachable"
         else:
             hint = f"check the server at {where} and its error log"
-        detail = f"{type(exc).__name__}: {exc}"
-        if self._password:
-            detail = detail.replace(self._password, "***")
         return StoreUnavailable(f"{self.url}: {operation} of {label!r} failed ({detail}); {hint}")
+
+    def _refusal(self, code: int | None) -> str | None:
+        """What to fix when the server's error `code` is permanent; None when it is transient:
+        a lost or refused connection, too many connections (1040), a lock wait or deadlock
+        (1205, 1213), a read-only server during a failover (1290), a shutdown (1053)."""
+        if code in (ER.ACCESS_DENIED_ERROR, 1698, 1251):  # 1698: no password, 1251: plugin
+            return "authentication refused: check the user name and password in the URL"
+        if code == ER.DBACCESS_DENIED_ERROR:
+            return (f"this user may not use database {self.database!r}: GRANT it, or fix the "
+                    "URL's path")
+        if code == ER.BAD_DB_ERROR:
+            return (f"database {self.database!r} does not exist on the server; create it "
+                    f"(CREATE DATABASE `{self.database}`) or fix the URL's path")
+        if code in (ER.TABLEACCESS_DENIED_ERROR, ER.COLUMNACCESS_DENIED_ERROR,
+                    ER.SPECIFIC_ACCESS_DENIED_ERROR, 1370):  # 1370: EXECUTE denied
+            return (f"grant this user SELECT, INSERT, UPDATE and CREATE on table "
+                    f"`{self.database}`.`{self.table}`")
+        if code in (ER.BAD_FIELD_ERROR, ER.WRONG_VALUE_COUNT_ON_ROW, ER.TRUNCATED_WRONG_VALUE,
+                    1265, 1366):  # data truncated, incorrect value
+            return (f"table `{self.table}` exists but is not laid out as tenure's lease table; "
+                    "choose another `table=` or drop it")
+        if code in (1071, 1118):  # key or row too long: a limit of the server, not an outage
+            return "the server cannot store this row as it is; retrying will not help"
+        return None
 
     # -- operations --------------------------------------------------------------------------
 

@@ -35,8 +35,19 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from tenure import _forks
 from tenure._async import _shim
-from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
-from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._async.stores._protocol import (
+    AsyncBackend,
+    AsyncRecordKeeper,
+    closed_store,
+    record_bytes,
+)
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    MissingExtra,
+    StoreRefused,
+    StoreUnavailable,
+)
 from tenure._names import name_digest
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import redact
@@ -604,6 +615,32 @@ def _as_identifier(option: str, value: object, longest: int) -> str:
     return value
 
 
+# A failed connection carries libpq's message, not the server's SQLSTATE: the permanent ones.
+_CONNECTION_REFUSALS = (
+    ("password authentication failed", "28P01"),
+    ("no pg_hba.conf entry", "28000"),
+    ("no password supplied", "28P01"),
+    ("authentication failed", "28000"),
+    ("does not exist", "3D000"),  # a database (a missing role says "role ... does not exist")
+    ("permission denied", "42501"),
+)
+
+
+def _connection_sqlstate(message: str) -> str | None:
+    """The SQLSTATE a failed connection's message stands for (None: none, or transient).
+
+    Example:
+        >>> _connection_sqlstate('connection failed: FATAL:  database "x" does not exist')
+        '3D000'
+    """
+    if "role " in message and "does not exist" in message:
+        return "28000"
+    for words, state in _CONNECTION_REFUSALS:
+        if words in message:
+            return state
+    return None
+
+
 def _channel(schema: str, table: str) -> str:
     """The NOTIFY channel of one lease table: readable when it fits PostgreSQL's 63 bytes."""
     channel = f"tenure.{schema}.{table}"
@@ -912,16 +949,20 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
     def _clean(self, exc: BaseException) -> str:
         """A driver message fit for users: one line, password hidden."""
         message = " ".join(str(exc).split()) or type(exc).__name__
-        if self._password:
+        # A password of a few characters would mangle the address and numbers it occurs in
+        # (libpq never echoes one; the URL itself is redacted by its structure).
+        if len(self._password) >= 4:
             message = message.replace(self._password, "***")
         return redact(message)
 
     def _failure(self, operation: str, name: str, exc: psycopg.Error) -> StoreUnavailable:
-        """One clear error for a driver failure: what was tried, what went wrong, what to check."""
-        if isinstance(exc, errors.InsufficientPrivilege):
-            hint = (f"grant this user USAGE and CREATE on schema {self.schema!r} (or create "
-                    f"the table as the docs show) and SELECT, INSERT, UPDATE on {self.table!r}")
-        elif isinstance(exc, errors.QueryCanceled):
+        """One clear error for a driver failure: what was tried, what went wrong, what to
+        check; StoreRefused when retrying cannot clear it (see `_refusal`)."""
+        fix = self._refusal(exc)
+        if fix is not None:
+            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: "
+                                f"{self._clean(exc)}; {fix}")
+        if isinstance(exc, errors.QueryCanceled):
             hint = (f"the statement ran past timeout={self._timeout:g} s: is the server "
                     "overloaded, or a long transaction holding the lease rows locked?")
         elif isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
@@ -931,6 +972,33 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             hint = "check the server's log for this error"
         return StoreUnavailable(f"{self.url}: {operation} of {name!r} failed: "
                                 f"{self._clean(exc)}; {hint}")
+
+    def _refusal(self, exc: psycopg.Error) -> str | None:
+        """What to fix when `exc` is permanent, by SQLSTATE (or, for a failed connection,
+        which has none, by libpq's message); None when it is transient: a connection refused
+        or reset, a server starting up or shutting down (57P01, 57P03), a read-only server
+        during a failover (25006), too many connections (53300), a deadlock or a lock wait
+        (40P01, 55P03), a cancelled statement (57014)."""
+        state = exc.sqlstate or _connection_sqlstate(str(exc))
+        if state is None:
+            return None
+        if state.startswith("28"):  # invalid authorization specification
+            return ("authentication refused: check the user and password in the URL (or "
+                    "PGPASSWORD, ~/.pgpass) and the server's pg_hba.conf")
+        if state == "3D000":
+            return ("the database does not exist: create it (CREATE DATABASE) or fix the "
+                    "database name in the URL")
+        if state == "42501":
+            return (f"grant this user USAGE and CREATE on schema {self.schema!r} (or create "
+                    f"the table as the docs show) and SELECT, INSERT, UPDATE on {self.table!r}")
+        if state == "3F000":
+            return (f"schema {self.schema!r} does not exist and this user may not create it: "
+                    "create it, or set the schema option to one that exists")
+        if state.startswith("54"):  # program limit exceeded, e.g. an index row too big
+            return "the server cannot take this request as it is; retrying will not help"
+        if state in ("08004", "0A000"):  # connection rejected, feature not supported
+            return "the server does not accept this client or request; see its log"
+        return None
 
     def _no_answer(self, operation: str, name: str) -> StoreUnavailable:
         return StoreUnavailable(
@@ -983,7 +1051,7 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             room: _shim.Event | None = None
             with self._mutex:
                 if self._closed:
-                    raise StoreUnavailable(f"{self.url}: the store is closed; connect again")
+                    raise closed_store(self.url)
                 session = self._idle.pop() if self._idle else None
                 opening = session is None and self._opened < self._pool_size
                 if opening:
@@ -1323,6 +1391,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 for grant, row in zip(grants, rows, strict=True)]
 
     async def release(self, grant: Grant) -> bool:
+        if self._closed:  # an advisory lease's pinned connection is gone with the store
+            raise closed_store(self.url, "release", grant.name)
         if self._advisory:
             return await self._release_advisory(grant)
         params = {"name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,

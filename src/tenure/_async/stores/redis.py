@@ -49,8 +49,19 @@ from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from tenure._async import _shim
-from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
-from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._async.stores._protocol import (
+    AsyncBackend,
+    AsyncRecordKeeper,
+    closed_store,
+    record_bytes,
+)
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    MissingExtra,
+    StoreRefused,
+    StoreUnavailable,
+)
 from tenure._forks import in_child_after_fork
 from tenure._names import safe_key, safe_key_prefix
 from tenure._timing import fresh_for, local_deadline
@@ -63,6 +74,8 @@ try:
     from redis.backoff import NoBackoff
     from redis.exceptions import (
         AuthenticationError,
+        AuthorizationError,
+        NoPermissionError,
         NoScriptError,
         ReadOnlyError,
         RedisError,
@@ -483,6 +496,38 @@ def _seconds(option: str, value: object, most: float, why: str, zero: bool = Fal
     return seconds
 
 
+# Error replies that no retry clears: the credentials, the user's rights, the setup. LOADING,
+# READONLY (a replica, or a failover under way), BUSY, MISCONF, OOM, TRYAGAIN and CLUSTERDOWN
+# pass by themselves and stay transient.
+_REFUSED_REPLIES = {
+    "WRONGPASS": "authentication refused: check the user name and password in the URL",
+    "NOAUTH": "the server requires a password: put it in the URL (redis://:PASSWORD@host)",
+    "NOPERM": ("the user may not run this command or touch these keys: grant it +@scripting "
+               "+@read +@write and the key pattern of the prefix in the server's ACL"),
+    "ERR invalid password": "authentication refused: check the password in the URL",
+    "ERR AUTH": "the server has no password set: remove the password from the URL",
+    "ERR Client sent AUTH": "the server has no password set: remove the password from the URL",
+    "ERR DB index is out of range": ("the database number in the URL does not exist on the "
+                                     "server: use one below its 'databases' setting"),
+    "ERR unknown command": ("the server does not run this command (renamed or disabled, or a "
+                            "Redis before 5): tenure needs EVAL, EVALSHA and SCRIPT"),
+}
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """What to fix when a Redis error is permanent; None when it is transient (a timeout, a
+    refused or reset connection, a server loading or failing over)."""
+    if isinstance(exc, (NoPermissionError, AuthorizationError)):
+        return _REFUSED_REPLIES["NOPERM"]
+    message = str(exc)
+    for start, fix in _REFUSED_REPLIES.items():
+        if message.startswith(start) or message.startswith(start.removeprefix("ERR ")):
+            return fix
+    if isinstance(exc, AuthenticationError):  # redis-py's own wording, e.g. "invalid password"
+        return "authentication refused: check the user name and password in the URL"
+    return None
+
+
 class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
     """Leases in one Redis server (or Valkey, or another server with Redis's Lua scripting).
 
@@ -635,14 +680,21 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         return around
 
     def _failure(self, operation: str, name: str, exc: Exception) -> StoreUnavailable:
-        """One clear error for a driver failure: what was tried, what went wrong, what to do."""
+        """One clear error for a driver failure: what was tried, what went wrong, what to do;
+        StoreRefused when retrying cannot clear it (see `_refusal`)."""
+        if isinstance(exc, StoreRefused):  # the store is closed: already says so
+            return StoreRefused(str(exc))
         detail = str(exc) or type(exc).__name__
-        if self._password:
+        # A password of a few characters would mangle the address and numbers it occurs in
+        # (drivers never echo one; the URL itself is redacted by its structure).
+        if len(self._password) >= 4:
             detail = detail.replace(self._password, "***")
-        if isinstance(exc, AuthenticationError):
-            hint = "check the user name and password in the URL (and the server's ACL)"
-        elif isinstance(exc, ReadOnlyError):
-            hint = "this server is a read-only replica: point the URL at the primary"
+        fix = _refusal(exc)
+        if fix is not None:
+            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: {detail}; {fix}")
+        if isinstance(exc, ReadOnlyError):
+            hint = ("this server is a read-only replica (or failing over): point the URL at the "
+                    "primary")
         elif isinstance(exc, ResponseError):
             hint = ("the server refused the command; check that it runs Redis 5 or later with "
                     f"Lua scripting, and that nothing else writes keys under {self.prefix!r}")
@@ -651,8 +703,8 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
                     f"TLS settings; each call waits at most timeout={self.timeout:g} s")
         return StoreUnavailable(f"{self.url}: {operation} of {name!r} failed: {detail}; {hint}")
 
-    def _closed_error(self) -> StoreUnavailable:
-        return StoreUnavailable(f"{self.url}: the store is closed; connect again")
+    def _closed_error(self) -> StoreRefused:
+        return closed_store(self.url)
 
     async def _eval(self, script: _Script, command: bytes, undo: _Undo | None = None) -> Any:
         """Run a packed EVALSHA of `script`; first load the script if the server lacks it."""

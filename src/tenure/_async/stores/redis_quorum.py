@@ -45,9 +45,19 @@ from urllib.parse import parse_qsl, urlsplit
 from redis.exceptions import RedisError
 
 from tenure._async import _shim
-from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
+from tenure._async.stores._protocol import (
+    AsyncBackend,
+    AsyncRecordKeeper,
+    closed_store,
+    record_bytes,
+)
 from tenure._async.stores.redis import AsyncRedisStore
-from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailable
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    StoreRefused,
+    StoreUnavailable,
+)
 from tenure._forks import in_child_after_fork
 from tenure._timing import local_deadline
 from tenure._types import Grant, LeaseInfo, LostReason
@@ -177,6 +187,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         # This store's calls of a name that a master had not answered when their caller went
         # on: the next call of that name to that master waits (within its bound) for them.
         self._lagging: dict[tuple[int, str], _shim.Event] = {}
+        self._closed = False
         in_child_after_fork(self, AsyncRedisQuorumStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -193,10 +204,18 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
 
     def _failure(self, operation: str, name: str, errors: Sequence[_Down],
                  answered: int) -> StoreUnavailable:
+        """Too few masters answered. StoreRefused when the masters that refused for good (a
+        wrong password, a closed store) leave too few to ever make a quorum; else transient."""
         details = "; ".join(str(down.error) for down in errors)
-        return StoreUnavailable(
+        refused = sum(not down.error.transient for down in errors)
+        kind = StoreRefused if len(self.nodes) - refused < self.quorum else StoreUnavailable
+        return kind(
             f"{self.url}: {operation} of {name!r} needs {self.quorum} of {len(self.nodes)} "
             f"masters, {answered} answered: {details}")
+
+    def _refuse_if_closed(self, operation: str, name: str) -> None:
+        if self._closed:  # the masters' stores would say so too, each in its own words
+            raise closed_store(self.url, operation, name)
 
     # -- fanning out ---------------------------------------------------------------------------
 
@@ -278,6 +297,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
     # -- leases -------------------------------------------------------------------------------
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        self._refuse_if_closed("acquire", name)
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         sent_at = _shim.monotonic()
         # Grants that come after the answers were counted: kept for the lease while it is
@@ -487,6 +507,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         return results
 
     async def release(self, grant: Grant) -> bool:
+        self._refuse_if_closed("release", grant.name)
         with self._mutex:
             parts = self._parts.pop(grant.lease_id, None)
         if parts is None:
@@ -520,6 +541,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         raise self._failure("release", grant.name, errors, len(parts) - len(failed))
 
     async def break_lease(self, name: str) -> int:
+        self._refuse_if_closed("break", name)
         async def on(index: int) -> int | _Down:
             try:
                 return await self.nodes[index].break_lease(name)
@@ -582,6 +604,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         """Written where the lease's masters still hold it; True when at least `quorum` did.
         A write that missed its quorum is taken back where it landed, so it never wins a read."""
         record_bytes(record)
+        self._refuse_if_closed("writing the record", grant.name)
         parts = dict(self._parts.get(grant.lease_id, {}))
         version = (grant.token, next(self._writes))
 
@@ -678,6 +701,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         await _shim.sleep(max(0.0, deadline - _shim.monotonic()))
 
     async def close(self) -> None:
+        self._closed = True
         for node in self.nodes:
             await node.close()
 

@@ -45,8 +45,13 @@ from pathlib import Path
 
 from tenure import _forks
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
-from tenure._errors import MissingExtra, StoreUnavailable
+from tenure._sync.stores._protocol import (
+    Backend,
+    RecordKeeper,
+    closed_store,
+    record_bytes,
+)
+from tenure._errors import MissingExtra, StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._names import name_digest, safe_key, safe_key_prefix
 from tenure._timing import next_token
@@ -138,13 +143,11 @@ class FileStore(Backend, RecordKeeper):
             raise MissingExtra("the file:// store needs flock (Linux or macOS); use sqlite://")
         self.directory = Path(directory)
         self.url = local_url("file", str(self.directory))
+        self._closed = False
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreUnavailable(
-                f"{self.url}: cannot create the lock directory: {exc.strerror}; "
-                "check the path and its permissions"
-            ) from exc
+            raise self._failure("creating the lock directory", str(self.directory), exc) from exc
         self._paths: dict[tuple[str, int, int], str] = {}
         self._tails: dict[tuple[str, str], bytes] = {}
         self._ids = itertools.count()
@@ -255,14 +258,39 @@ class FileStore(Backend, RecordKeeper):
         return None
 
     def _failure(self, operation: str, name: str, exc: OSError) -> StoreUnavailable:
+        """One clear error for a file system failure: StoreRefused for what retrying cannot
+        clear (see `_refusal`), else StoreUnavailable (an I/O error, a full disk, too many open
+        files), which the core retries."""
+        fix = self._refusal(exc)
+        if fix is not None:
+            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: "
+                                f"{exc.strerror or exc}; {fix}")
         return StoreUnavailable(
             f"{self.url}: {operation} of {name!r} failed: {exc.strerror or exc}; check that the "
             "directory exists, is writable and is on a local file system"
         )
 
+    def _refusal(self, exc: OSError) -> str | None:
+        """What to fix when `exc` is permanent (None: transient). A busy lock is no error
+        here: it is a lock held by another, reported as such."""
+        where = str(self.directory)
+        if isinstance(exc, PermissionError) or exc.errno in (errno.EROFS, errno.EACCES,
+                                                              errno.EPERM):
+            return (f"this user may not write in the lock directory {where!r}; fix its "
+                    "permissions (or the mount), or point the URL elsewhere")
+        if isinstance(exc, (NotADirectoryError, FileExistsError)) or not self.directory.is_dir():
+            return (f"the lock directory {where!r} is missing or not a directory; recreate it "
+                    "(connect() creates it) or fix the path in the URL")
+        return None
+
+    def _refuse_if_closed(self, operation: str, name: str) -> None:
+        if self._closed:
+            raise closed_store(self.url, operation, name)
+
     # -- the Backend protocol ----------------------------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        self._refuse_if_closed("acquire", name)
         try:
             for slot in range(limit):
                 path = self._path(name, slot, limit)
@@ -323,6 +351,7 @@ class FileStore(Backend, RecordKeeper):
         return results
 
     def release(self, grant: Grant) -> bool:
+        self._refuse_if_closed("release", grant.name)
         lock_file = self._held.pop(grant.lease_id, None)
         if lock_file is None:
             return False
@@ -339,6 +368,7 @@ class FileStore(Backend, RecordKeeper):
         return still_ours
 
     def break_lease(self, name: str) -> int:
+        self._refuse_if_closed("break", name)
         stem = safe_key(name)
         guard = self._take_break_turn(name, str(self.directory / f"{stem}.break"))
         try:
@@ -418,6 +448,7 @@ class FileStore(Backend, RecordKeeper):
             old.close()
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        self._refuse_if_closed("listing", prefix)
         found: list[LeaseInfo] = []
         try:
             entries = sorted(os.scandir(self.directory), key=lambda entry: entry.name)
@@ -452,6 +483,7 @@ class FileStore(Backend, RecordKeeper):
         return str(self.directory / f"{safe_key(name)}{_RECORD_SUFFIX}")
 
     def read_record(self, name: str) -> str | None:
+        self._refuse_if_closed("reading the record", name)
         try:
             stored = _read_record_file(self._record_path(name))
         except OSError as exc:
@@ -459,6 +491,7 @@ class FileStore(Backend, RecordKeeper):
         return stored[1] if stored is not None and stored[0] == name else None
 
     def write_record(self, grant: Grant, record: str) -> bool:
+        self._refuse_if_closed("writing the record", grant.name)
         record_bytes(record)
         lock_file = self._held.get(grant.lease_id)
         if lock_file is None or lock_file.replaced:
@@ -486,6 +519,7 @@ class FileStore(Backend, RecordKeeper):
         return True
 
     def records(self, prefix: str = "") -> dict[str, str]:
+        self._refuse_if_closed("listing the records", prefix)
         start = safe_key_prefix(prefix)
         found: dict[str, str] = {}
         try:
@@ -499,6 +533,7 @@ class FileStore(Backend, RecordKeeper):
         return dict(sorted(found.items()))
 
     def close(self) -> None:
+        self._closed = True
         idle, self._idle = self._idle, {}
         self._idle_count = 0
         held, self._held = self._held, {}

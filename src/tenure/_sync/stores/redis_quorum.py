@@ -46,9 +46,19 @@ from urllib.parse import parse_qsl, urlsplit
 from redis.exceptions import RedisError
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
+from tenure._sync.stores._protocol import (
+    Backend,
+    RecordKeeper,
+    closed_store,
+    record_bytes,
+)
 from tenure._sync.stores.redis import RedisStore
-from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailable
+from tenure._errors import (
+    InvalidArgument,
+    InvalidArgumentType,
+    StoreRefused,
+    StoreUnavailable,
+)
 from tenure._forks import in_child_after_fork
 from tenure._timing import local_deadline
 from tenure._types import Grant, LeaseInfo, LostReason
@@ -178,6 +188,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
         # This store's calls of a name that a master had not answered when their caller went
         # on: the next call of that name to that master waits (within its bound) for them.
         self._lagging: dict[tuple[int, str], _shim.Event] = {}
+        self._closed = False
         in_child_after_fork(self, RedisQuorumStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -194,10 +205,18 @@ class RedisQuorumStore(Backend, RecordKeeper):
 
     def _failure(self, operation: str, name: str, errors: Sequence[_Down],
                  answered: int) -> StoreUnavailable:
+        """Too few masters answered. StoreRefused when the masters that refused for good (a
+        wrong password, a closed store) leave too few to ever make a quorum; else transient."""
         details = "; ".join(str(down.error) for down in errors)
-        return StoreUnavailable(
+        refused = sum(not down.error.transient for down in errors)
+        kind = StoreRefused if len(self.nodes) - refused < self.quorum else StoreUnavailable
+        return kind(
             f"{self.url}: {operation} of {name!r} needs {self.quorum} of {len(self.nodes)} "
             f"masters, {answered} answered: {details}")
+
+    def _refuse_if_closed(self, operation: str, name: str) -> None:
+        if self._closed:  # the masters' stores would say so too, each in its own words
+            raise closed_store(self.url, operation, name)
 
     # -- fanning out ---------------------------------------------------------------------------
 
@@ -279,6 +298,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
     # -- leases -------------------------------------------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        self._refuse_if_closed("acquire", name)
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         sent_at = _shim.monotonic()
         # Grants that come after the answers were counted: kept for the lease while it is
@@ -488,6 +508,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
         return results
 
     def release(self, grant: Grant) -> bool:
+        self._refuse_if_closed("release", grant.name)
         with self._mutex:
             parts = self._parts.pop(grant.lease_id, None)
         if parts is None:
@@ -521,6 +542,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
         raise self._failure("release", grant.name, errors, len(parts) - len(failed))
 
     def break_lease(self, name: str) -> int:
+        self._refuse_if_closed("break", name)
         def on(index: int) -> int | _Down:
             try:
                 return self.nodes[index].break_lease(name)
@@ -583,6 +605,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
         """Written where the lease's masters still hold it; True when at least `quorum` did.
         A write that missed its quorum is taken back where it landed, so it never wins a read."""
         record_bytes(record)
+        self._refuse_if_closed("writing the record", grant.name)
         parts = dict(self._parts.get(grant.lease_id, {}))
         version = (grant.token, next(self._writes))
 
@@ -679,6 +702,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
         _shim.sleep(max(0.0, deadline - _shim.monotonic()))
 
     def close(self) -> None:
+        self._closed = True
         for node in self.nodes:
             node.close()
 

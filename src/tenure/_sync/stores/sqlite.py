@@ -31,8 +31,13 @@ from pathlib import Path
 
 from tenure import _forks
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
-from tenure._errors import InvalidArgument, StoreUnavailable
+from tenure._sync.stores._protocol import (
+    Backend,
+    RecordKeeper,
+    closed_store,
+    record_bytes,
+)
+from tenure._errors import InvalidArgument, StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -179,7 +184,7 @@ class SQLiteStore(Backend, RecordKeeper):
 
     def _open(self) -> sqlite3.Connection:
         if self._closed:
-            raise StoreUnavailable(f"{self.url}: the store is closed; connect again")
+            raise closed_store(self.url)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_ms / 1000
@@ -215,10 +220,40 @@ class SQLiteStore(Backend, RecordKeeper):
             return self._open()
 
     def _failure(self, operation: str, name: str, exc: Exception) -> StoreUnavailable:
+        """One clear error for a failure of SQLite or the file system: StoreRefused for what
+        retrying cannot clear (see `_refusal`), else StoreUnavailable (a busy database, a full
+        disk, an I/O error), which the core retries."""
+        if isinstance(exc, StoreRefused):  # closed: already says so
+            return StoreRefused(str(exc))
+        fix = self._refusal(exc)
+        if fix is not None:
+            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: {exc}; {fix}")
         return StoreUnavailable(
             f"{self.url}: {operation} of {name!r} failed: {exc}; check that the database "
             "file and its directory are writable and not on a network file system"
         )
+
+    def _refusal(self, exc: Exception) -> str | None:
+        """What to fix when `exc` is permanent (None: transient, such as a busy database)."""
+        if isinstance(exc, (PermissionError, NotADirectoryError, FileExistsError)):
+            return (f"the database's directory {str(self.path.parent)!r} cannot be created or "
+                    "written by this user; fix the path in the URL or the permissions")
+        message = str(exc).lower()
+        if "readonly database" in message or "read-only" in message:
+            return ("the database file is read-only for this process; make it (and its "
+                    "directory, for the -wal and -shm files) writable")
+        if "file is not a database" in message or "malformed" in message:
+            return "the file is not a usable SQLite database; point the URL at another path"
+        if "unable to open database file" in message and not self._can_open():
+            return (f"this user cannot create or open {str(self.path)!r}; fix the path in the "
+                    "URL or the permissions of the file and its directory")
+        return None
+
+    def _can_open(self) -> bool:
+        directory = self.path.parent
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return False
+        return not self.path.exists() or os.access(self.path, os.R_OK | os.W_OK)
 
     # Each operation: take an idle connection (or open one), run, give it back. Written out
     # rather than through a context manager: this is the whole cost of a cycle besides SQLite.
