@@ -447,3 +447,65 @@ async def test_a_silent_path_fails_within_the_timeout_and_the_store_recovers(
             assert await call(store.release(grant)) is True
         finally:
             await call(store.close())
+
+
+# -- issue 17: errors that cannot clear fail at once ----------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+@pytest.mark.parametrize("wrong", ["1111", "bm90LXRoZS1rZXktYnV0LWEtbG9uZy1vbmUtaW4tYmFzZTY0"])
+async def test_a_wrong_account_key_is_refused_at_once(azurite: Azurite, api: str,
+                                                      wrong: str) -> None:
+    """acquire(timeout=None) used to retry a refused key forever, silently."""
+    from servers import DEV_KEY
+
+    module = tenure.aio if api == "async" else tenure
+    secret = azurite.connection_string.replace(DEV_KEY, wrong)
+    store = module.connect(f"azblob:///{container_name()}", connection_string=secret)
+    started = time.monotonic()
+    try:
+        with pytest.raises(tenure.StoreRefused) as raised:
+            await call(store.lock("jobs", ttl=15).acquire(timeout=None))
+    finally:
+        await call(store.close())
+    assert time.monotonic() - started < 1.0
+    message = str(raised.value)
+    assert not raised.value.transient and "\n" not in message
+    assert "refused access (HTTP 403" in message and "account key" in message, message
+    assert "'jobs'" in message and message.startswith("azblob://devstoreaccount1/")
+    assert f"={wrong}" not in message and DEV_KEY not in message
+    if len(wrong) > 4:
+        assert wrong not in message
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_missing_container_that_may_not_be_created_is_refused_at_once(
+        azurite: Azurite, api: str) -> None:
+    module = tenure.aio if api == "async" else tenure
+    name = container_name()
+    store = module.connect(f"azblob:///{name}", create_container=False)
+    started = time.monotonic()
+    try:
+        with pytest.raises(tenure.StoreRefused, match=f"container '{name}' does not exist"):
+            await call(store.lock("jobs", ttl=15).acquire(timeout=30))
+    finally:
+        await call(store.close())
+    assert time.monotonic() - started < 1.0
+
+
+async def test_a_closed_port_is_retried_until_the_timeout() -> None:
+    from servers import DEV_ACCOUNT, DEV_KEY, free_port
+
+    secret = (f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
+              f"BlobEndpoint=http://127.0.0.1:{free_port()}/{DEV_ACCOUNT};")
+    for module in (tenure, tenure.aio):
+        store = module.connect("azblob:///locks", connection_string=secret, timeout=1)
+        started = time.monotonic()
+        try:
+            with pytest.raises(tenure.StoreUnavailable) as raised:
+                await call(store.lock("jobs", ttl=15, max_wait=0.05).acquire(timeout=2))
+        finally:
+            await call(store.close())
+        elapsed = time.monotonic() - started
+        assert raised.value.transient and not isinstance(raised.value, tenure.StoreRefused)
+        assert 1.9 <= elapsed < 6, elapsed

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import threading
 import time
@@ -894,3 +895,88 @@ def test_keyword_options_win_over_the_url() -> None:
     store = MySQLStore("mariadb://app@db:3307/locks?table=a&timeout=9", table="b")
     assert (store.table, store.timeout, store.pool_size, store.database) == ("b", 9.0, 10, "locks")
     assert tenure.stores.MySQLStore.capabilities.notifies_release  # a release ends a sleep
+
+
+# -- issue 17: errors that cannot clear fail at once ----------------------------------------------
+
+USER, USER_PASSWORD = "tenure_pw", "right-horse-battery-staple"
+
+
+@pytest.fixture(scope="module")
+def password_user(mariadb_server: MariaDBServer) -> Iterator[str]:
+    """A user with a password and the rights tenure needs on database `tenure`, and a user
+    'tenure_none' with no rights at all."""
+    admin = Admin(mariadb_server)
+    for user in (USER, "tenure_none"):
+        admin.sql(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
+        admin.sql(f"CREATE USER '{user}'@'127.0.0.1' IDENTIFIED BY '{USER_PASSWORD}'")
+    admin.sql(f"GRANT ALL ON tenure.* TO '{USER}'@'127.0.0.1'")
+    yield USER
+    for user in (USER, "tenure_none"):
+        admin.sql(f"DROP USER IF EXISTS '{user}'@'127.0.0.1'")
+
+
+async def refused_within_a_second(store: Any, timeout: float | None = None) -> str:
+    """acquire(timeout) on `store` raises StoreRefused within 1 s; its message."""
+    started = time.monotonic()
+    try:
+        with pytest.raises(tenure.StoreRefused) as raised:
+            await call(store.lock("jobs", ttl=5).acquire(timeout=timeout))
+    finally:
+        await call(store.close())
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.0, f"a permanent error took {elapsed:.2f} s to surface"
+    assert raised.value.transient is False
+    message = str(raised.value)
+    assert "\n" not in message and "'jobs'" in message
+    return message
+
+
+@pytest.mark.parametrize("wrong", ["1", "not-the-password-but-a-long-one"])
+async def test_a_wrong_password_is_refused_at_once(api: str, mariadb_server: MariaDBServer,
+                                                    password_user: str, table: str,
+                                                    wrong: str) -> None:
+    """acquire(timeout=None) used to retry a refused password forever, silently. "1" also
+    occurs in the host: the message must still show the address whole."""
+    module = tenure.aio if api == "async" else tenure
+    address = f"127.0.0.1:{mariadb_server.port}/tenure"
+    works = module.connect(f"mysql://{password_user}:{USER_PASSWORD}@{address}?table={table}")
+    lease = await call(works.lock("jobs", ttl=5).try_acquire())
+    assert lease is not None, "the right password works"
+    await call(works.close())
+    store = module.connect(f"mysql://{password_user}:{wrong}@{address}?table={table}")
+    message = await refused_within_a_second(store)
+    assert "authentication refused" in message and "password in the URL" in message, message
+    assert f"mysql://{password_user}:***@{address}" in message, message
+    assert f":{wrong}@" not in message
+    if len(wrong) > 1:
+        assert wrong not in message
+    assert not re.search(r"[\d.]\*\*\*|\*\*\*[\d.]", message), "an address mangled: " + message
+
+
+async def test_a_missing_database_or_right_is_refused_at_once(
+        api: str, mariadb_server: MariaDBServer, password_user: str, table: str) -> None:
+    module = tenure.aio if api == "async" else tenure
+    missing = module.connect(mariadb_server.url.replace("/tenure", "/no_such_db"))
+    message = await refused_within_a_second(missing, timeout=30)
+    assert "'no_such_db' does not exist" in message and "CREATE DATABASE" in message
+    denied = module.connect(f"mysql://tenure_none:{USER_PASSWORD}@127.0.0.1:"
+                            f"{mariadb_server.port}/tenure?table={table}")
+    message = await refused_within_a_second(denied)
+    assert "may not use database 'tenure'" in message and USER_PASSWORD not in message, message
+
+
+async def test_a_closed_port_is_retried_until_the_timeout(api: str) -> None:
+    from servers import free_port
+
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"mysql://root@127.0.0.1:{free_port()}/tenure", timeout=1)
+    started = time.monotonic()
+    try:
+        with pytest.raises(tenure.StoreUnavailable) as raised:
+            await call(store.lock("jobs", ttl=5, max_wait=0.05).acquire(timeout=2))
+    finally:
+        await call(store.close())
+    elapsed = time.monotonic() - started
+    assert raised.value.transient and not isinstance(raised.value, tenure.StoreRefused)
+    assert 1.9 <= elapsed < 6, elapsed

@@ -10,6 +10,7 @@ import atexit
 import gc
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -850,3 +851,105 @@ def test_a_forked_child_leaves_the_parents_connections_and_leases_alone(
     assert lease.release() is True
     store.close()
     other.close()
+
+
+# -- issue 17: errors that cannot clear fail at once ----------------------------------------------
+
+ROLE, ROLE_PASSWORD = "tenure_pw_user", "right-horse-battery-staple"
+
+
+@pytest.fixture(scope="module")
+def password_role(postgres_server: PostgresServer) -> Iterator[str]:
+    """A role that must log in with a password over TCP (scram-sha-256): the suite's cluster
+    trusts everyone, so a pg_hba.conf line for this role alone goes first, and goes again."""
+    hba = postgres_server._data / "pg_hba.conf"  # type: ignore[operator]
+    original = hba.read_text()
+    with psycopg.connect(postgres_server.url, autocommit=True) as db:
+        db.execute(f"DROP SCHEMA IF EXISTS {ROLE} CASCADE")
+        db.execute(f"DROP ROLE IF EXISTS {ROLE}")
+        db.execute(f"CREATE ROLE {ROLE} LOGIN PASSWORD '{ROLE_PASSWORD}'")
+        db.execute(f"CREATE SCHEMA {ROLE} AUTHORIZATION {ROLE}")
+        hba.write_text(f"host all {ROLE} 127.0.0.1/32 scram-sha-256\n" + original)
+        db.execute("SELECT pg_reload_conf()")
+    yield ROLE
+    hba.write_text(original)
+    with psycopg.connect(postgres_server.url, autocommit=True) as db:
+        db.execute("SELECT pg_reload_conf()")
+        db.execute(f"DROP SCHEMA IF EXISTS {ROLE} CASCADE")
+        db.execute(f"DROP ROLE IF EXISTS {ROLE}")
+
+
+async def refused_within_a_second(store: Any, timeout: float | None = None) -> str:
+    """acquire(timeout) on `store` raises StoreRefused within 1 s; its message."""
+    started = time.monotonic()
+    try:
+        with pytest.raises(tenure.StoreRefused) as raised:
+            await call(store.lock("jobs", ttl=5).acquire(timeout=timeout))
+    finally:
+        await call(store.close())
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.0, f"a permanent error took {elapsed:.2f} s to surface"
+    assert raised.value.transient is False
+    message = str(raised.value)
+    assert "\n" not in message and "'jobs'" in message
+    return message
+
+
+@pytest.mark.parametrize("wrong", ["1", "not-the-password-but-a-long-one"])
+async def test_a_wrong_password_is_refused_at_once(postgres_server: PostgresServer,
+                                                    password_role: str, api: str,
+                                                    wrong: str) -> None:
+    """acquire(timeout=None) used to retry a refused password forever, silently. "1" also
+    occurs in the host: the message must still show the address whole."""
+    module = tenure.aio if api == "async" else tenure
+    address = f"127.0.0.1:{postgres_server.port}/postgres"
+    works = module.connect(f"postgresql://{password_role}:{ROLE_PASSWORD}@{address}",
+                           timeout=2, schema=password_role)
+    lease = await call(works.lock("jobs", ttl=5).try_acquire())
+    assert lease is not None, "the right password works"
+    await call(works.close())
+    store = module.connect(f"postgresql://{password_role}:{wrong}@{address}", timeout=2)
+    message = await refused_within_a_second(store)
+    assert "authentication refused" in message and "password in the URL" in message, message
+    assert f"postgresql://{password_role}:***@{address}" in message, message
+    assert f":{wrong}@" not in message
+    if len(wrong) > 1:
+        assert wrong not in message
+    assert not re.search(r"[\d.]\*\*\*|\*\*\*[\d.]", message), "an address mangled: " + message
+
+
+async def test_a_missing_database_is_refused_at_once_and_named(
+        postgres_server: PostgresServer, api: str) -> None:
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"postgresql://postgres@127.0.0.1:{postgres_server.port}/nosuchdb",
+                           timeout=2)
+    message = await refused_within_a_second(store, timeout=30)
+    assert '"nosuchdb" does not exist' in message and "CREATE DATABASE" in message, message
+
+
+async def test_a_closed_port_is_retried_until_the_timeout(api: str) -> None:
+    from servers import free_port
+
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"postgresql://postgres@127.0.0.1:{free_port()}/postgres", timeout=1)
+    started = time.monotonic()
+    try:
+        with pytest.raises(tenure.StoreUnavailable) as raised:
+            await call(store.lock("jobs", ttl=5, max_wait=0.05).acquire(timeout=2))
+    finally:
+        await call(store.close())
+    elapsed = time.monotonic() - started
+    assert raised.value.transient and not isinstance(raised.value, tenure.StoreRefused)
+    assert 1.9 <= elapsed < 6, elapsed
+
+
+async def test_a_missing_privilege_is_refused_at_once(postgres_server: PostgresServer,
+                                                      password_role: str, api: str) -> None:
+    """The role may not create the tables in schema public (PostgreSQL 15+: no CREATE there)."""
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"postgresql://{password_role}:{ROLE_PASSWORD}@127.0.0.1:"
+                           f"{postgres_server.port}/postgres?schema=public&table=t_forbidden",
+                           timeout=2)
+    message = await refused_within_a_second(store)
+    assert "permission denied" in message and "grant this user" in message, message
+    assert ROLE_PASSWORD not in message

@@ -7,6 +7,7 @@ its data, dropped connections (pub/sub included), URL forms and options, and the
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import signal
@@ -987,3 +988,160 @@ def test_a_forked_child_uses_its_own_connections_and_leaves_the_parent_s_lease(
     finally:
         store.close()
         other.close()
+
+
+# -- issue 17: errors that cannot clear fail at once ----------------------------------------------
+
+PASSWORD = "right-horse-battery-staple"
+
+
+@pytest.fixture(scope="module")
+def password_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server of its own whose default user needs PASSWORD, with a user 'limited' that
+    may touch no key of the tests' prefixes."""
+    server = RedisServer(tmp_path_factory.mktemp("redis-password"))
+    try:
+        server.start()
+    except ServiceMissing as exc:
+        service_missing(str(exc))
+    try:
+        with redis.Redis(port=server.port) as client:
+            client.acl_setuser("limited", enabled=True, passwords=[f"+{PASSWORD}"],
+                               keys=["elsewhere:*"], commands=["+@all"])
+            client.config_set("requirepass", PASSWORD)
+        yield server
+    finally:
+        server.stop()
+
+
+async def refused_within_a_second(store: Any, timeout: float | None = None) -> str:
+    """acquire(timeout) on `store` raises StoreRefused within 1 s; its message."""
+    started = time.monotonic()
+    with pytest.raises(tenure.StoreRefused) as raised:
+        await call(store.lock("jobs", ttl=5).acquire(timeout=timeout))
+    elapsed = time.monotonic() - started
+    assert elapsed < 1.0, f"a permanent error took {elapsed:.2f} s to surface"
+    assert raised.value.transient is False
+    return str(raised.value)
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+@pytest.mark.parametrize("wrong", ["1", "not-the-password-but-a-long-one"])
+async def test_a_wrong_password_is_refused_at_once(password_server: RedisServer, api: str,
+                                                    wrong: str) -> None:
+    """acquire(timeout=None) used to retry a refused password forever, silently. "1" also
+    occurs in the host: the message must still show the address whole."""
+    address = f"127.0.0.1:{password_server.port}/0"
+    for url in (f"redis://:{wrong}@{address}", f"redis://default:{wrong}@{address}?prefix=p:"):
+        store = connect(url, api, timeout=2)
+        try:
+            message = await refused_within_a_second(store)
+        finally:
+            await call(store.close())
+        assert "authentication refused" in message and "password in the URL" in message
+        assert f"redis://{url[8:].partition(':')[0]}:***@{address}" in message, message
+        assert f":{wrong}@" not in message and "'jobs'" in message
+        if len(wrong) > 1:
+            assert wrong not in message
+        assert not re.search(r"[\d.]\*\*\*|\*\*\*[\d.]", message), "an address mangled: " + message
+        assert "\n" not in message
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_missing_password_or_a_missing_right_is_refused_at_once(
+        password_server: RedisServer, api: str) -> None:
+    store = connect(f"redis://127.0.0.1:{password_server.port}/0", api, timeout=2)
+    try:
+        message = await refused_within_a_second(store, timeout=30)
+    finally:
+        await call(store.close())
+    assert "requires a password" in message or "authentication refused" in message, message
+    limited = connect(f"redis://limited:{PASSWORD}@127.0.0.1:{password_server.port}/0", api,
+                      timeout=2)
+    try:
+        message = await refused_within_a_second(limited)
+    finally:
+        await call(limited.close())
+    assert "may not" in message and "ACL" in message and PASSWORD not in message, message
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_quorum_whose_masters_all_refuse_is_refused_at_once(
+        masters: list[RedisServer], password_server: RedisServer, api: str) -> None:
+    hosts = ",".join(f"127.0.0.1:{master.port}" for master in masters)
+    store = connect(f"redis://nobody:wrong-password@{hosts}/0", api, timeout=1)
+    message = await refused_within_a_second(store)
+    await call(store.close())
+    assert "wrong-password" not in message and "authentication refused" in message, message
+    # One master refusing while two are down is not permanent: those two may come back.
+    up = f"127.0.0.1:{password_server.port}"
+    down = connect(f"redis://:wrong-password@{up},127.0.0.1:1,127.0.0.1:2/0", api, timeout=1,
+                   quorum=2)
+    try:
+        with pytest.raises(tenure.StoreUnavailable) as raised:
+            await call(down.lock("jobs", ttl=5).acquire(timeout=0))
+        assert raised.value.transient
+    finally:
+        await call(down.close())
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_server_that_is_down_is_retried_until_the_timeout_with_one_warning(
+        tmp_path: Path, api: str, caplog: pytest.LogCaptureFixture) -> None:
+    server = RedisServer(tmp_path)
+    try:
+        server.start()
+    except ServiceMissing as exc:
+        service_missing(str(exc))
+    server.stop()  # its port is closed now: connections are refused
+    store = connect(f"redis://127.0.0.1:{server.port}/0", api, timeout=1)
+    try:
+        with caplog.at_level(logging.INFO, logger="tenure"):
+            started = time.monotonic()
+            with pytest.raises(tenure.StoreUnavailable) as raised:
+                await call(store.lock("jobs", ttl=5, max_wait=0.05).acquire(timeout=2))
+            elapsed = time.monotonic() - started
+    finally:
+        await call(store.close())
+    assert raised.value.transient and not isinstance(raised.value, tenure.StoreRefused)
+    assert 1.9 <= elapsed < 5, elapsed
+    warnings = [r for r in caplog.records if r.name == "tenure" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert f"127.0.0.1:{server.port}" in warnings[0].getMessage()
+    assert "'jobs'" in warnings[0].getMessage()
+
+
+async def test_an_outage_during_acquire_logs_one_warning_and_one_info_when_it_ends(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server = RedisServer(tmp_path)
+    try:
+        server.start()
+    except ServiceMissing as exc:
+        service_missing(str(exc))
+    server.stop()
+    store = tenure.aio.connect(f"redis://127.0.0.1:{server.port}/0", timeout=1,
+                               restart_grace=0)
+    lease = None
+
+    async def acquire() -> None:
+        nonlocal lease
+        lease = await store.lock("jobs", ttl=5, max_wait=0.05).acquire(timeout=None)
+
+    try:
+        with caplog.at_level(logging.INFO, logger="tenure"):
+            async with anyio.create_task_group() as group:
+                group.start_soon(acquire)
+                await eventually(lambda: any(r.levelno == logging.WARNING
+                                             for r in caplog.records), 10, "the warning")
+                await anyio.to_thread.run_sync(server.start_again)
+            assert lease is not None
+            await lease.release()
+    finally:
+        await store.close()
+        server.stop()
+    tenure_records = [r for r in caplog.records if r.name == "tenure"]
+    warnings = [r for r in tenure_records if r.levelno == logging.WARNING]
+    infos = [r for r in tenure_records if r.levelno == logging.INFO]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert len(infos) == 1 and "reachable again after" in infos[0].getMessage(), [
+        r.getMessage() for r in tenure_records]
