@@ -163,7 +163,7 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # the runner died: what the exits checker looks for
         code = 1
         history.emit("fail", "exit", error=f"{type(exc).__name__}: {exc}"[:500],
-                     detail=_leaves(exc))
+                     detail=innermost_errors(exc))
         traceback.print_exc()
     finally:
         try:
@@ -175,12 +175,12 @@ def main(argv: list[str]) -> int:
     return code
 
 
-def _leaves(exc: BaseException) -> list[str]:
+def innermost_errors(exc: BaseException) -> list[str]:
     """The innermost exceptions of an exception group (or the exception), as short text."""
     inner = getattr(exc, "exceptions", None)
     if not inner:
         return [f"{type(exc).__name__}: {exc}"[:300]]
-    return [leaf for each in inner for leaf in _leaves(each)][:5]
+    return [leaf for each in inner for leaf in innermost_errors(each)][:5]
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from typing import Any
 
 import tenure
 from tenure.chaos._history import HistoryWriter
-from tenure.chaos._jobs_worker import _leaves
+from tenure.chaos._jobs_worker import innermost_errors
 from tenure.chaos._oracle import OracleClient
 from tenure.chaos._producer import number_of, open_source
 from tenure.chaos._worker import CONTROL_WAIT, log_renewals, wait_for_control
@@ -194,7 +194,7 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # the runner died: what the exits checker looks for
         code = 1
         history.emit("fail", "exit", error=f"{type(exc).__name__}: {exc}"[:500],
-                     detail=_leaves(exc))
+                     detail=innermost_errors(exc))
         traceback.print_exc()
     finally:
         try:

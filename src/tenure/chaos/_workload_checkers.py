@@ -50,6 +50,7 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from tenure.chaos._checkers import (
@@ -394,10 +395,8 @@ def _check_run_tokens(runs: Sequence[Work], verdict: Verdict) -> None:
 
 
 def _clock(epoch: float) -> str:
-    import datetime
-
-    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%H:%M:%S.%f")[
-        :-3]
+    """A period's start as UTC time of day, to the millisecond."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
 
 
 # -- queue --------------------------------------------------------------------------------------
