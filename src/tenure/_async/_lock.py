@@ -137,8 +137,8 @@ class AsyncLock:
                 lease, last_error = None, exc  # transient: keep trying until the timeout
                 if failing_since is None and not warned:  # once per call, not per retry
                     failing_since, warned = tried_at, True
-                    log.warning("tenure: %s %r on %s: the store did not answer, retrying %s: "
-                                "%s", self._kind(), self.name, self._store.url,
+                    log.warning("tenure: %s %r on %s: store error, retrying %s: %s",
+                                self._kind(), self.name, self._store.url,
                                 self._until(timeout), exc)
             else:
                 if failing_since is not None:  # once per call too, when it first answers again
@@ -164,7 +164,7 @@ class AsyncLock:
 
     @staticmethod
     def _until(timeout: float) -> str:
-        return "until it does" if math.isinf(timeout) else f"for up to {timeout:g} s"
+        return "until it answers" if math.isinf(timeout) else f"for up to {timeout:g} s"
 
     def _kind(self) -> str:
         return "lock" if self.limit == 1 else f"semaphore (limit {self.limit})"

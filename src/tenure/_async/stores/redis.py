@@ -523,7 +523,9 @@ def _refusal(exc: BaseException) -> str | None:
     for start, fix in _REFUSED_REPLIES.items():
         if message.startswith(start) or message.startswith(start.removeprefix("ERR ")):
             return fix
-    if isinstance(exc, AuthenticationError):  # redis-py's own wording, e.g. "invalid password"
+    if isinstance(exc, AuthenticationError):  # redis-py drops the NOAUTH and WRONGPASS codes
+        if "already authenticated" in message or "Authentication required" in message:
+            return _REFUSED_REPLIES["NOAUTH"]
         return "authentication refused: check the user name and password in the URL"
     return None
 
@@ -684,7 +686,7 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         StoreRefused when retrying cannot clear it (see `_refusal`)."""
         if isinstance(exc, StoreRefused):  # the store is closed: already says so
             return StoreRefused(str(exc))
-        detail = str(exc) or type(exc).__name__
+        detail = str(exc).rstrip(".") or type(exc).__name__
         # A password of a few characters would mangle the address and numbers it occurs in
         # (drivers never echo one; the URL itself is redacted by its structure).
         if len(self._password) >= 4:
