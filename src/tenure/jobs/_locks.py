@@ -95,10 +95,10 @@ class LockPort:
         """Wait up to `timeout` seconds for the lease of `name`; None when it stayed busy.
 
         Waiting tries again with exponential backoff and full jitter up to `max_wait` seconds
-        apart (so a waiting instance takes over within `max_wait` of the lease's end). A store
-        error is raised at once, not retried here: the runner's outage handling decides, and
-        logs an outage once, not once per wait. Every busy answer tells `retry` the store
-        answers.
+        apart (so a waiting instance takes over within `max_wait` of the lease's end), and at
+        once when the store says the lease may have been released. A store error is raised at
+        once, not retried here: the runner's outage handling decides, and logs an outage once,
+        not once per wait. Every busy answer tells `retry` the store answers.
         """
         lock = self._lock(name, ttl, max_wait)
         deadline = time.monotonic() + timeout
@@ -112,7 +112,8 @@ class LockPort:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            await anyio.sleep(min(backoff.next_delay(), remaining))
+            await self._call(self.store.backend.wait_released, name,
+                             min(backoff.next_delay(), remaining))
 
     async def release(self, lease: AnyLease) -> None:
         """Give the lease back; a store error is left to expiry (logged by the core)."""
