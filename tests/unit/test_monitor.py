@@ -60,17 +60,23 @@ def test_transient_failures_are_retried_then_the_deadline_decides() -> None:
         wait_until(lambda: lost == [lease], 1, "on_lost to run")
 
 
-def test_renewals_resume_when_the_store_recovers() -> None:
+def test_renewals_resume_when_the_store_recovers(caplog: pytest.LogCaptureFixture) -> None:
     backend = CountingStore()
+    caplog.set_level("INFO", logger="tenure")
     with tenure.connect(backend) as store:
         lease = store.lock("jobs", ttl=1.5).try_acquire()
         assert lease is not None
         backend.failing = True
-        wait_until(lambda: len(backend.batches) >= 2, 2, "a failed renewal and a retry")
+        wait_until(lambda: len(backend.batches) >= 3, 2, "a failed renewal and two retries")
         backend.failing = False
         count = len(backend.batches)
         wait_until(lambda: len(backend.batches) >= count + 3, 3, "renewals to succeed again")
         assert not lease.lost
+    # One line when the outage starts and one when it ends, not one per failed retry.
+    outage = [(record.levelname, record.getMessage()) for record in caplog.records
+              if "renewal" in record.getMessage()]
+    assert [level for level, _ in outage] == ["WARNING", "INFO"], outage
+    assert "injected failure" in outage[0][1] and "succeed again" in outage[1][1]
 
 
 class FlakyReleaseStore(MemoryStore):

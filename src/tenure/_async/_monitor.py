@@ -45,6 +45,7 @@ class _Answer(NamedTuple):
     sent_at: float
     answered_at: float
     results: list[object] | None  # None: the batch failed transiently (or was cancelled)
+    error: Exception | None = None  # why it failed, when it did
 
 
 class AsyncLeaseMonitor:
@@ -60,6 +61,9 @@ class AsyncLeaseMonitor:
         self._background: _shim.Background | None = None
         self._next_wake = -math.inf
         self._closed = False
+        # One WARNING when renewals start failing and one INFO when they succeed again, not a
+        # line per retry: an outage of a few seconds retries many times per held lease.
+        self._failing_since: float | None = None
         _shim.release_at_exit(self)  # sync: a clean interpreter exit frees the leases at once
         _forks.in_child_after_fork(self, AsyncLeaseMonitor._start_afresh_in_child)
 
@@ -115,6 +119,7 @@ class AsyncLeaseMonitor:
         self._wakeup = _shim.Event()
         self._background = None
         self._next_wake = -math.inf
+        self._failing_since = None
 
     async def _run(self) -> None:
         while not self._closed:
@@ -163,19 +168,34 @@ class AsyncLeaseMonitor:
         """One renewal batch, run apart from the loop; its answer goes back to the loop."""
         sent_at = _shim.monotonic()
         results: list[object] | None = None
+        error: Exception | None = None
         try:
             results = list(await self._backend.renew([lease.grant for lease in group], ttl))
         except Exception as exc:  # a background renewal never crashes the process
-            log.warning("tenure: renewal of %d lease(s) failed, retrying before the "
-                        "deadline: %s", len(group), exc)
+            error = exc
         finally:  # also when cancelled: the loop must not wait for this batch forever
-            self._answers.append(_Answer(group, sent_at, _shim.monotonic(), results))
+            self._answers.append(_Answer(group, sent_at, _shim.monotonic(), results, error))
             self._wakeup.set()
+
+    def _log_outage(self, answer: _Answer) -> None:
+        if answer.error is not None:
+            if self._failing_since is None:
+                self._failing_since = answer.sent_at
+                log.warning("tenure: renewal of %d lease(s) failed, retrying before their "
+                            "deadlines (said once until a renewal succeeds): %s",
+                            len(answer.leases), answer.error)
+            else:
+                log.debug("tenure: renewal failed again: %s", answer.error)
+        elif answer.results is not None and self._failing_since is not None:
+            log.info("tenure: renewals succeed again after %.1f s",
+                     answer.answered_at - self._failing_since)
+            self._failing_since = None
 
     def _apply(self, answer: _Answer) -> None:
         """On the loop only, so that each lease is renewed by one batch at a time and its
         state changes in one place."""
         self._renewing.difference_update(lease.grant.lease_id for lease in answer.leases)
+        self._log_outage(answer)
         if answer.results is None:
             for lease in answer.leases:
                 lease.retry_soon(answer.answered_at)
