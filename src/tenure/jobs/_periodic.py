@@ -160,7 +160,8 @@ class PeriodicJob:
             now = utc_now()
             period = self.spec.schedule.period_at(now)
             if self._due(period, now):
-                if not await sleep_unless_stopped(stopping, random.uniform(0, self.spec.jitter)):
+                jitter = self.spec.jitter  # no jitter: no zero-length sleep on every turn
+                if jitter and not await sleep_unless_stopped(stopping, random.uniform(0, jitter)):
                     return
                 await self._contend(period, stopping)
             else:

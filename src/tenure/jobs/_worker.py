@@ -117,8 +117,7 @@ class _Registry:
             def process_invoices(run: tenure.Run) -> None:
                 ...
         """
-        schedule = Every(timedelta(seconds=to_seconds(interval, "interval")),
-                         timedelta(seconds=to_seconds(offset, "offset")))
+        schedule = Every.of(interval, offset)
         return self._register(schedule, name, options)
 
     def cron(self, expression: str, *, timezone: str = "UTC", name: str | None = None,
