@@ -22,24 +22,22 @@ from tenure._urls import parse_store_url
 
 FAULT_KINDS = ("kill", "pause", "proxy", "stall", "fork", "restart")
 WORKLOADS = ("lock", "jobs", "queue")
+QUEUE_VISIBILITY = 3.0  # the queue workload's visibility timeout (seconds)
+
 
 def runner_retry_cap() -> float:
     """The job runner's longest wait between two tries after a store error (its retry
-    interval, `tenure.jobs._outage.RETRY_CAP`, 2 s): part of the jobs workload's liveness
-    bound. 2 s too where the runner has no such module (it retried after a fixed 1 s).
+    interval, `tenure.jobs._outage.RETRY_CAP`): part of the jobs workload's liveness bound.
 
     Example::
 
         runner_retry_cap()   # 2.0
     """
-    import importlib
+    from tenure.jobs._outage import RETRY_CAP  # not at import: the CLI loads this module
 
-    try:
-        return float(importlib.import_module("tenure.jobs._outage").RETRY_CAP)
-    except (ImportError, AttributeError):
-        return 2.0
+    return float(RETRY_CAP)
 
-QUEUE_VISIBILITY = 3.0  # the queue workload's visibility timeout (seconds)
+
 # The GC-pause case: SIGSTOP for these multiples of the ttl, then SIGCONT.
 PAUSE_FACTORS = (0.5, 1.5, 3.0)
 DEFAULT_TTL = 2.0
