@@ -18,6 +18,9 @@ Rules, so the pages can stay readable:
   block (in the same namespace): the application's own functions a block calls, as stubs.
   A marker not followed by a block, or of an unknown kind, fails the collection test.
 
+`tenure SUBCOMMAND ...` lines of the pages' other fences and inline code are checked too: the
+subcommand exists and `--help` lists every option they use (nothing is run).
+
 Example::
 
     .venv/bin/python -m pytest -q tests/test_docs_snippets.py -k README
@@ -281,3 +284,46 @@ def test_markers_attach_to_the_next_block_and_mistakes_are_named(tmp_path: Path)
         "page.md:9: `snippet: skip` needs a (reason)",
         "page.md:13: unknown snippet marker 'sometimes' (known: skip, runs-forever, setup)",
         "page.md:13: snippet marker not right before a ```python block"]
+
+
+# `tenure SUBCOMMAND ...` in the pages: a line of a non-python fence (maybe after `$ ` and
+# VAR=value assignments), or an inline code span.
+COMMAND_LINE = re.compile(r"^(?:\$ )?(?:[A-Z_]+=\S+ )*tenure (?P<command>[a-z][^#]*)")
+COMMAND_SPAN = re.compile(r"`tenure (?P<command>[a-z][^`]*)`")
+
+
+def cli_commands() -> dict[str, list[tuple[str, str]]]:
+    """Subcommand (with its action, e.g. "locks break") -> [(file:line, options used)]."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for page in pages():
+        fence: str | None = None  # the open fence's language, None outside fences
+        for number, text in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if text.startswith("```"):
+                fence = text.strip()[3:] if fence is None else None
+                continue
+            commands = []
+            if fence in ("", "bash", "console", "sh") and (match := COMMAND_LINE.match(text)):
+                commands.append(match["command"])
+            if fence is None:
+                commands += [match["command"] for match in COMMAND_SPAN.finditer(text)]
+            for command in commands:
+                words = command.split()
+                sub = words[0] + (f" {words[1]}" if words[:2] == ["locks", "break"] else "")
+                where = f"{page.relative_to(ROOT)}:{number}"
+                found.setdefault(sub, []).append((where, command))
+    return found
+
+
+CLI = cli_commands()
+
+
+@pytest.mark.parametrize("subcommand", sorted(CLI))
+def test_cli_commands_in_the_pages_exist_with_their_options(subcommand: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "tenure", *subcommand.split(), "--help"],
+                            capture_output=True, text=True, timeout=TIMEOUT,
+                            env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, f"`tenure {subcommand} --help`: {result.stderr}"
+    unknown = [(where, option) for where, command in CLI[subcommand]
+               for option in re.findall(r"(?<![\w-])--[a-z][\w-]*", command)
+               if not re.search(rf"(?<![\w-]){option}(?![\w-])", result.stdout)]
+    assert unknown == [], f"options `tenure {subcommand} --help` does not list"
