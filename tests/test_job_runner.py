@@ -93,6 +93,40 @@ def test_bad_job_options_fail_at_registration(options: dict[str, Any], message: 
         worker.every(timedelta(minutes=5), **options)
 
 
+def test_a_job_or_callback_with_the_wrong_signature_fails_at_the_decorator() -> None:
+    worker = Worker(tenure.connect("memory://"))
+
+    def no_arguments() -> None: ...
+
+    def one_argument(run: Run) -> None: ...
+
+    with pytest.raises(tenure.InvalidArgumentType, match=r"no_arguments\(\) cannot be called "
+                       r"that way; write it as: def my_job\(run: tenure\.Run\)"):
+        worker.every(60)(no_arguments)
+    with pytest.raises(tenure.InvalidArgumentType, match="a job is called with 1 argument"):
+        worker.cron("0 3 * * *")(no_arguments)
+    with pytest.raises(tenure.InvalidArgumentType, match="a queue handler"):
+        worker.queue(object())(no_arguments)  # checked before the source
+    with pytest.raises(tenure.InvalidArgumentType, match="on_elected is called with no arguments"):
+        worker.election("primary", on_elected=one_argument)  # type: ignore[arg-type]
+    assert worker.jobs == {}  # nothing was registered
+
+    @worker.every(60)
+    def with_defaults(run: Run, extra: int = 1) -> None: ...  # callable with one argument
+
+
+def test_run_inside_an_event_loop_points_at_the_async_worker() -> None:
+    import asyncio
+
+    worker = Worker(tenure.connect("memory://"))
+
+    async def main() -> None:
+        worker.run()
+
+    with pytest.raises(tenure.InvalidArgument, match=r"tenure\.aio\.Worker"):
+        asyncio.run(main())
+
+
 def test_registration_mistakes_are_explained() -> None:
     worker = Worker(tenure.connect("memory://"))
 

@@ -25,6 +25,7 @@ store) before any call to the store succeeded; `run()` then raises that error, a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import signal
 import threading
@@ -57,12 +58,21 @@ from tenure.jobs._periodic import (
 )
 from tenure.jobs._run import Run
 from tenure.jobs._schedule import Cron, Every, Schedule, period_seconds
+from tenure.jobs._signatures import check_callable
 
 log = logging.getLogger("tenure.jobs")
 F = TypeVar("F", bound=Callable[..., Any])
 HEALTH_READ_TIMEOUT = 2.0  # seconds health() waits for the store's records (async store)
 
 MISFIRE_POLICIES = ("coalesce", "skip")
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _no_job(run: Run) -> None:
@@ -146,9 +156,8 @@ class _Registry:
         """
         validate_name(name)
         for callback, argument in ((on_elected, "on_elected"), (on_lost, "on_lost")):
-            if callback is not None and not callable(callback):
-                raise InvalidArgumentType(f"{argument} must be callable, got "
-                                          f"{type(callback).__name__}")
+            if callback is not None:
+                check_callable(callback, argument, 0, f"def {argument}() -> None")
         if name in self._elections:
             raise InvalidArgument(f"election {name!r} is already registered on this worker")
         lease_ttl = self._ttl(ttl)
@@ -173,6 +182,8 @@ class _Registry:
         from tenure.jobs._queue import QueueConsumer
 
         def register(function: F) -> F:
+            check_callable(function, "a queue handler", 1,
+                           "def handle(message: tenure.Message) -> None")
             job = self._job_name(function, name)
             self._consumers.append(QueueConsumer(source, function, locks=self._locks, name=job,
                                                  scope=scope, concurrency=concurrency,
@@ -208,9 +219,7 @@ class _Registry:
         self._spec(schedule, "check", _no_job, options)  # bad options fail at the decorator
 
         def register(function: F) -> F:
-            if not callable(function):
-                raise InvalidArgumentType(f"a job must be a function taking a tenure.Run, got "
-                                          f"{type(function).__name__}")
+            check_callable(function, "a job", 1, "def my_job(run: tenure.Run) -> None")
             job = self._job_name(function, name)
             if job in self.jobs:
                 raise InvalidArgument(f"job {job!r} is already registered on this worker; pass "
@@ -532,6 +541,11 @@ class Worker(_Registry):
 
             worker.run()
         """
+        if _loop_running():
+            raise InvalidArgument(
+                "Worker.run() blocks, and this thread already runs an event loop: in async "
+                "code use tenure.aio.Worker(tenure.aio.connect(...)) and `await worker.run()`, "
+                "or call worker.start() to run this one in a background thread")
         signals = threading.current_thread() is threading.main_thread()
 
         async def main() -> None:
