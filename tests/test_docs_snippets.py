@@ -65,7 +65,8 @@ class Block:
 
     @property
     def label(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
+        return f"{page}:{self.line}"
 
 
 MARKER = re.compile(r"<!--\s*snippet:\s*(?P<kind>[\w-]+)\s*(?:\((?P<reason>[^)]*)\))?")
@@ -94,6 +95,9 @@ def parse(page: Path) -> tuple[list[Block], list[str]]:
             if kind == "setup":
                 while "-->" not in lines[index]:
                     index += 1
+                    if index == len(lines):
+                        problems.append(f"{page.name}:{number}: `snippet: setup` has no -->")
+                        return blocks, problems
                     if "-->" not in lines[index]:
                         body.append(lines[index])
             pending.append((number, kind, reason, "\n".join(body) + "\n"))
@@ -104,7 +108,7 @@ def parse(page: Path) -> tuple[list[Block], list[str]]:
             end = index + 1
             while end < len(lines) and not lines[end].startswith("```"):
                 end += 1
-            if text.strip() == "```python":
+            if text.strip() in ("```python", "```py"):
                 block = Block(page, fence, "\n".join(lines[index + 1:end]) + "\n")
                 for line, kind, reason, code in pending:
                     if kind == "setup":
@@ -274,6 +278,8 @@ def test_markers_attach_to_the_next_block_and_mistakes_are_named(tmp_path: Path)
         "```bash",
         "echo",
         "```",
+        "<!-- snippet: setup",
+        "x = 1",
     ]) + "\n")
     blocks, problems = parse(page)
     found = [(block.line, block.kind, block.reason, block.setup, block.code) for block in blocks]
@@ -283,7 +289,8 @@ def test_markers_attach_to_the_next_block_and_mistakes_are_named(tmp_path: Path)
     assert problems == [
         "page.md:9: `snippet: skip` needs a (reason)",
         "page.md:13: unknown snippet marker 'sometimes' (known: skip, runs-forever, setup)",
-        "page.md:13: snippet marker not right before a ```python block"]
+        "page.md:13: snippet marker not right before a ```python block",
+        "page.md:18: `snippet: setup` has no -->"]
 
 
 # `tenure SUBCOMMAND ...` in the pages: a line of a non-python fence (maybe after `$ ` and
@@ -327,3 +334,33 @@ def test_cli_commands_in_the_pages_exist_with_their_options(subcommand: str) -> 
                for option in re.findall(r"(?<![\w-])--[a-z][\w-]*", command)
                if not re.search(rf"(?<![\w-]){option}(?![\w-])", result.stdout)]
     assert unknown == [], f"options `tenure {subcommand} --help` does not list"
+
+
+def test_a_failing_snippet_fails_with_its_page_and_line(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("text\n```python\nx = 1\nraise ValueError(x)\n```\n")
+    parts = [{"path": "page.md", "file": str(page), "line": 2, "role": "subject",
+              "code": "x = 1\nraise ValueError(x)\n"},
+             {"path": "page.md", "file": str(page), "line": 9, "role": "subject",
+              "code": "never = 1\n"}]
+    result = subprocess.run([sys.executable, str(RUNNER)], input=json.dumps(parts), cwd=tmp_path,
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 1
+    assert result.stdout == "START page.md:2\n"
+    assert 'File "page.md", line 4, in <module>\n    raise ValueError(x)\n' in result.stderr
+    assert "snippet_runner" not in result.stderr
+    assert result.stderr.endswith("ValueError: 1\nin the subject part page.md:2\n")
+
+
+def test_a_runs_forever_snippet_that_ends_by_itself_fails(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```python\nprint('done')\n```\n")
+    block = Block(page, 1, "print('done')\n", kind="runs-forever", reason="serves")
+    payload = json.dumps([{"path": "page.md", "file": str(page), "line": 1, "role": "subject",
+                           "code": block.code}])
+    out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen([sys.executable, str(RUNNER)], cwd=tmp_path,
+                                   stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, text=True)
+    with pytest.raises(AssertionError, match="stopped by itself \\(status 0\\)"):
+        run_forever(process, payload, block, out, err)
