@@ -364,3 +364,47 @@ def test_a_runs_forever_snippet_that_ends_by_itself_fails(tmp_path: Path) -> Non
                                    stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, text=True)
     with pytest.raises(AssertionError, match="stopped by itself \\(status 0\\)"):
         run_forever(process, payload, block, out, err)
+
+
+def fenced(page: Path, language: str) -> list[str]:
+    """The bodies of the page's ```language fences."""
+    found, body = [], None
+    for text in page.read_text(encoding="utf-8").splitlines():
+        if body is None and text.strip() == f"```{language}":
+            body = []
+        elif body is not None and text.startswith("```"):
+            found.append("\n".join(body) + "\n")
+            body = None
+        elif body is not None:
+            body.append(text)
+    return found
+
+
+def test_the_configuration_pages_toml_is_accepted_by_tenure_run(tmp_path: Path) -> None:
+    """docs/jobs/configuration.md's TOML with docs/jobs/cli.md's myapp/jobs.py: `tenure run
+    --check` takes every key, warns about nothing, and sources each value from the file."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    [app] = [code for code in fenced(ROOT / "docs/jobs/cli.md", "python")
+             if code.startswith("# myapp/jobs.py")]
+    [config] = fenced(ROOT / "docs/jobs/configuration.md", "toml")
+    (tmp_path / "myapp").mkdir()
+    (tmp_path / "myapp" / "__init__.py").write_text("")
+    (tmp_path / "myapp" / "jobs.py").write_text(app)
+    (tmp_path / "tenure.toml").write_text(substitute(config, {}, tmp_path))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TENURE_")}
+    result = subprocess.run([sys.executable, "-m", "tenure", "run", "myapp.jobs:worker",
+                             "--config", "tenure.toml", "--check"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["warnings"] == []
+    table = tomllib.loads(config)["tenure"]
+    jobs = table.pop("jobs")
+    for key in table:  # worker options, or defaults of every job its own table may override
+        for job in [None] if key in report else report["jobs"]:
+            where = report if job is None else report["jobs"][job]
+            table_name = f'[tenure.jobs."{job}"]' if key in jobs.get(job, {}) else "[tenure]"
+            assert where[key]["source"] == f"tenure.toml {table_name}", (job, key)
+    for job, options in jobs.items():
+        for key in options:
+            assert report["jobs"][job][key]["source"] == f'tenure.toml [tenure.jobs."{job}"]'
