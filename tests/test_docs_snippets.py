@@ -6,9 +6,13 @@ Rules, so the pages can stay readable:
 - Blocks of a page run cumulatively: the test of a block first runs the page's earlier blocks
   (not the skipped ones), in one namespace, as the page reads.
 - Top-level `await` / `async with` are allowed, as in `python -m asyncio`.
-- Store URLs and paths in string literals are rewritten by SUBSTITUTIONS below to this suite's
-  own servers (tests/conftest.py) and the temporary directory; ENVIRONMENT sets the variables
-  the pages read. Only the servers a test's code names are started.
+- The substitution table: a redis://, postgresql://, mysql:// or mariadb:// URL in a string
+  literal becomes this suite's server of that kind (SERVERS; tests/conftest.py), keeping its
+  ?query; the paths in PATHS become the temporary directory. environment() sets the variables
+  the pages read: TENURE_STORE (SQLite in the temporary directory), and for code naming
+  azblob: or AzureQueue, AZURE_STORAGE_CONNECTION_STRING and STORAGE_CONN (Azurite). Only the
+  servers a test's code names are started. `azblob://ACCOUNT/...` (managed identity) is left
+  as written: connecting makes no request, and Azurite has no managed identity.
 - An HTML comment right before a block (blank lines allowed) changes how it runs:
   `<!-- snippet: skip (reason) -->` compiles it but does not run it;
   `<!-- snippet: runs-forever (reason) -->` runs it, checks that after RUNS_FOREVER_FOR s it
@@ -135,7 +139,7 @@ def parse(page: Path) -> tuple[list[Block], list[str]]:
 ALL = [block for page in pages() for block in parse(page)[0]]
 
 # Each store URL in a string literal becomes the suite's server of that kind (keeping the
-# URL's ?query); scheme -> (fixture, how to get its URL).
+# URL's ?query); scheme -> the fixture that starts it (its .url).
 SERVERS = {
     "redis": "redis_server",
     "postgresql": "postgres_server",
