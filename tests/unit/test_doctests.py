@@ -6,6 +6,11 @@ example doctest cannot see (in a nested function, say) is not silently left out.
 A module whose examples need a server would be listed in NEEDS_SERVER with the reason (none
 does today: the store modules' examples are pure key and statement builders).
 
+The `Example::` blocks (most docstrings' examples: fragments that need a store) cannot run, but
+each must be valid Python read as the body of an async function (so `await` and `return` are
+fine): a renamed keyword or an unbalanced bracket shows here. Blocks of shell commands (`$ `)
+are left out.
+
 Example::
 
     .venv/bin/python -m pytest -q tests/unit/test_doctests.py -k _timing
@@ -13,9 +18,11 @@ Example::
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 import io
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -73,3 +80,40 @@ def test_doctests(module_name: str) -> None:
     for test in tests:
         runner.run(test, out=report.write)
     assert runner.failures == 0, report.getvalue()
+
+
+def example_blocks(path: Path) -> list[tuple[int, str]]:
+    """(line of the docstring's owner, code) of every `::` literal block in the file's
+    docstrings, except shell commands and doctests."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                 ast.AsyncFunctionDef)):
+            continue
+        lines = (ast.get_docstring(node) or "").splitlines()
+        for index, text in enumerate(lines):
+            if not text.rstrip().endswith("::"):
+                continue
+            body = []
+            for line in lines[index + 1:]:
+                if line.strip() and not line.startswith(" "):
+                    break
+                body.append(line)
+            code = textwrap.dedent("\n".join(body)).strip("\n")
+            if code and not code.startswith(("$ ", ">>>")):
+                found.append((getattr(node, "lineno", 1), code))
+    return found
+
+
+def test_every_example_block_is_python() -> None:
+    broken, count = [], 0
+    for path in sorted((SRC / "tenure").rglob("*.py")):
+        for line, code in example_blocks(path):
+            count += 1
+            try:
+                compile("async def example():\n" + textwrap.indent(code, "    ") + "\n    pass\n",
+                        f"{path.relative_to(SRC)}:{line}", "exec")
+            except SyntaxError as error:
+                broken.append(f"{path.relative_to(SRC)}:{line}: {error.msg}\n{code}")
+    assert count >= 200  # a sanity floor: the blocks are found
+    assert broken == []
