@@ -33,11 +33,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 NEEDS_SERVER: dict[str, str] = {}
 
 # module -> the defect, reported; strict: the test fails once it is fixed, to drop the entry
-KNOWN_BROKEN: dict[str, str] = {
-    module: "name_keys's example expects the digest 'a7fc61ab...', which blake2b (the only "
-            "digest _names.name_digest ever used) does not give: '65177a56...'"
-    for module in ("tenure._async.stores.redis", "tenure._sync.stores.redis")
-}
+KNOWN_BROKEN: dict[str, str] = {}
 
 
 def modules_with_examples() -> list[str]:

@@ -349,7 +349,7 @@ def name_keys(prefix: str, name: str) -> _Keys:
 
     Example:
         >>> name_keys("tenure:", "jobs").slot0
-        'tenure:{jobs-a7fc61ab40ee3e2bb1ba1b73ab0fc3a5}:s0'
+        'tenure:{jobs-65177a560cada1f767891398e66c46de}:s0'
     """
     base = f"{prefix}{{{safe_key(name)}}}:"
     return _Keys(base, base + "s0", base + "token", base + "limit", base + "signal")
