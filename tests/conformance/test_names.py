@@ -71,3 +71,32 @@ def test_distinct_names_never_share_a_lock(kind: StoreKind, tmp_path: Path, firs
     if kind.name == "file":
         assert all(entry.parent == tmp_path / "locks" for entry in (tmp_path / "locks").iterdir())
         assert sorted(os.listdir(tmp_path)) == ["locks"]
+
+
+# Names around the characters that break naive prefix filters: NUL (SQLite's substr() of TEXT
+# stops there), the last code point (a "prefix + U+10FFFF" upper bound misses names past it),
+# and the characters next to the surrogate gap.
+PREFIX_NAMES = [
+    "a", "a\x00", "a\x00b", "a\x00\x00c", "ab", "a\x01", "\x00", "\x00\x00", "\x00z",
+    "\U0010ffff", "\U0010ffff\U0010ffff", "\U0010ffffz", "a\U0010ffff", "a\U0010ffffb",
+    "\ud7ff", "\ud7ffx", "\ue000", "b",
+]
+PREFIXES = ["", "a", "a\x00", "a\x00b", "a\x00\x00", "\x00", "\U0010ffff", "a\U0010ffff",
+            "\ud7ff", "\ue000", "c"]
+
+
+async def test_listings_by_prefix_keep_every_character_of_the_name(target: Target) -> None:
+    store, ttl = target.connect(), target.ttl(30)
+    leases = {name: await call(store.lock(name, ttl=ttl).try_acquire()) for name in PREFIX_NAMES}
+    assert all(lease is not None for lease in leases.values())
+    for name, lease in leases.items():
+        assert await call(store.backend.write_record(lease.grant, f"of {name!r}")), repr(name)
+    lister = target.connect()
+    for prefix in PREFIXES:
+        expected = sorted(name for name in PREFIX_NAMES if name.startswith(prefix))
+        listed = sorted(info.name for info in await call(lister.leases(prefix)))
+        assert listed == expected, f"leases({prefix!r})"
+        records: dict[str, str] = await call(lister.backend.records(prefix))
+        assert records == {name: f"of {name!r}" for name in expected}, f"records({prefix!r})"
+    for lease in leases.values():
+        assert await call(lease.release()) is True

@@ -93,10 +93,36 @@ SELECT ?, ? WHERE EXISTS (SELECT 1 FROM tenure_leases WHERE {_OURS})
 ON CONFLICT (name) DO UPDATE SET record = excluded.record
 """
 _READ_RECORD = "SELECT record FROM tenure_records WHERE name = ?"
-_LIST_RECORDS = ("SELECT name, record FROM tenure_records WHERE substr(name, 1, ?) = ? "
+# Listings select the names with a prefix as the range [prefix, _after(prefix)) of the primary
+# key, not with substr(): SQLite's substr() and length() of TEXT stop at the first NUL, while
+# comparisons (BINARY collation: memcmp of the UTF-8) see every byte and use the index.
+_LIST_RECORDS = ("SELECT name, record FROM tenure_records WHERE name >= ? {below} "
                  "ORDER BY name")
 _LIST = ("SELECT name, slot, holder, token, expires_at FROM tenure_leases "
-         "WHERE boot = ? AND expires_at > ? AND substr(name, 1, ?) = ? ORDER BY name, slot")
+         "WHERE boot = ? AND expires_at > ? AND name >= ? {below} ORDER BY name, slot")
+_LAST_CHAR = 0x10FFFF
+
+
+def _after(prefix: str) -> str | None:
+    """The least string greater than every string that starts with `prefix` (None: no such
+    string, every name from `prefix` on starts with it). UTF-8 orders as code points do."""
+    stem = prefix.rstrip(chr(_LAST_CHAR))
+    if not stem:
+        return None
+    following = ord(stem[-1]) + 1
+    if 0xD800 <= following <= 0xDFFF:  # surrogates are not characters of a valid name
+        following = 0xE000
+    return stem[:-1] + chr(following)
+
+
+def _with_prefix(statement: str, parameters: tuple[object, ...],
+                 prefix: str) -> tuple[str, tuple[object, ...]]:
+    """`statement` (ending its WHERE with `name >= ? {below}`) limited to names that start
+    with `prefix`, and its parameters."""
+    upper = _after(prefix)
+    if upper is None:
+        return statement.format(below=""), (*parameters, prefix)
+    return statement.format(below="AND name < ?"), (*parameters, prefix, upper)
 
 
 @contextmanager
@@ -393,7 +419,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             try:
                 now = _shim.monotonic()
                 wall_now = datetime.now(timezone.utc)
-                rows = db.execute(_LIST, (BOOT_ID, now, len(prefix), prefix)).fetchall()
+                rows = db.execute(*_with_prefix(_LIST, (BOOT_ID, now), prefix)).fetchall()
             finally:
                 self._idle.append(db)
         except (sqlite3.Error, OSError) as exc:
@@ -447,7 +473,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
         try:
             db = self._take()
             try:
-                rows = db.execute(_LIST_RECORDS, (len(prefix), prefix)).fetchall()
+                rows = db.execute(*_with_prefix(_LIST_RECORDS, (), prefix)).fetchall()
             finally:
                 self._idle.append(db)
         except (sqlite3.Error, OSError) as exc:
