@@ -2,13 +2,15 @@
 
 One row per (name, slot) in `tenure_leases`, never deleted: it keeps the name's fencing counter
 across releases and breaks. Expiry uses this host's monotonic clock (shared by all processes on
-the host, immune to wall-clock steps) together with the boot id, because the monotonic clock
-restarts at reboot. A lock is taken and released with ONE autocommit statement each, so a cycle
-costs what two bare write transactions cost. Journal: WAL; synchronous=NORMAL by default (a
-crash of the host may lose the last commits; counters written before a reboot are reseeded from
-the wall clock, so tokens still never go backwards). `?synchronous=full` makes every commit
-durable at the price of an fsync. Records (`write_record`) are rows of `tenure_records`, written
-by one statement that takes effect only while the writer's lease row is live.
+the host, immune to wall-clock steps; a process in a Linux time namespace reads it with the
+namespace's offset taken off, see tenure._hostclock) together with the boot id, because the
+monotonic clock restarts at reboot. A lock is taken and released with ONE autocommit statement
+each, so a cycle costs what two bare write transactions cost. Journal: WAL; synchronous=NORMAL
+by default (a crash of the host may lose the last commits; counters written before a reboot are
+reseeded from the wall clock, so tokens still never go backwards). `?synchronous=full` makes
+every commit durable at the price of an fsync. Records (`write_record`) are rows of
+`tenure_records`, written by one statement that takes effect only while the writer's lease row
+is live.
 
 Example::
 
@@ -37,7 +39,7 @@ from tenure._async.stores._protocol import (
     record_bytes,
 )
 from tenure._errors import InvalidArgument, StoreRefused, StoreUnavailable
-from tenure._hostclock import BOOT_ID, wall_us
+from tenure._hostclock import BOOT_ID, host_monotonic, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import local_url
@@ -323,7 +325,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
     def _acquire_in(self, db: sqlite3.Connection, name: str, holder: str, ttl: float,
                     limit: int) -> Grant | None:
         lease_id = f"{self._id_prefix}{next(self._ids)}"
-        now = _shim.monotonic()
+        now = host_monotonic()
         if limit == 1:
             # fetchall, not fetchone: step the statement to its end so the write commits now
             returned = db.execute(_ACQUIRE_LOCK, (name, holder, lease_id, wall_us(), BOOT_ID,
@@ -360,7 +362,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             try:
                 results: list[Grant | LostReason] = []
                 with _immediate(db):
-                    now = _shim.monotonic()
+                    now = host_monotonic()
                     for grant in grants:
                         renewed = db.execute(_RENEW, (now + ttl, grant.name, grant.slot,
                                                       grant.lease_id, BOOT_ID, now)).rowcount
@@ -388,7 +390,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             db = self._take()
             try:
                 cursor = db.execute(_RELEASE, (grant.name, grant.slot, grant.lease_id, BOOT_ID,
-                                               _shim.monotonic()))
+                                               host_monotonic()))
                 return bool(cursor.rowcount == 1)
             finally:
                 self._idle.append(db)
@@ -403,7 +405,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
         try:
             db = self._take()
             try:
-                return int(db.execute(_BREAK, (name, BOOT_ID, _shim.monotonic())).rowcount)
+                return int(db.execute(_BREAK, (name, BOOT_ID, host_monotonic())).rowcount)
             finally:
                 self._idle.append(db)
         except (sqlite3.Error, OSError) as exc:
@@ -417,7 +419,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
         try:
             db = self._take()
             try:
-                now = _shim.monotonic()
+                now = host_monotonic()
                 wall_now = datetime.now(timezone.utc)
                 rows = db.execute(*_with_prefix(_LIST, (BOOT_ID, now), prefix)).fetchall()
             finally:
@@ -458,7 +460,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             db = self._take()
             try:
                 cursor = db.execute(_WRITE_RECORD, (grant.name, record, grant.name, grant.slot,
-                                                    grant.lease_id, BOOT_ID, _shim.monotonic()))
+                                                    grant.lease_id, BOOT_ID, host_monotonic()))
                 return bool(cursor.rowcount == 1)
             finally:
                 self._idle.append(db)
