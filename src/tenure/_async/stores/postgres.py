@@ -996,6 +996,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                     "create it, or set the schema option to one that exists")
         if state.startswith("54"):  # program limit exceeded, e.g. an index row too big
             return "the server cannot take this request as it is; retrying will not help"
+        if state == "0A000" and "cached plan" in str(exc):
+            return None  # a prepared statement outlived an ALTER TABLE: the retry re-plans it
         if state in ("08004", "0A000"):  # connection rejected, feature not supported
             return "the server does not accept this client or request; see its log"
         return None

@@ -214,6 +214,16 @@ def _code(exc: AzureError) -> str:
     return str(getattr(code, "value", code) or "")
 
 
+def _token_service_blip(exc: AzureError) -> bool:
+    """True when the token service (Entra ID, a managed-identity endpoint) answered HTTP 429
+    or 5xx: busy, not a refused credential. A credential that is missing or unavailable stays
+    permanent: on a machine with no credential at all, DefaultAzureCredential's message also
+    says the managed-identity endpoint did not answer, so its words cannot tell a pod that
+    has just started from a laptop that was never signed in."""
+    status = _status(exc)
+    return status is not None and (status == 429 or status >= 500)
+
+
 def _status(exc: AzureError) -> int | None:
     status = getattr(exc, "status_code", None)
     return status if isinstance(status, int) else None
@@ -326,7 +336,7 @@ class AzureBlobStore(Backend, RecordKeeper):
             return (f"the service refused access (HTTP {status} {code}): check the account key "
                     f"or SAS in the connection string, or give this identity the '{ROLE}' role "
                     "on the account or container")
-        if isinstance(exc, ClientAuthenticationError):
+        if isinstance(exc, ClientAuthenticationError) and not _token_service_blip(exc):
             return ("no credential could get a token (DefaultAzureCredential tries managed "
                     "identity, workload identity, environment, az login); set one up or pass "
                     "a connection string")
