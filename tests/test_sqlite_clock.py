@@ -193,5 +193,6 @@ def test_a_process_that_unshared_its_time_namespace_itself_is_refused(url: str) 
     child = subprocess.run([sys.executable, "-c", REFUSED_CHILD, url], capture_output=True,
                            text=True, timeout=60)
     assert child.returncode == 0, child.stderr
-    assert child.stdout.startswith("refused: this process called unshare(CLONE_NEWTIME)")
+    assert child.stdout.startswith("refused: this process called unshare(CLONE_NEWTIME) "
+                                   "and has not forked since")
     assert "open the SQLite store in a child process" in child.stdout

@@ -42,8 +42,8 @@ def monotonic_offset() -> float:
     """Seconds this process's CLOCK_MONOTONIC runs ahead of the host's (its time namespace's
     offset; 0.0 outside Linux and on kernels without time namespaces).
 
-    Raises StoreRefused when the offset cannot be known: this process entered a new time
-    namespace itself, and /proc then shows the offset of its future children, not its own.
+    Raises StoreRefused when the offset cannot be known: this process called
+    unshare(CLONE_NEWTIME) itself, and /proc then shows the offset of its children, not its own.
 
     Example:
         >>> isinstance(monotonic_offset(), float)
@@ -60,9 +60,9 @@ def monotonic_offset() -> float:
         own = children = ""
     if own != children:
         raise StoreRefused(
-            "this process called unshare(CLONE_NEWTIME) or setns() into a time namespace and "
-            "has not forked since, so its own monotonic clock offset is unknown; open the "
-            "SQLite store in a child process (fork or exec) of the namespace instead"
+            "this process called unshare(CLONE_NEWTIME) and has not forked since, so its own "
+            "monotonic clock offset is unknown (/proc/self/timens_offsets shows its children's); "
+            "open the SQLite store in a child process (fork or exec) in the namespace instead"
         )
     for line in lines:
         clock, seconds, nanoseconds = line.split()
