@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -980,3 +983,156 @@ async def test_a_closed_port_is_retried_until_the_timeout(api: str) -> None:
     elapsed = time.monotonic() - started
     assert raised.value.transient and not isinstance(raised.value, tenure.StoreRefused)
     assert 1.9 <= elapsed < 6, elapsed
+
+
+# -- lock order ----------------------------------------------------------------------------------
+
+# One process of the test below: takes and frees a slot of a semaphore as fast as it can for
+# `seconds`, with the sync or the async API; prints how many releases it made and what failed.
+SEMAPHORE_CHURN = """
+import json, random, sys, time
+import anyio, tenure, tenure.aio
+
+url, name, api, seconds = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+done, errors = 0, []
+
+def churn_sync():
+    global done
+    with tenure.connect(url) as store:
+        semaphore = store.semaphore(name, limit=3, ttl=30)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            lease = semaphore.try_acquire()
+            if lease is None:
+                time.sleep(0.001)  # pacing, not synchronization
+                continue
+            time.sleep(random.uniform(0, 0.003))
+            try:
+                lease.release()
+                done += 1
+            except tenure.TenureError as exc:
+                errors.append(repr(exc)[:300])
+
+async def churn_async():
+    global done
+    async with tenure.aio.connect(url) as store:
+        semaphore = store.semaphore(name, limit=3, ttl=30)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            lease = await semaphore.try_acquire()
+            if lease is None:
+                await anyio.sleep(0.001)
+                continue
+            await anyio.sleep(random.uniform(0, 0.003))
+            try:
+                await lease.release()
+                done += 1
+            except tenure.TenureError as exc:
+                errors.append(repr(exc)[:300])
+
+churn_sync() if api == "sync" else anyio.run(churn_async)
+print(json.dumps({"releases": done, "errors": errors}))
+"""
+
+
+def test_semaphore_releases_never_deadlock_with_acquires(mariadb_server: MariaDBServer,
+                                                         table: str, admin: Admin) -> None:
+    """8 processes (4 sync, 4 async) churn one semaphore of limit 3 for 4 s. An acquire locks
+    slot 0's row, then reads the other slots; a release that locked its slot and then slot 0
+    (to pop a sleeper) deadlocked with it (InnoDB 1213): the release raised and its slot stayed
+    held until its ttl. Every release succeeds, and no slot is held once all are released."""
+    url, name = f"{mariadb_server.url}?table={table}", "churn"
+    with tenure.connect(url) as store:  # creates the table before the processes race to
+        grant = store.semaphore(name, limit=3, ttl=30).try_acquire()
+        assert grant is not None
+        grant.release()
+    processes = [subprocess.Popen(
+        [sys.executable, "-c", SEMAPHORE_CHURN, url, name, api, "4"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for api in ["sync", "async"] * 4]
+    reports = []
+    for process in processes:
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err
+        reports.append(json.loads(out.splitlines()[-1]))
+    releases = sum(report["releases"] for report in reports)
+    errors = [error for report in reports for error in report["errors"]]
+    assert errors == [], f"{len(errors)} of {releases + len(errors)} releases failed: {errors[:3]}"
+    assert all(report["releases"] > 0 for report in reports), reports
+    with tenure.connect(url) as store:
+        assert store.leases(name) == [], f"slots held after {releases} releases"
+
+
+def test_a_semaphore_slot_is_taken_only_if_still_free_when_locked(
+        mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """The acquire picks a free slot, then upserts it. Where the pick reads a snapshot (MySQL 8
+    may), a renewal that committed after it would be overwritten: two holders of one slot. The
+    upsert re-checks the row it locks. Here the pick is forced to slot 1, which a live lease
+    holds: the acquire takes nothing and the holder keeps its slot."""
+    store = MySQLStore(f"{mariadb_server.url}?table={table}")
+    try:
+        first = store.try_acquire("recheck", "first", 30.0, 3)
+        second = store.try_acquire("recheck", "second", 30.0, 3)
+        assert first is not None and second is not None and second.slot == 1
+        attempt = sync_mysql._Attempt("intruder", 30.0, 3)
+        parameters = store._parameters(sync_mysql.name_digest("recheck"), "recheck", attempt)
+        statement = store._acquire_statement(parameters)
+        counter = f"UPDATE `{table}` SET counter"
+        assert statement.count(counter) == 1
+        stale = statement.replace(counter, f"SET @tenure_slot = 1;\n{counter}")
+        connection = pymysql.connect(unix_socket=str(mariadb_server.socket_path), user="root",
+                                     database="tenure", autocommit=True,
+                                     client_flag=pymysql.constants.CLIENT.MULTI_STATEMENTS)
+        answers = []
+        with connection, connection.cursor() as cursor:
+            cursor.execute(stale)
+            while True:
+                if cursor.description:
+                    answers.append(cursor.fetchall())
+                if not cursor.nextset():
+                    break
+        assert answers == [((None, None),)]  # the last statement's answer: nothing taken
+        assert store.renew([first, second], 30.0) == [first, second]
+        held = {(info.slot, info.holder, info.token) for info in store.leases("recheck")}
+        assert held == {(0, "first", first.token), (1, "second", second.token)}
+    finally:
+        store.close()
+
+
+def test_a_release_that_meets_a_lock_wait_timeout_is_retried(
+        mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """Another client holds the slot's row past the server's lock wait timeout (1 s here): the
+    release gets error 1205, waits a jittered pause and tries again, within the store's
+    timeout, and succeeds once the row is let go: no error reaches the caller."""
+    [(before,)] = admin.sql("SELECT @@GLOBAL.innodb_lock_wait_timeout")
+    store = MySQLStore(f"{mariadb_server.url}?table={table}", timeout=10)
+    try:
+        grant = store.try_acquire("waited", "me", 30.0, 3)
+        assert grant is not None and store.try_acquire("waited", "me", 30.0, 3) is not None
+        grant = store.try_acquire("waited", "me", 30.0, 3)
+        assert grant is not None and grant.slot == 2
+        admin.sql("SET GLOBAL innodb_lock_wait_timeout = 1")  # for connections opened later
+        store._discard_idle()
+
+        def waits() -> int:
+            [(_, value)] = admin.sql("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")
+            return int(value)
+
+        blocker = pymysql.connect(unix_socket=str(mariadb_server.socket_path), user="root",
+                                  database="tenure", autocommit=False)
+        with blocker, blocker.cursor() as cursor:
+            cursor.execute(f"SELECT 1 FROM `{table}` WHERE slot = 2 FOR UPDATE")
+            first = waits()
+            released: dict[str, Any] = {}
+            thread = threading.Thread(
+                target=lambda: released.update(result=store.release(grant)))
+            thread.start()
+            # The first attempt waited, timed out after 1 s, and the retry waits again.
+            wait_until(lambda: waits() >= first + 2, 10.0, "a retry of the release")
+            blocker.commit()
+            thread.join(timeout=10)
+        assert released == {"result": True}
+        assert [info.slot for info in store.leases("waited")] == [0, 1]
+    finally:
+        admin.sql(f"SET GLOBAL innodb_lock_wait_timeout = {int(before)}")
+        store.close()

@@ -49,7 +49,7 @@ from tenure._errors import (
     StoreUnavailable,
 )
 from tenure._names import name_digest
-from tenure._timing import fresh_for
+from tenure._timing import Backoff, fresh_for
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import redact
 
@@ -145,9 +145,17 @@ _ACQUIRE_LOCK_MARIADB = _acquire_lock(
 
 # A semaphore (limit > 1): one transaction in one round trip. The upsert of slot 0 creates the
 # name's row when missing (counter seeded from the server clock) and locks it until COMMIT, so
-# grants of one name run one after another and the free slot picked below stays free. The
-# lowest free slot is 0 or next to an existing row; a slot this grant already holds (a retry
-# after a lost answer) is taken again. Parameters: key, name, holder, lease_id, ttl_us, limit.
+# grants of one name run one after another. The lowest free slot is 0 or next to an existing
+# row; a slot this grant already holds (a retry after a lost answer) is taken again. Slot 0's
+# lock does not hold off renewals, which lock only their own rows, and where the pick reads a
+# snapshot (MySQL 8 may) it can miss a renewal that committed after it: so the slot's upsert
+# takes the row only if it is STILL free (or ours) when it locks it, as PostgreSQL's ON
+# CONFLICT ... WHERE does, and the grant counts only if it changed the row (@tenure_won).
+# Lock order, everywhere in this store: a statement or transaction that locks two rows of a
+# name locks slot 0 first (this one; renewals and breaks go up the primary key; a semaphore's
+# release locks its slot and slot 0 in two autocommit statements, see _RELEASE_SLOT), so that
+# none waits for another in a cycle (InnoDB error 1213). Parameters: key, name, holder,
+# lease_id, ttl_us, limit.
 _ACQUIRE_SLOT = f"""
 START TRANSACTION;
 INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter, expires_at)
@@ -173,10 +181,15 @@ INSERT INTO `{{table}}` (name_key, slot, name, holder, lease_id, token, counter,
 SELECT UNHEX(%(key)s), @tenure_slot, %(name)s, %(holder)s, %(lease_id)s, @tenure_token, 0,
        @tenure_now + INTERVAL %(ttl_us)s MICROSECOND
 FROM DUAL WHERE @tenure_slot IS NOT NULL
-ON DUPLICATE KEY UPDATE holder = %(holder)s, lease_id = %(lease_id)s, token = @tenure_token,
-    expires_at = @tenure_now + INTERVAL %(ttl_us)s MICROSECOND;
+ON DUPLICATE KEY UPDATE
+    lease_id = IF(expires_at <= @tenure_now OR lease_id = %(lease_id)s, %(lease_id)s, lease_id),
+    holder = IF(lease_id = %(lease_id)s, %(holder)s, holder),
+    token = IF(lease_id = %(lease_id)s, @tenure_token, token),
+    expires_at = IF(lease_id = %(lease_id)s, @tenure_now + INTERVAL %(ttl_us)s MICROSECOND,
+                    expires_at);
+SET @tenure_won = ROW_COUNT() > 0;
 COMMIT;
-SELECT @tenure_slot, @tenure_token
+SELECT IF(@tenure_won, @tenure_slot, NULL), IF(@tenure_won, @tenure_token, NULL)
 """
 
 # Parameters: ttl_us, then (key, slot, lease_id) per grant.
@@ -198,18 +211,22 @@ def _popped(sleepers: str) -> str:
 
 # Release also takes the first sleeping waiter off slot 0's list (see _WAIT): its connection id
 # comes back as LAST_INSERT_ID in the OK packet, so only a release that someone waits for costs
-# one more round trip (the KILL QUERY that wakes that waiter). A semaphore's other slots reach
-# slot 0's row by a join. Parameters: key, lease_id (slot 0); key, slot, lease_id (other slots).
+# one more round trip (the KILL QUERY that wakes that waiter). A semaphore's other slots free
+# their row and then, in a second autocommit statement of the same round trip, pop slot 0's list
+# when the first one freed the row (ROW_COUNT): each statement locks one row, so a release never
+# holds its slot while it waits for slot 0, which an acquire holds while it reads that slot (one
+# UPDATE of both rows by a join did, and deadlocked with acquires). A waiter that checked before
+# the slot was freed is on the list before it is popped (see _WAIT). Parameters: key, lease_id
+# (slot 0); key, slot, lease_id, key (other slots).
 _RELEASE = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
             f"sleepers = {_popped('sleepers')} "
             "WHERE name_key = UNHEX(%(key)s) AND slot = 0 AND lease_id = %(lease_id)s "
             f"AND expires_at > {_NOW}")
-_RELEASE_SLOT = (f"UPDATE `{{table}}` AS r JOIN `{{table}}` AS z "
-                 "ON z.name_key = r.name_key AND z.slot = 0 "
-                 f"SET r.lease_id = 0, r.expires_at = {_FREED}, "
-                 f"z.sleepers = {_popped('z.sleepers')} "
-                 "WHERE r.name_key = UNHEX(%s) AND r.slot = %s AND r.lease_id = %s "
-                 f"AND r.expires_at > {_NOW}")
+_RELEASE_SLOT = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
+                 "WHERE name_key = UNHEX(%s) AND slot = %s AND lease_id = %s "
+                 f"AND expires_at > {_NOW}; "
+                 f"UPDATE `{{table}}` SET sleepers = {_popped('sleepers')} "
+                 "WHERE name_key = UNHEX(%s) AND slot = 0 AND ROW_COUNT() > 0")
 
 # The statements of an uncontended cycle, prepared on each new connection to MariaDB with
 # PREPARE (text protocol) and run with `EXECUTE name USING <literals>`: the server parses only
@@ -320,6 +337,11 @@ _RECORDS = ("SELECT name, record FROM `{table}` WHERE slot = 0 AND record IS NOT
 _CONNECTION_LOST = {CR.CR_SERVER_GONE_ERROR, CR.CR_SERVER_LOST, 1927, 4031}  # 1927: MariaDB
 # killed; 4031: MySQL 8 disconnected an idle client
 _DRIVER_ERRORS = (pymysql.Error, OSError, EOFError, TimeoutError)
+# A deadlock (1213: InnoDB rolled the transaction back) or a lock wait timeout (1205): another
+# client held a row this call needed. Retried within the call (see _call), after a jittered
+# pause so that the two clients do not collide again in step.
+_CONFLICTS = (ER.LOCK_DEADLOCK, ER.LOCK_WAIT_TIMEOUT)
+_CONFLICT_PAUSE = (0.001, 0.05)  # the first pause's least, and the longest pause (seconds)
 
 
 def _error_code(exc: BaseException) -> int | None:
@@ -623,15 +645,21 @@ class MySQLStore(Backend, RecordKeeper):
         A connection that saw any error is closed. When a pooled connection turns out dead (the
         server restarted, or killed it), the other idle ones are too, and the call runs once
         more on a new connection: every operation here is safe to repeat, acquire included
-        (a retry with the same lease id takes back what the lost attempt took).
+        (a retry with the same lease id takes back what the lost attempt took). A deadlock or
+        lock wait timeout (see _CONFLICTS) is retried after a jittered, growing pause for as
+        long as the call's `timeout` lasts, which also bounds those attempts.
         """
-        for attempt in (1, 2):
+        give_up = _shim.monotonic() + self.timeout
+        conflicts: Backoff | None = None
+        retried = False  # the one retry of a dead pooled connection or a missing table
+        while True:
             try:
                 connection, reused = self._idle.pop(), True
             except IndexError:  # none idle (also when another thread took the last one)
                 connection, reused = None, False
+            bound = self.timeout if conflicts is None else max(0.01, give_up - _shim.monotonic())
             try:
-                with _deadline(self.timeout):
+                with _deadline(bound):
                     if connection is None:
                         connection = self._open()
                     result = work(connection, *args)
@@ -649,14 +677,19 @@ class MySQLStore(Backend, RecordKeeper):
                     self._discard_idle()
                 timed_out = isinstance(exc, TimeoutError) or isinstance(
                     exc.__context__, TimeoutError)
-                retry = (reused and lost and not timed_out) or code in (
-                    ER.NO_SUCH_TABLE, ER.LOCK_DEADLOCK)
-                if attempt == 1 and retry:
+                if code in _CONFLICTS:
+                    conflicts = conflicts or Backoff(*_CONFLICT_PAUSE)
+                    pause = conflicts.next_delay()
+                    if _shim.monotonic() + pause < give_up:
+                        _shim.sleep(pause)
+                        continue
+                elif not retried and ((reused and lost and not timed_out)
+                                      or code == ER.NO_SUCH_TABLE):
+                    retried = True
                     continue
                 raise self._failure(operation, label, exc) from None
             self._give_back(connection)
             return result
-        raise AssertionError("unreachable")  # pragma: no cover
 
     def _failure(self, operation: str, label: str, exc: BaseException) -> StoreUnavailable:
         """One clear error for a driver failure: what was tried, what happened, what to check;
@@ -852,7 +885,8 @@ class MySQLStore(Backend, RecordKeeper):
                 changed = cursor.execute(self._sql["break"], (key,))
             else:
                 changed = cursor.execute(self._sql["release slot"] + then,
-                                               (key, slot, lease_id))
+                                               (key, slot, lease_id, key))
+                cursor.nextset()  # the pop of slot 0's list: its LAST_INSERT_ID
             return changed, cursor.lastrowid, wake and _woke(cursor.nextset)
 
     def _note_contended(self, key: str) -> None:
@@ -984,6 +1018,8 @@ class MySQLStore(Backend, RecordKeeper):
             if not isinstance(exc, _DRIVER_ERRORS):
                 raise
             log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
+            if _error_code(exc) in _CONFLICTS:  # the try behind the wait lost a lock: again
+                return
             _shim.sleep(max(0.0, timeout - (_shim.monotonic() - started)))
             return
         assert sent_at is not None
