@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -221,6 +222,23 @@ def test_bad_url_is_one_line_without_secrets(bad_url: str, via: str, command: li
 
     assert_one_error_line(result)
     assert SECRET not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("password", ["e", "127", "p%40ss", "redis"])
+def test_short_and_odd_passwords_are_hidden_without_garbling_the_message(
+        password: str) -> None:
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    result = run("locks", "--store", f"redis://:{password}@127.0.0.1:{port}/0")
+
+    line = assert_one_error_line(result)
+    assert line == (f"tenure: error: redis://***@127.0.0.1:{port}/0: listing of '' failed: "
+                    f"Error 111 connecting to 127.0.0.1:{port}. Connection refused; check that "
+                    "the server is running and reachable at this address, and the TLS "
+                    "settings; each call waits at most timeout=5 s")
+    unsupported = assert_one_error_line(run("locks", "--store", "ftp://x"))
+    assert "sqlite:///path/to/locks.db" in unsupported and "***" not in unsupported
 
 
 def test_missing_store_path_is_reported_and_not_created(tmp_path: Path) -> None:

@@ -33,7 +33,9 @@ SERVER_SCHEMES = {"redis": "redis", "rediss": "redis", "unix": "redis",
 _CONTAINER = re.compile(r"(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
 # Greedy up to the last '@': a password may hold '/' or '@' unencoded. Over-redacting is fine.
-_SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:]*):(.*)@")
+# Up to the last '@' of the URL (a password may hold '@' or '/'), never past whitespace: a
+# whole message is redacted, and a later 'user@host' in it is not the URL's.
+_SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:\s]*):(\S*)@")
 _SECRET_IN_QUERY = re.compile(
     r"(?i)((?:password|secret|token|key|sig|accountkey)=)[^&;]*")
 # A connection string's SAS is a whole query string ('sv=...&sig=...'): hidden up to the ';'.

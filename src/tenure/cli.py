@@ -523,7 +523,9 @@ def _fail(message: str, code: int, url: str | None) -> int:
             password = urlsplit(url).password
         except ValueError:
             password = None
-        if password:  # in case a message quotes part of the URL
+        # In case a message quotes part of the URL. Not a short password: replacing every 'e'
+        # of a message garbles it and spells the password out in the gaps.
+        if password and len(password) >= 4:
             message = message.replace(password, "***")
     print(f"tenure: error: {' '.join(redact(message).split())}", file=sys.stderr)
     return code

@@ -67,6 +67,14 @@ def test_redact_hides_secrets(url: str, shown: str) -> None:
     assert "hunter2" not in redact(url)
 
 
+def test_redact_keeps_a_whole_message_readable() -> None:
+    message = ("redis://:hunter2@127.0.0.1:6379/0: acquire of 'jobs' refused: the server "
+               "requires a password: put it in the URL (redis://:PASSWORD@host)")
+    assert redact(message) == message.replace("hunter2", "***").replace("PASSWORD", "***")
+    unrelated = "redis://127.0.0.1:6379/0: listing failed; mail ops@example.com"
+    assert redact(unrelated) == unrelated
+
+
 @pytest.mark.parametrize(("url", "scheme", "location"), [
     ("sqlite:///var/lib/app/locks.db", "sqlite", "/var/lib/app/locks.db"),
     ("sqlite:////var/lib/app/locks.db", "sqlite", "/var/lib/app/locks.db"),
