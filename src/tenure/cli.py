@@ -35,7 +35,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, NoReturn
-from urllib.parse import urlsplit
 
 from rich import box
 from rich.console import Console
@@ -518,14 +517,9 @@ def _safe_url(url: str) -> str:
 
 def _fail(message: str, code: int, url: str | None) -> int:
     if url:
+        # Structurally, by the URL and its redacted form: replacing the password's text
+        # wherever it occurs garbled messages ('e' in every word, 'redis' in 'redis://') and
+        # spelled a short password out in the gaps.
         message = message.replace(redact(url), _safe_url(url)).replace(url, _safe_url(url))
-        try:
-            password = urlsplit(url).password
-        except ValueError:
-            password = None
-        # In case a message quotes part of the URL. Not a short password: replacing every 'e'
-        # of a message garbles it and spells the password out in the gaps.
-        if password and len(password) >= 4:
-            message = message.replace(password, "***")
     print(f"tenure: error: {' '.join(redact(message).split())}", file=sys.stderr)
     return code
