@@ -551,3 +551,54 @@ def test_the_outage_module_doctests() -> None:
     from tenure.exactly_once import _outage
 
     assert doctest.testmod(_outage).failed == 0
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_a_sqlstate_decides_alone_whatever_its_words(engine: sa.Engine) -> None:
+    """26000 (a prepared statement the server forgot, e.g. behind pgbouncer) says "does not
+    exist" and clears on the next try; 0A000 "cached plan must not change result type" (a
+    prepared statement after ALTER TABLE) too; a missing table (42P01) stays permanent."""
+    from tenure.exactly_once._outage import is_transient
+
+    def error_of(*statements: str) -> sa.exc.DBAPIError:
+        with engine.connect() as conn, pytest.raises(sa.exc.DBAPIError) as caught:
+            for statement in statements:
+                conn.exec_driver_sql(statement)
+        return caught.value
+
+    forgotten = error_of("DEALLOCATE tenure_never_prepared")
+    assert getattr(forgotten.orig, "sqlstate", None) == "26000"
+    assert "does not exist" in str(forgotten.orig) and is_transient(forgotten)
+    replanned = error_of("CREATE TABLE replanned (a int)", "PREPARE q AS SELECT * FROM replanned",
+                         "EXECUTE q", "ALTER TABLE replanned ADD COLUMN b int", "EXECUTE q")
+    assert getattr(replanned.orig, "sqlstate", None) == "0A000"
+    assert "cached plan must not change result type" in str(replanned.orig)
+    assert is_transient(replanned)
+    missing = error_of("SELECT * FROM tenure_no_such_table")
+    assert getattr(missing.orig, "sqlstate", None) == "42P01" and not is_transient(missing)
+
+
+def test_a_mysql_code_decides_alone_and_words_only_without_a_code() -> None:
+    import sqlite3
+
+    import pymysql
+
+    from tenure.exactly_once._outage import is_transient
+
+    def wrapped(orig: Exception) -> sa.exc.DBAPIError:
+        return sa.exc.DBAPIError.instance("SELECT 1", {}, orig, Exception)
+
+    # MariaDB's 1305 says "does not exist" of a savepoint: its code is not a permanent one.
+    assert is_transient(wrapped(pymysql.err.OperationalError(
+        1305, "SAVEPOINT sp does not exist")))
+    assert not is_transient(wrapped(pymysql.err.ProgrammingError(
+        1146, "Table 'app.outbox' doesn't exist")))
+    assert not is_transient(wrapped(sqlite3.OperationalError("no such table: tenure_outbox")))
+    assert is_transient(wrapped(sqlite3.OperationalError("database is locked")))
+
+
+def test_outage_lines_and_errors_are_redacted() -> None:
+    from tenure.exactly_once._outage import describe
+
+    leaked = OSError("could not reach postgresql://app:s3cretpw@db:5432/app")
+    assert "s3cretpw" not in describe(leaked) and "app:***@db" in describe(leaked)

@@ -21,33 +21,56 @@ import threading
 import time
 
 from tenure._errors import StoreUnavailable
+from tenure._urls import redact
 from tenure.exactly_once._sql import sa
 
 __all__ = ["Outage", "describe", "is_transient"]
+
+MAX_DESCRIBED = 500  # characters of an error in a log line or a job record
 
 # SQLSTATE classes retrying cannot clear: invalid authorization (28), invalid catalog name (3D:
 # no such database), syntax error or access rule violation (42: no such table, permission
 # denied), feature not supported (0A).
 _PERMANENT_SQLSTATE = ("28", "3D", "42", "0A")
+# SQLSTATEs that clear by themselves, whatever exception class the driver maps them to: a
+# connection exception (08), a serialization failure or deadlock (40), insufficient resources
+# (53), operator intervention (57: shutting down, starting up, canceled), a system error (58),
+# and 26000 (invalid SQL statement name): a prepared statement the server forgot, e.g. behind
+# pgbouncer, where the next try prepares it again.
+_TRANSIENT_SQLSTATE = ("08", "40", "53", "57", "58", "26000")
+# Within 0A000 (feature not supported): a prepared statement whose table changed (ALTER TABLE)
+# since psycopg prepared it; the server drops the plan, so the next try succeeds.
+_REPLANNED = "cached plan must not change result type"
 # MySQL/MariaDB: access denied (1044, 1045, 1142, 1143, 1227, 1698), unknown database (1049),
 # unknown column (1054), syntax (1064), no such table (1146), not supported (1235).
 _PERMANENT_MYSQL = frozenset({1044, 1045, 1049, 1054, 1064, 1142, 1143, 1146, 1227, 1235, 1698})
 # Drivers that give a connection failure no code (psycopg at connect time, sqlite3) say it in
-# words.
+# words; only read when the driver gave no code (a code's words may say "does not exist" of
+# something that comes back, like a prepared statement).
 _PERMANENT_WORDS = ("password authentication failed", "authentication failed",
                     "no pg_hba.conf entry", "does not exist", "permission denied",
                     "no such table", "no such column", "access denied")
 
 
-def _refused(orig: BaseException) -> bool:
+def _verdict(orig: BaseException) -> bool | None:
+    """What the driver's error says: True transient, False permanent, None when it says
+    neither (the exception's class decides). A SQLSTATE or MySQL error code, when present,
+    decides alone; the words only when there is no code."""
     sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if isinstance(sqlstate, str) and sqlstate.startswith(_PERMANENT_SQLSTATE):
-        return True
+    if isinstance(sqlstate, str) and sqlstate:
+        sqlstate = sqlstate.upper()
+        if sqlstate == "0A000" and _REPLANNED in str(orig).lower():
+            return True
+        if sqlstate.startswith(_TRANSIENT_SQLSTATE):
+            return True
+        if sqlstate.startswith(_PERMANENT_SQLSTATE):
+            return False
+        return None
     code = orig.args[0] if orig.args else None
-    if isinstance(code, int) and code in _PERMANENT_MYSQL:
-        return True
+    if isinstance(code, int) and not isinstance(code, bool):
+        return False if code in _PERMANENT_MYSQL else None
     text = str(orig).lower()
-    return any(words in text for words in _PERMANENT_WORDS)
+    return False if any(words in text for words in _PERMANENT_WORDS) else None
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -62,8 +85,9 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, sa.exc.DBAPIError):
         if exc.connection_invalidated:
             return True
-        if exc.orig is not None and _refused(exc.orig):
-            return False
+        verdict = None if exc.orig is None else _verdict(exc.orig)
+        if verdict is not None:
+            return verdict
         return isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError,
                                 sa.exc.InternalError))
     if isinstance(exc, (sa.exc.DisconnectionError, sa.exc.TimeoutError)):
@@ -75,15 +99,16 @@ def is_transient(exc: BaseException) -> bool:
 
 def describe(exc: BaseException) -> str:
     """`exc` in one line for a log: the driver's error without SQLAlchemy's statement and
-    parameters (they may hold payloads), at most 500 characters.
+    parameters (they may hold payloads), secrets redacted (tenure._urls.redact), at most 500
+    characters.
 
     Example:
-        >>> describe(ConnectionRefusedError("connection refused"))
-        'ConnectionRefusedError: connection refused'
+        >>> describe(ConnectionRefusedError("postgresql://app:pw@db/app: connection refused"))
+        'ConnectionRefusedError: postgresql://app:***@db/app: connection refused'
     """
     inner = exc.orig if isinstance(exc, sa.exc.DBAPIError) and exc.orig is not None else exc
     text = " ".join(str(inner).split())
-    return f"{type(inner).__name__}: {text}"[:500]
+    return redact(f"{type(inner).__name__}: {text}")[:MAX_DESCRIBED]
 
 
 class Outage:
