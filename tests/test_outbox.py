@@ -466,23 +466,75 @@ def test_the_relay_job_keeps_running_through_a_database_restart(
     relay = Relay(engine, handler, claim_ttl=1.0)
     store = tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}")
     worker = tenure.Worker(store)
-    relay.register(worker, every=0.1)
+    relay.register(worker, every=0.1, unhealthy_after=3)
     add_numbers(engine, range(5))
     try:
         with worker:
             wait_until(lambda: set(seen) == set(range(5)), timeout=20, what="the first five")
+            assert worker.health()["healthy"]
             server.stop()
-            wait_until(lambda: relay.outage.ongoing, timeout=20, what="the job to see it")
-            server.start()
+            try:
+                wait_until(lambda: relay.outage.ongoing, timeout=20, what="the job to see it")
+                wait_until(lambda: not worker.health()["healthy"], timeout=20,
+                           what="the worker to report the relay unhealthy")
+                job = worker.health()["jobs"]["tenure.outbox.relay"]
+                assert job["last_outcome"] == "failed" and job["periods_without_success"] > 3
+                assert "StoreUnavailable: outbox relay" in job["last_error"]
+            finally:  # also when it failed: the next tests need the server
+                server.start()
             wait_until(lambda: not relay.outage.ongoing, timeout=30, what="the job to resume")
             add_numbers(engine, range(5, 10))
             wait_until(lambda: set(seen) == set(range(10)), timeout=30, what="the next five")
+            wait_until(lambda: worker.health()["healthy"], timeout=20,
+                       what="the worker to report the relay healthy again")
     finally:
         store.close()
     assert len(records(caplog, logging.WARNING)) == 1
     assert len(records(caplog, logging.INFO)) == 1
-    assert [r for r in caplog.records if r.name.startswith("tenure") and
-            r.levelno >= logging.ERROR] == []
+    assert records(caplog, logging.ERROR) == []  # transient: the relay logs no ERROR
+    # The worker logs each failed period of the outage (tenure.jobs), the relay's own line.
+    failed = [r for r in caplog.records if r.name.startswith("tenure") and
+              r.levelno >= logging.ERROR]
+    assert failed and all(r.name == "tenure.jobs" and r.exc_info is not None and
+                          isinstance(r.exc_info[1], tenure.StoreUnavailable) and
+                          getattr(r.exc_info[1], "_tenure_logged", False) for r in failed)
+
+
+def test_the_relay_job_reports_unhealthy_while_its_sqlite_file_is_gone(
+        tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """The relay's database unreachable (its SQLite file's directory moved away): each period
+    is recorded as failed, so the worker turns unhealthy after `unhealthy_after` periods, and
+    healthy again once the file is back."""
+    caplog.set_level(logging.DEBUG, logger="tenure.outbox")
+    home, away = tmp_path / "db", tmp_path / "away"
+    home.mkdir()
+    # No pool: every period opens the file anew (an open connection would outlive the move).
+    relay_engine = sa.create_engine(f"sqlite:///{home / 'app.db'}", poolclass=sa.pool.NullPool)
+    outbox.create_table(relay_engine)
+    seen, handler = collector()
+    relay = Relay(relay_engine, handler)
+    worker = tenure.Worker(tenure.connect("memory://"))
+    relay.register(worker, every=0.1, unhealthy_after=2)
+    add_numbers(relay_engine, range(3))
+    with worker:
+        wait_until(lambda: set(seen) == {0, 1, 2}, timeout=20, what="the first three")
+        assert worker.health()["healthy"]
+        home.rename(away)
+        wait_until(lambda: not worker.health()["healthy"], timeout=20,
+                   what="the worker to report the relay unhealthy")
+        job = worker.health()["jobs"]["tenure.outbox.relay"]
+        assert relay.outage.ongoing and job["last_outcome"] == "failed"
+        assert job["unhealthy"] and job["periods_without_success"] > 2
+        assert "unable to open database file" in job["last_error"]
+        away.rename(home)
+        add_numbers(relay_engine, range(3, 5))
+        wait_until(lambda: set(seen) == set(range(5)), timeout=20, what="the relay to resume")
+        wait_until(lambda: worker.health()["healthy"], timeout=20,
+                   what="the worker to report the relay healthy again")
+    assert not relay.outage.ongoing
+    [warning] = records(caplog, logging.WARNING)
+    assert "is unavailable" in warning.getMessage()
+    relay_engine.dispose()
 
 
 @pytest.mark.parametrize("db_url", ["mariadb"], indirect=True)
@@ -598,7 +650,12 @@ def test_a_mysql_code_decides_alone_and_words_only_without_a_code() -> None:
 
 
 def test_outage_lines_and_errors_are_redacted() -> None:
-    from tenure.exactly_once._outage import describe
+    from tenure.exactly_once._outage import Outage, describe
 
     leaked = OSError("could not reach postgresql://app:s3cretpw@db:5432/app")
     assert "s3cretpw" not in describe(leaked) and "app:***@db" in describe(leaked)
+    error = Outage(logging.getLogger("tenure.outbox"), "outbox relay", "db").error(leaked)
+    assert isinstance(error, tenure.StoreUnavailable) and error.transient
+    assert "s3cretpw" not in str(error) and getattr(error, "_tenure_logged", False)
+    refused = Outage(logging.getLogger("tenure.outbox"), "outbox relay", "db").error(KeyError("x"))
+    assert isinstance(refused, tenure.StoreRefused) and not refused.transient

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 
-from tenure._errors import StoreUnavailable
+from tenure._errors import StoreRefused, StoreUnavailable
 from tenure._urls import redact
 from tenure.exactly_once._sql import sa
 
@@ -180,6 +180,26 @@ class Outage:
         else:
             self.log.debug("%s: %s still unavailable (try %d): %s", self.what, self.where,
                            self.tries, describe(exc))
+
+    def error(self, exc: BaseException) -> StoreUnavailable:
+        """The tenure error for a runner to raise after `failed(exc)` (e.g. from a job, so its
+        period counts as failed): StoreUnavailable, or StoreRefused for what retrying cannot
+        clear, saying what failed in one redacted line. It carries `_tenure_logged = True`:
+        this outage logged it already, so a runner that honours the flag need not log it again.
+
+        Example::
+
+            outage.failed(exc)
+            raise outage.error(exc) from None
+        """
+        if is_transient(exc):
+            error: StoreUnavailable = StoreUnavailable(
+                f"{self.what}: {self.where} is unavailable: {describe(exc)}")
+        else:
+            error = StoreRefused(f"{self.what}: {self.where} failed with an error retrying "
+                                 f"cannot clear: {describe(exc)}")
+        error._tenure_logged = True  # type: ignore[attr-defined]
+        return error
 
     def ended(self) -> None:
         """Mark a try that worked: logs one INFO if an outage was going on.

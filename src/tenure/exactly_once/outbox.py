@@ -355,7 +355,10 @@ class Relay:
     period), with one WARNING when the outage starts and one INFO when it ends; an error
     retrying cannot clear (authentication refused, a missing table) is logged at ERROR once per
     `relay.outage.error_every` (60 s) and retried too, so fixing it recovers the relay.
-    `relay.outage.ongoing` tells whether the last try failed.
+    `relay.outage.ongoing` tells whether the last try failed. As a job, a period the database
+    failed raises StoreUnavailable (StoreRefused for what retrying cannot clear), so the worker
+    records it as failed and `worker.health()` turns unhealthy after the job's
+    `unhealthy_after` periods of outage.
 
     Example::
 
@@ -547,7 +550,11 @@ class Relay:
     def register(self, worker: Any, *, every: float | timedelta = 1.0,
                  name: str = "tenure.outbox.relay", **options: Any) -> Callable[[Any], int]:
         """Run this relay on `worker` as a leader job: one instance relays at a time and keeps
-        its lease between periods. `options` go to `worker.every` (ttl, ...).
+        its lease between periods. `options` go to `worker.every` (ttl, unhealthy_after, ...).
+
+        A period whose database call fails raises StoreUnavailable, or StoreRefused for what
+        retrying cannot clear (the outage is logged as the class says), so the worker records
+        the period as failed and its health turns unhealthy after `unhealthy_after` periods.
 
         Example::
 
@@ -564,7 +571,10 @@ class Relay:
             except Exception as exc:  # the outbox's database: one line per outage, not per run
                 self.counts.errors += 1
                 self.outage.failed(exc, retry=retry)
-                return 0
+                # Raised, not swallowed: the worker records the period as failed, so its
+                # health turns unhealthy after `unhealthy_after` periods of outage. The cause
+                # is left out: the outage logged it, and the worker logs what the job raises.
+                raise self.outage.error(exc) from None
             self.outage.ended()
             return claimed
 
