@@ -132,9 +132,11 @@ def _parser() -> argparse.ArgumentParser:
     locks.add_argument("--prefix", default="", help="only names starting with PREFIX")
     locks.add_argument("--json", action="store_true", help="print a JSON list, not a table")
     locks.set_defaults(run=_list)
-    actions = locks.add_subparsers(dest="action", metavar="ACTION")
+    # prog: argparse would otherwise build the subcommand's name from locks' two-line usage.
+    actions = locks.add_subparsers(dest="action", metavar="ACTION", prog="tenure locks")
     breaker = actions.add_parser(
         "break", parents=[store], help="free NAME now, whoever holds it",
+        usage="tenure locks break NAME [--store URL]",
         description="Free every live lease of NAME now; its holder learns at its next check.",
     )
     breaker.add_argument("name", metavar="NAME")

@@ -34,8 +34,8 @@ def add_parser(commands: Any) -> None:
         "chaos", help="check a store's safety under kills, pauses, network faults, restarts",
         usage="tenure chaos --store URL [--workload lock|jobs|queue] [--workers N] "
               "[--duration S] [--faults LIST] [--seed N] [--no-fencing] [--late-signal S] "
-              "[--semaphore-phase] [--period S] [--skip-record] [--queue-url URL] [--keys N] "
-              "[--no-key-lock] [--json]",
+              "[--ttl S] [--semaphore-phase] [--period S] [--skip-record] [--queue-url URL] "
+              "[--keys N] [--no-key-lock] [--restart-command CMD] [--dir DIR] [--json]",
         description="Run worker processes that increment a counter under a lock with its "
                     "fencing token while faults are injected, then check the history: writes "
                     "never interleave or go backwards, tokens are unique and increasing, no "
@@ -62,7 +62,7 @@ def add_parser(commands: Any) -> None:
                             "those that cannot apply to the store are named in the summary)")
     chaos.add_argument("--seed", type=int, default=None,
                        help="the fault schedule's seed (default: random, printed)")
-    chaos.add_argument("--ttl", type=float, default=None,
+    chaos.add_argument("--ttl", type=float, default=None, metavar="S",
                        help="lease ttl in seconds (default 2; 15 on azblob)")
     chaos.add_argument("--no-fencing", action="store_true",
                        help="the oracle accepts every write (the positive control: the pause "
@@ -89,7 +89,7 @@ def add_parser(commands: Any) -> None:
                             "control: handlers of one key then overlap, exit 1)")
     chaos.add_argument("--restart-command", metavar="CMD", default=None,
                        help="shell command that restarts the store server (the restart fault)")
-    chaos.add_argument("--dir", type=Path, default=None,
+    chaos.add_argument("--dir", type=Path, default=None, metavar="DIR",
                        help="where the history and logs go (default: a new temporary directory, "
                             "kept)")
     chaos.add_argument("--json", action="store_true", help="print the report as JSON")

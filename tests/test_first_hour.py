@@ -1,0 +1,50 @@
+"""Issue 18, "The first hour": what an operator meets in their first hour with the `tenure`
+command and the library (usage lines, pipes, odd lock names, read-only stores, a released
+lease's figures, closed stores, store options).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from tenure import cli
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found[name] = child
+                found.update({f"{name} {k}": v for k, v in _subparsers(child).items()})
+    return found
+
+
+def test_every_usage_line_names_its_command_and_all_its_options() -> None:
+    for command, parser in _subparsers(cli._parser()).items():
+        usage = " ".join(parser.format_usage().split())
+        first = usage.split("\n")[0]
+        assert first.startswith(f"usage: tenure {command.split()[0]}"), (command, usage)
+        assert parser.prog == f"tenure {command}", (command, parser.prog)
+        for action in parser._actions:
+            if action.option_strings and action.help != argparse.SUPPRESS:
+                if "-h" in action.option_strings:
+                    continue
+                long = max(action.option_strings, key=len)
+                assert long in usage, (command, long, usage)
+
+
+def test_locks_break_usage_and_its_error_point_at_the_right_command() -> None:
+    result = subprocess.run([sys.executable, "-m", "tenure", "locks", "break", "--help"],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0
+    assert result.stdout.startswith("usage: tenure locks break NAME [--store URL]\n")
+
+    missing = subprocess.run([sys.executable, "-m", "tenure", "locks", "break", "--store",
+                              "memory://"], capture_output=True, text=True, timeout=60,
+                             check=False)
+    assert missing.returncode == 2
+    assert missing.stderr == ("tenure: error: the following arguments are required: NAME; "
+                              "see 'tenure locks break --help'\n")
