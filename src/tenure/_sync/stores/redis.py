@@ -84,7 +84,8 @@ try:
     )
     from redis.exceptions import ConnectionError as RedisConnectionError
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis]") from exc
+    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
+                       "(pip install 'tenure[redis]')") from exc
 
 log = logging.getLogger("tenure")
 
