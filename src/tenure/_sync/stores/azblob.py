@@ -70,6 +70,7 @@ from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import redact
 
 try:
+    import aiohttp  # noqa: F401  # the transport of the Azure SDK's async clients, loaded lazily
     from azure.core import MatchConditions
     from azure.core.exceptions import (
         AzureError,
@@ -82,7 +83,8 @@ try:
     from azure.storage.blob import BlobClient, BlobLeaseClient, ContainerClient, LinearRetry
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingExtra(
-        "the azblob:// store needs the Azure SDK: install tenure[azure]"
+        "the azblob:// store needs the Azure SDK: install tenure[azure] "
+        "(pip install 'tenure[azure]')"
     ) from exc
 
 log = logging.getLogger("tenure")
@@ -765,7 +767,7 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
         from azure.identity import DefaultAzureCredential
     except ImportError as exc:  # pragma: no cover - exercised without the extra installed
         raise MissingExtra("azblob://ACCOUNT/... signs in with azure-identity: install "
-                           "tenure[azure]") from exc
+                           "tenure[azure] (pip install 'tenure[azure]')") from exc
     credential = DefaultAzureCredential()
     client = ContainerClient.from_container_url(container_url, credential=credential, **options)
     return AzureBlobStore(client, create_container=create_container, fencing=fencing,

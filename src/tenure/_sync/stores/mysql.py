@@ -57,7 +57,8 @@ try:
     import pymysql  # type: ignore[import-untyped]
     from pymysql.constants import CLIENT, COMMAND, CR, ER  # type: ignore[import-untyped]
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the mysql:// store needs a MySQL driver: install tenure[mysql]") from exc
+    raise MissingExtra("the mysql:// store needs a MySQL driver: install tenure[mysql] "
+                       "(pip install 'tenure[mysql]')") from exc
 
 log = logging.getLogger("tenure")
 

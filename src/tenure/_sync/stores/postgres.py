@@ -62,7 +62,8 @@ try:
     from psycopg.pq.abc import PGresult
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres]"
+        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
+        "(pip install 'tenure[postgres]')"
     ) from exc
 
 log = logging.getLogger("tenure")

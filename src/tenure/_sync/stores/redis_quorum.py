@@ -43,8 +43,6 @@ from dataclasses import replace
 from typing import Any, NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
-from redis.exceptions import RedisError
-
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import (
     Backend,
@@ -56,6 +54,7 @@ from tenure._sync.stores.redis import RedisStore
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
+    MissingExtra,
     StoreRefused,
     StoreUnavailable,
 )
@@ -63,6 +62,12 @@ from tenure._forks import in_child_after_fork
 from tenure._timing import local_deadline
 from tenure._types import Grant, LeaseInfo, LostReason
 from tenure._urls import redact
+
+try:
+    from redis.exceptions import RedisError
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
+                       "(pip install 'tenure[redis]')") from exc
 
 # When masters disagree on why a lease is gone, the reason most of them gave; on a tie, this.
 _REASON_ORDER = (LostReason.BROKEN, LostReason.TAKEN, LostReason.EXPIRED)

@@ -46,7 +46,8 @@ try:
     from azure.storage.queue import TextBase64DecodePolicy, TextBase64EncodePolicy
     from azure.storage.queue.aio import QueueClient
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("AzureQueue needs azure-storage-queue: install tenure[azure]") from exc
+    raise MissingExtra("AzureQueue needs azure-storage-queue: install tenure[azure] "
+                       "(pip install 'tenure[azure]')") from exc
 
 T = TypeVar("T")
 

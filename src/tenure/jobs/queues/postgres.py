@@ -42,7 +42,8 @@ try:
     from psycopg import sql
     from psycopg.pq import ConnStatus, TransactionStatus
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("PostgresQueue needs psycopg 3: install tenure[postgres]") from exc
+    raise MissingExtra("PostgresQueue needs psycopg 3: install tenure[postgres] "
+                       "(pip install 'tenure[postgres]')") from exc
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
