@@ -6,9 +6,14 @@ lease's figures, closed stores, store options).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
+
+import tenure
 from tenure import cli
 
 
@@ -48,3 +53,29 @@ def test_locks_break_usage_and_its_error_point_at_the_right_command() -> None:
     assert missing.returncode == 2
     assert missing.stderr == ("tenure: error: the following arguments are required: NAME; "
                               "see 'tenure locks break --help'\n")
+
+
+def _run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
+    """`tenure ARGS | head -0`, deterministically: the reader is gone before the first write."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        return subprocess.run([sys.executable, "-m", "tenure", *args], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60, check=False)
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("args", [["locks", "--json"], ["locks"], ["locks", "--help"],
+                                  ["locks", "break", "nobody"]])
+def test_a_reader_that_stops_early_ends_the_command_quietly(
+        tmp_path: Path, args: list[str]) -> None:
+    url = f"sqlite://{tmp_path / 'locks.db'}"
+    with tenure.connect(url) as store:
+        lease = store.lock("first", ttl=60).try_acquire()
+        assert lease is not None
+
+        result = _run_into_closed_pipe(*args, "--store", url)
+
+    assert result.stderr == ""
+    assert result.returncode == 141  # 128 + SIGPIPE, as `ls | head` reports for ls

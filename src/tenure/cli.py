@@ -30,6 +30,7 @@ import importlib
 import json
 import logging
 import os
+import select
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -48,6 +49,7 @@ ENV_VAR = "TENURE_STORE"
 CONFIG_ENV_VAR = "TENURE_CONFIG"
 USAGE_ERROR = 2
 STORE_ERROR = 1
+SIGPIPE_EXIT = 141  # 128 + SIGPIPE, what a shell reports for `ls | head`'s ls
 JOB_PREFIX = "job:"  # the job runner's lock and record names (tenure.jobs._periodic)
 
 log = logging.getLogger("tenure.cli")
@@ -70,12 +72,28 @@ class _Parser(argparse.ArgumentParser):
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `tenure` command with `argv` (default: sys.argv[1:]); return the exit code.
 
+    A reader that stops early (`tenure locks --json | head -2`) ends the command quietly with
+    exit code 141, as a Unix tool killed by SIGPIPE reports.
+
     Example::
 
         >>> main(["locks", "--store", "memory://"])
         no live leases in memory://
         0
     """
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # inside the try: the last lines may only fail here
+    except BrokenPipeError:
+        return _reader_gone()
+    except SystemExit:  # argparse's --help ignores a failed write: the same ending
+        if _stdout_closed():
+            return _reader_gone()
+        raise
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     url: str | None = None
     args = argparse.Namespace()
     try:
@@ -107,10 +125,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (_StoreError, tenure.TenureError) as exc:
         return _fail(str(exc), STORE_ERROR, url or getattr(args, "resolved_store", None))
     except OSError as exc:
+        if isinstance(exc, BrokenPipeError) and _stdout_closed():
+            return _reader_gone()
         url = url or getattr(args, "resolved_store", None)
         return _fail(f"{_safe_url(url)}: {exc}" if url else str(exc), STORE_ERROR, url)
     except KeyboardInterrupt:
         return _fail("interrupted", 130, url or getattr(args, "resolved_store", None))
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1 itself; main() ends quietly with 141 as for any other output.
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def _console() -> Console:
+    console = _Console(highlight=False)
+    if not console.is_terminal:  # piped: the table's natural width, never wrap a name
+        console.width = 100_000
+    return console
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe or socket nobody reads any more (not the store's connection,
+    which raises the same BrokenPipeError)."""
+    if not hasattr(select, "poll"):  # Windows: no poll; the error came from writing output
+        return True
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _fd, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # stdout replaced or closed
+        return False
+
+
+def _reader_gone() -> int:
+    """The reader closed the pipe (`| head`): exit quietly, with 128 + SIGPIPE as a Unix tool
+    killed by the signal would, so `set -o pipefail` scripts still see the output was cut."""
+    # Output still buffered would fail again at interpreter exit, with a traceback on stderr.
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return SIGPIPE_EXIT
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -430,9 +488,7 @@ def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
         if timed:
             cells.append(Text(_short_time(row["next_due"])))
         table.add_row(*cells)
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped: the table's natural width, never wrap a name
-        console.width = 100_000
+    console = _console()
     console.print(table)
     if not timed:
         console.print(Text("next due times need the schedules: pass APP, e.g. 'tenure jobs "
@@ -482,9 +538,7 @@ def _list(store: tenure.Store, args: argparse.Namespace) -> None:
         # Text(): names are data, never rich markup.
         table.add_row(Text(info.name), *slot, Text(info.holder), str(info.token),
                       _expires_in(info, now))
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped: the table's natural width, never wrap a name
-        console.width = 100_000
+    console = _console()
     console.print(table)
 
 
