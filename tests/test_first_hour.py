@@ -6,6 +6,7 @@ lease's figures, closed stores, store options).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -79,3 +80,35 @@ def test_a_reader_that_stops_early_ends_the_command_quietly(
 
     assert result.stderr == ""
     assert result.returncode == 141  # 128 + SIGPIPE, as `ls | head` reports for ls
+
+
+ODD = "jobs/\x1b[31mred\x07\u202eevil\nline\t[bold]"
+ODD_SHOWN = "jobs/\\x1b[31mred\\x07\\u202eevil\\nline\\t[bold]"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tenure", *args], capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def test_control_characters_in_names_are_escaped_in_text_output(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'locks.db'}"
+    with tenure.connect(url) as store:
+        leases = [store.lock(name, ttl=60, holder=f"host\x1b]0;{name}").try_acquire()
+                  for name in (ODD, "job:" + ODD)]
+        assert all(leases)
+
+        table = _run("locks", "--store", url)
+        prefixed = _run("locks", "--prefix", "none\x1b", "--store", url)
+        broken = _run("locks", "break", "\x1bx", "--store", url)
+        jobs = _run("jobs", "--store", url)
+        as_json = _run("locks", "--json", "--store", url)
+
+    for result in (table, prefixed, broken, jobs):
+        assert result.returncode == 0, result.stderr
+        assert not any(ch != "\n" and not ch.isprintable() for ch in result.stdout), result
+    assert ODD_SHOWN in table.stdout and ("job:" + ODD_SHOWN) in table.stdout
+    assert "host\\x1b]0;" in table.stdout
+    assert ODD_SHOWN in jobs.stdout
+    assert {entry["name"] for entry in json.loads(as_json.stdout)} == {
+        ODD, "job:" + ODD}  # JSON keeps the exact names

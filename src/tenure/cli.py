@@ -471,7 +471,7 @@ def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
         print(json.dumps(rows, indent=2))
         return
     if not rows:
-        print(f"no jobs recorded in {store.url}")
+        print(_printable(f"no jobs recorded in {store.url}"))
         return
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     timed = any(row["schedule"] for row in rows)
@@ -480,11 +480,12 @@ def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
     for column in columns:
         table.add_column(column)
     for row in rows:
-        cells = [Text(row["job"])]
+        cells = [_text(row["job"])]
         if timed:
-            cells.append(Text(row["schedule"] or "unknown"))
-        cells += [Text(_short_time(row["last_period"])), Text(row["last_outcome"] or "never ran"),
-                  Text(_short_time(row["last_success"])), Text(row["holder"] or "-")]
+            cells.append(_text(row["schedule"] or "unknown"))
+        cells += [Text(_short_time(row["last_period"])),
+                  _text(row["last_outcome"] or "never ran"),
+                  Text(_short_time(row["last_success"])), _text(row["holder"] or "-")]
         if timed:
             cells.append(Text(_short_time(row["next_due"])))
         table.add_row(*cells)
@@ -522,7 +523,7 @@ def _list(store: tenure.Store, args: argparse.Namespace) -> None:
         return
     if not leases:
         where = f" with prefix {args.prefix!r}" if args.prefix else ""
-        print(f"no live leases{where} in {store.url}")
+        print(_printable(f"no live leases{where} in {store.url}"))
         return
     now = datetime.now(timezone.utc)
     show_slot = any(info.slot > 0 for info in leases)
@@ -535,8 +536,7 @@ def _list(store: tenure.Store, args: argparse.Namespace) -> None:
     table.add_column("expires in", justify="right")
     for info in leases:
         slot = [str(info.slot)] if show_slot else []
-        # Text(): names are data, never rich markup.
-        table.add_row(Text(info.name), *slot, Text(info.holder), str(info.token),
+        table.add_row(_text(info.name), *slot, _text(info.holder), str(info.token),
                       _expires_in(info, now))
     console = _console()
     console.print(table)
@@ -548,6 +548,27 @@ def _break(store: tenure.Store, args: argparse.Namespace) -> None:
         print(f"broke {freed} lease{'s' if freed > 1 else ''} on {args.name!r}")
     else:
         print(f"no live lease on {args.name!r}")
+
+
+def _text(data: str) -> Text:
+    """A table cell of data from the store: never rich markup ('[bold]' stays as written),
+    never raw control characters."""
+    return Text(_printable(data))
+
+
+def _printable(text: str) -> str:
+    r"""`text` with every character a terminal would act on (escape sequences, bell, newline,
+    bidirectional overrides) escaped as repr() does, e.g. '\x1b'; --json gives the exact
+    names.
+
+    Example::
+
+        >>> print(_printable("jobs/\x1b[31mred\u202e"))
+        jobs/\x1b[31mred\u202e
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def _expires_in(info: tenure.LeaseInfo, now: datetime) -> str:
@@ -577,5 +598,5 @@ def _fail(message: str, code: int, url: str | None) -> int:
         # wherever it occurs garbled messages ('e' in every word, 'redis' in 'redis://') and
         # spelled a short password out in the gaps.
         message = message.replace(redact(url), _safe_url(url)).replace(url, _safe_url(url))
-    print(f"tenure: error: {' '.join(redact(message).split())}", file=sys.stderr)
+    print(f"tenure: error: {_printable(' '.join(redact(message).split()))}", file=sys.stderr)
     return code
