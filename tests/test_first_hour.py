@@ -8,8 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -112,3 +116,63 @@ def test_control_characters_in_names_are_escaped_in_text_output(tmp_path: Path) 
     assert ODD_SHOWN in jobs.stdout
     assert {entry["name"] for entry in json.loads(as_json.stdout)} == {
         ODD, "job:" + ODD}  # JSON keeps the exact names
+
+
+def _as_unprivileged() -> list[str]:
+    """The prefix that runs a command as a user the permissions apply to: root ignores them
+    (no read-only bind mount here), so root runs it as nobody."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: read-only files would not be read-only")
+    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.fixture
+def world_readable_dir() -> Iterator[Path]:
+    """A directory nobody can reach (pytest's tmp_path is private to its user)."""
+    directory = Path(tempfile.mkdtemp(prefix="tenure-ro-"))
+    directory.chmod(0o755)
+    try:
+        yield directory
+    finally:
+        directory.chmod(0o755)
+        shutil.rmtree(directory)
+
+
+@pytest.mark.parametrize("wal_files", ["checkpointed", "left-by-a-live-writer"])
+def test_listing_a_read_only_sqlite_file(world_readable_dir: Path, wal_files: str) -> None:
+    path = world_readable_dir / "locks.db"
+    url = f"sqlite://{path}"
+    # A holder that dies holding a lease (os._exit: no release), as an application would.
+    subprocess.run([sys.executable, "-c", f"""
+import os, tenure
+store = tenure.connect({url!r})
+assert store.lock("nightly", ttl=300, renew_every=None).try_acquire() is not None
+os._exit(0)
+"""], check=True, timeout=60)
+    if wal_files == "checkpointed":  # the last connection to close removes -wal and -shm
+        last = sqlite3.connect(path)
+        last.execute("SELECT count(*) FROM tenure_leases").fetchall()
+        last.close()
+        assert sorted(p.name for p in world_readable_dir.iterdir()) == ["locks.db"]
+    else:
+        assert (world_readable_dir / "locks.db-shm").exists()
+    for file in world_readable_dir.iterdir():
+        file.chmod(0o444)
+    world_readable_dir.chmod(0o555)
+    before = sorted((p.name, p.stat().st_size) for p in world_readable_dir.iterdir())
+
+    def tenure_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*_as_unprivileged(), sys.executable, "-m", "tenure", *args,
+                               "--store", url], capture_output=True, text=True, timeout=60,
+                              check=False)
+
+    listed = tenure_cli("locks", "--json")
+    broken = tenure_cli("locks", "break", "nightly")
+
+    assert listed.returncode == 0, listed.stderr
+    assert [entry["name"] for entry in json.loads(listed.stdout)] == ["nightly"]
+    assert broken.returncode == 1  # proof that the file is read-only for the CLI's user
+    assert "read-only" in broken.stderr and "Traceback" not in broken.stderr
+    assert sorted((p.name, p.stat().st_size) for p in world_readable_dir.iterdir()) == before

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 from tenure import _forks
 from tenure._sync import _shim
@@ -128,6 +129,16 @@ def _with_prefix(statement: str, parameters: tuple[object, ...],
     return statement.format(below="AND name < ?"), (*parameters, prefix, upper)
 
 
+def _read_only(exc: sqlite3.Error) -> bool:
+    return "readonly database" in str(exc).lower()
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    """What changes when a file is written or replaced."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 @contextmanager
 def _immediate(db: sqlite3.Connection) -> Iterator[None]:
     """A write transaction that takes the write lock up front, so its reads stay valid."""
@@ -217,12 +228,66 @@ class SQLiteStore(Backend, RecordKeeper):
         connection = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_ms / 1000
         )
-        connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-        connection.execute(f"PRAGMA synchronous = {self._synchronous}")
-        self._initialize(connection)
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            connection.execute(f"PRAGMA synchronous = {self._synchronous}")
+            self._initialize(connection)
+        except sqlite3.OperationalError as exc:
+            connection.close()
+            if not _read_only(exc):
+                raise
+            # A file this process may only read (an operator listing an application's
+            # store): reads work when its -wal and -shm files exist; writes are refused.
+            connection = self._connect_uri("mode=ro")
+            try:
+                connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                connection.execute("SELECT 1 FROM tenure_leases LIMIT 0")
+            except sqlite3.Error:
+                connection.close()
+                raise
         with self._mutex:
             self._all.append(connection)
         return connection
+
+    def _connect_uri(self, options: str) -> sqlite3.Connection:
+        uri = f"{self.path.absolute().as_uri()}?{options}"
+        return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
+                               timeout=self._busy_ms / 1000)
+
+    def _query(self, statement: str, parameters: Sequence[object]) -> list[tuple[Any, ...]]:
+        """The rows of one read, on a pooled connection or, when the database is read-only for
+        this process and SQLite cannot open it so (see _snapshot), on a snapshot of the file."""
+        try:
+            db = self._take()
+        except sqlite3.OperationalError as exc:
+            if not _read_only(exc):
+                raise
+            return self._snapshot(statement, parameters, exc)
+        try:
+            return db.execute(statement, parameters).fetchall()
+        finally:
+            self._idle.append(db)
+
+    def _snapshot(self, statement: str, parameters: Sequence[object],
+                  refused: sqlite3.OperationalError) -> list[tuple[Any, ...]]:
+        """Read a WAL database when this process can write neither the file nor its directory
+        and no -shm file exists: SQLite cannot create one, so even a read-only connection
+        fails. With no -wal file no connection is open and every commit is in the file
+        itself, which is then read as immutable; the rows are kept only if the file did not
+        change meanwhile (a writer that starts creates the -wal file first)."""
+        wal = Path(f"{self.path}-wal")
+        for _attempt in range(3):
+            if wal.exists():  # a writer is active: its -shm is needed, missing or unreadable
+                break
+            before = _identity(self.path)
+            connection = self._connect_uri("immutable=1")
+            try:
+                rows = connection.execute(statement, parameters).fetchall()
+            finally:
+                connection.close()
+            if not wal.exists() and _identity(self.path) == before:
+                return rows
+        raise refused
 
     def _initialize(self, connection: sqlite3.Connection) -> None:
         """Switch a new database to WAL and create the table. Switching the journal mode does
@@ -418,13 +483,9 @@ class SQLiteStore(Backend, RecordKeeper):
 
     def _leases_now(self, prefix: str) -> list[LeaseInfo]:
         try:
-            db = self._take()
-            try:
-                now = host_monotonic()
-                wall_now = datetime.now(timezone.utc)
-                rows = db.execute(*_with_prefix(_LIST, (BOOT_ID, now), prefix)).fetchall()
-            finally:
-                self._idle.append(db)
+            now = host_monotonic()
+            wall_now = datetime.now(timezone.utc)
+            rows = self._query(*_with_prefix(_LIST, (BOOT_ID, now), prefix))
         except (sqlite3.Error, OSError) as exc:
             raise self._failure("listing", prefix, exc) from exc
         return [
@@ -442,14 +503,10 @@ class SQLiteStore(Backend, RecordKeeper):
 
     def _read_record_now(self, name: str) -> str | None:
         try:
-            db = self._take()
-            try:
-                row = db.execute(_READ_RECORD, (name,)).fetchone()
-            finally:
-                self._idle.append(db)
+            rows = self._query(_READ_RECORD, (name,))
         except (sqlite3.Error, OSError) as exc:
             raise self._failure("reading the record", name, exc) from exc
-        return None if row is None else str(row[0])
+        return str(rows[0][0]) if rows else None
 
     def write_record(self, grant: Grant, record: str) -> bool:
         record_bytes(record)
@@ -474,11 +531,7 @@ class SQLiteStore(Backend, RecordKeeper):
 
     def _records_now(self, prefix: str) -> dict[str, str]:
         try:
-            db = self._take()
-            try:
-                rows = db.execute(*_with_prefix(_LIST_RECORDS, (), prefix)).fetchall()
-            finally:
-                self._idle.append(db)
+            rows = self._query(*_with_prefix(_LIST_RECORDS, (), prefix))
         except (sqlite3.Error, OSError) as exc:
             raise self._failure("listing the records", prefix, exc) from exc
         return {name: record for name, record in rows}
