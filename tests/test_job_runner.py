@@ -407,3 +407,104 @@ def test_a_lease_that_comes_back_after_stop_was_asked_starts_no_run(kind: str) -
     assert not stopper.is_alive()
     assert runs == [], f"{runs} after the worker was asked to stop"
     assert store.leases() == [], "the lease taken after the stop must be released"
+
+
+# -- a record that cannot be written ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("leader", [False, True])
+async def test_a_period_whose_record_write_failed_never_runs_again_on_this_instance(
+        leader: bool) -> None:
+    """The period ran here: a failed record write must not make it due again (before: the
+    same period ran again at once, tens of thousands of times per period while writes kept
+    failing). The record is written once the store takes writes again."""
+    store = tenure.aio.connect("memory://")
+    worker = AsyncWorker(store, grace=1)
+    runs: dict[datetime, int] = {}
+    broken = {"writes": True}
+
+    @worker.every(timedelta(seconds=0.3), name="rollup", leader=leader, jitter=0)
+    async def rollup(run: Run) -> None:
+        runs[run.period_start] = runs.get(run.period_start, 0) + 1
+
+    write_record = worker._locks.write_record
+
+    async def failing_write(lease: Any, record: str) -> bool:
+        if broken["writes"]:
+            await anyio.sleep(0)  # a real store's call yields: so does this failure
+            raise tenure.StoreUnavailable("memory://: injected: writes fail")
+        return await write_record(lease, record)
+
+    worker._locks.write_record = failing_write  # type: ignore[method-assign]
+    async with worker:
+        await wait_for(lambda: len(runs) >= 3, 10)
+        broken["writes"] = False
+        with anyio.fail_after(10):
+            while (text := await store.backend.read_record("job:rollup")) is None:
+                await anyio.sleep(0.01)
+    assert max(runs.values()) == 1, f"a period ran more than once: {runs}"
+    assert JobRecord.parse(text).period in runs
+
+
+async def test_a_long_non_ascii_error_is_recorded_cut_and_the_worker_runs_on() -> None:
+    """One emoji is 12 bytes of JSON: a 1,000-emoji error made a record over the stores'
+    8 KiB, and the store's InvalidArgument stopped the whole worker."""
+    store = tenure.aio.connect("memory://")
+    worker = AsyncWorker(store)
+    others: list[datetime] = []
+
+    @worker.every(timedelta(seconds=0.2), name="emoji", jitter=0)
+    async def emoji(run: Run) -> None:
+        raise ValueError("\U0001F600" * 1000)
+
+    @worker.every(timedelta(seconds=0.2), name="other", jitter=0)
+    async def other(run: Run) -> None:
+        others.append(run.period_start)
+
+    async with worker:
+        await wait_for(lambda: len(others) >= 3, 10)
+        assert worker.running
+    record = JobRecord.parse(await store.backend.read_record("job:emoji") or "")
+    assert record.outcome == "failed" and (record.error or "").startswith("ValueError: \U0001F600")
+    assert len(record.dump().encode()) < 4096
+
+
+def test_a_record_stays_small_whatever_the_error_says() -> None:
+    for text in ("\U0001F600" * 5000, "\x00" * 5000, "é" * 5000, "a" * 5000):
+        record = JobRecord(period=datetime(2026, 1, 1, tzinfo=UTC), outcome="failed",
+                           holder="h" * 1024, error=text, schedule="cron 0 3 * * * Europe/Paris")
+        assert len(record.dump().encode()) < 8192
+        assert text.startswith(JobRecord.parse(record.dump()).error or "")
+
+
+async def test_a_custom_source_s_unknown_error_at_start_up_is_retried() -> None:
+    """A MessageSource is the user's: its driver's errors (httpx.ConnectError, ...) are not
+    tenure's. Before: one at start-up stopped the worker."""
+
+    class ConnectError(Exception):
+        pass
+
+    class FlakySource:
+        name, max_batch, releases_count = "flaky:jobs", 8, False
+        calls = 0
+
+        async def receive(self, max_messages: int, visibility_timeout: float) -> list[Any]:
+            FlakySource.calls += 1
+            if FlakySource.calls <= 2:
+                raise ConnectError("temporary failure in name resolution")
+            return []
+
+        async def extend(self, message: Any, seconds: float) -> None: ...
+        async def complete(self, message: Any) -> None: ...
+        async def abandon(self, message: Any, delay: float, *, failed: bool = True) -> None: ...
+        async def dead_letter(self, message: Any, reason: str) -> None: ...
+        async def close(self) -> None: ...
+
+    worker = AsyncWorker(tenure.aio.connect("memory://"))
+
+    @worker.queue(FlakySource(), name="flaky")
+    async def handle(message: Message) -> None: ...
+
+    async with worker:
+        await wait_for(lambda: FlakySource.calls >= 4 or not worker.running, 10)
+        assert worker.running

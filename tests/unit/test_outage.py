@@ -5,13 +5,16 @@ on a fake clock."""
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
 
 from tenure._errors import InvalidArgument, LeaseLost, StoreRefused, StoreUnavailable
 from tenure.jobs._outage import (
+    READ,
     RETRY_CAP,
     RETRY_FIRST,
+    WRITE,
     Outage,
     Retry,
     describe,
@@ -127,3 +130,98 @@ def test_what_counts_as_transient() -> None:
     assert is_transient(ConnectionResetError()) and is_transient(TimeoutError())
     assert not is_transient(StoreRefused("x")) and not is_transient(KeyError("x"))
     assert describe(StoreRefused("a\n  b")) == "StoreRefused: a b"
+
+
+def test_an_outage_a_write_opened_is_not_ended_by_a_read(
+        caplog: pytest.LogCaptureFixture, clock: Clock) -> None:
+    """A store that answers reads but refuses writes (a Redis turned replica) stays one
+    outage: before, every successful read ended it and the next write opened a new one."""
+    caplog.set_level(logging.INFO, logger="tenure")
+    outage = Outage("store s", clock=clock)
+    retry = Retry(outage, "job 'a'", clock=clock)
+    retry.succeeded()
+    for _ in range(5):
+        clock.now += 1
+        retry.failed(stamp(StoreUnavailable("READONLY"), clock.now, WRITE))
+        retry.succeeded(READ)  # the record read that follows
+        outage.succeeded("the health check", READ)
+    assert outage.down and outage.kind == WRITE
+    assert len(lines(caplog, logging.WARNING)) == 1 and lines(caplog, logging.INFO) == []
+    retry.succeeded()  # a write answered: over
+    assert not outage.down and len(lines(caplog, logging.INFO)) == 1
+    outage.failed("the health check", StoreUnavailable("timed out"), kind=READ)
+    outage.succeeded("the health check", READ)  # an outage of reads ends with a read
+    assert not outage.down
+
+
+def test_a_refusal_persisting_through_reads_is_one_error_per_period(
+        caplog: pytest.LogCaptureFixture, clock: Clock) -> None:
+    caplog.set_level(logging.INFO, logger="tenure")
+    outage = Outage("store s", clock=clock)
+    retry = Retry(outage, "job 'a'", every=60, clock=clock)
+    retry.succeeded()
+    for _ in range(12):  # 2 minutes: a refused acquire, then the store check's read answers
+        retry.failed(stamp(StoreRefused("NOPERM"), clock.now, WRITE))
+        outage.succeeded("the worker's store check", READ)
+        clock.now += 10
+    assert len(lines(caplog, logging.ERROR)) == 2 and lines(caplog, logging.INFO) == []
+
+
+def test_an_error_tenure_does_not_know_is_retried_even_at_start_up(
+        caplog: pytest.LogCaptureFixture, clock: Clock) -> None:
+    """A custom queue source's driver error (httpx.ConnectError, ...) may be transient: it is
+    retried, logged at ERROR with its traceback once per period, and is an outage; only a
+    refusal (`transient` False) stops a worker that never reached its store."""
+    caplog.set_level(logging.INFO, logger="tenure")
+
+    class ConnectError(Exception):
+        pass
+
+    outage = Outage("queue source q", clock=clock)
+    retry = Retry(outage, "queue job 'h'", every=60, clock=clock)
+    for _ in range(12):
+        try:
+            raise ConnectError("temporary failure in name resolution")
+        except ConnectError as exc:
+            retry.failed(exc)  # no raise
+        clock.now += 10
+    errors = [record for record in caplog.records if record.levelno == logging.ERROR]
+    assert len(errors) == 2 and all(record.exc_info for record in errors)
+    assert "ConnectError: temporary failure" in errors[0].getMessage()
+    assert outage.report()["reachable"] is False and outage.report()["permanent"] is False
+    assert not outage.refused_at_start
+
+
+def test_a_late_refusal_does_not_make_a_later_outage_permanent(clock: Clock) -> None:
+    outage = Outage("store s", clock=clock)
+    retry = Retry(outage, "job 'a'", clock=clock)
+    retry.succeeded()
+    begun = clock.now
+    clock.now += 1
+    retry.failed(StoreRefused("bad password"))
+    clock.now += 1
+    retry.succeeded()  # fixed
+    retry.failed(stamp(StoreRefused("bad password"), begun))  # an echo from before the fix
+    assert outage.report()["permanent"] is False
+    clock.now += 1
+    retry.failed(StoreUnavailable("connection refused"))  # a new, transient outage
+    report = outage.report()
+    assert report["reachable"] is False and report["permanent"] is False
+
+
+def test_outage_is_safe_to_share_with_a_health_server_thread() -> None:
+    outage = Outage("store s")
+    outage.succeeded("job 'a'")
+    opened: list[bool] = []
+    start = threading.Barrier(8)
+
+    def fail() -> None:
+        start.wait()
+        opened.append(outage.failed("health", StoreUnavailable("down")))
+
+    threads = [threading.Thread(target=fail) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert opened.count(True) == 1

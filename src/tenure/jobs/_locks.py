@@ -37,7 +37,7 @@ from tenure._sync._store import Store
 from tenure._sync.stores._protocol import RecordKeeper
 from tenure._timing import Backoff
 from tenure._types import LeaseInfo
-from tenure.jobs._outage import Outage, Retry, stamp
+from tenure.jobs._outage import READ, WRITE, Outage, Retry, stamp
 
 AnyLease = Union[Lease, AsyncLease]  # noqa: UP007 - a runtime alias on Python 3.10
 AnyStore = Union[Store, AsyncStore]  # noqa: UP007
@@ -72,14 +72,15 @@ class LockPort:
     def __repr__(self) -> str:
         return f"<LockPort {self.store.url}>"
 
-    async def _call(self, function: Callable[..., Any], *args: Any) -> Any:
+    async def _call(self, function: Callable[..., Any], *args: Any, kind: str = WRITE) -> Any:
         started = time.monotonic()
         try:
             if self.is_async:
                 return await function(*args)
             return await anyio.to_thread.run_sync(function, *args)
         except Exception as exc:
-            raise stamp(exc, started)  # noqa: B904 - the same exception, with its start time
+            # The same exception, with its start time and kind of call (see Outage.failed).
+            raise stamp(exc, started, kind)  # noqa: B904
 
     def _lock(self, name: str, ttl: float, max_wait: float) -> Any:
         # A new lock object per call (cheap: no I/O): queue scope keys are unbounded, so no cache
@@ -108,7 +109,7 @@ class LockPort:
             if lease is not None:
                 return lease
             if retry is not None:
-                retry.succeeded()  # the store answered: busy
+                retry.succeeded(READ)  # the store answered: busy (it wrote nothing)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
@@ -122,7 +123,7 @@ class LockPort:
 
     async def read_record(self, name: str) -> str | None:
         """The record kept next to `name` (see the store protocol), or None."""
-        record: str | None = await self._call(self.records_of.read_record, name)
+        record: str | None = await self._call(self.records_of.read_record, name, kind=READ)
         return record
 
     async def write_record(self, lease: AnyLease, record: str) -> bool:
@@ -132,12 +133,13 @@ class LockPort:
 
     async def records(self, prefix: str) -> dict[str, str]:
         """Every record whose name starts with `prefix`."""
-        found: dict[str, str] = await self._call(self.records_of.records, prefix)
+        found: dict[str, str] = await self._call(self.records_of.records, prefix,
+                                                     kind=READ)
         return found
 
     async def leases(self, prefix: str) -> list[LeaseInfo]:
         """Live leases whose name starts with `prefix`."""
-        found: list[LeaseInfo] = await self._call(self.store.leases, prefix)
+        found: list[LeaseInfo] = await self._call(self.store.leases, prefix, kind=READ)
         return found
 
     @asynccontextmanager

@@ -13,6 +13,12 @@ A store that fails never ends the loop (see tenure.jobs._outage): the job backs 
 again, resuming within RETRY_CAP of the store answering; a leader keeps its lease through an
 outage shorter than its ttl (the lease's own deadline decides), so it leads on afterwards.
 
+A period whose record could not be written still counts as done on this instance (it ran
+here): it never runs again here. The record is kept and written at the next chance: a leader
+retries it with the outage's backoff while its lease holds, and any instance writes it the
+next time it holds the job's lease (if no later period was recorded meanwhile). Another
+instance, which cannot know, may run that period again.
+
 Example::
 
     job = PeriodicJob(spec, locks)
@@ -33,10 +39,10 @@ from typing import Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from tenure._errors import LeaseLost
+from tenure._errors import InvalidArgument, InvalidArgumentType, LeaseLost
 from tenure.jobs import _metrics
 from tenure.jobs._locks import AnyLease, LockPort
-from tenure.jobs._outage import Retry, describe
+from tenure.jobs._outage import READ, Retry, describe
 from tenure.jobs._run import JobRecord, Run
 from tenure.jobs._schedule import Schedule, period_seconds
 
@@ -44,6 +50,7 @@ log = logging.getLogger("tenure.jobs")
 T = TypeVar("T")
 
 JOB_LOCK_PREFIX = "job:"
+LEASE_GONE = "its lease was gone"
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,7 @@ class PeriodicJob:
         self.retry = Retry(locks.outage, f"job {spec.name!r}",
                            every=period_seconds(spec.schedule))
         self._unreleased: list[tuple[AnyLease, float]] = []  # release failed; retry until
+        self._pending: JobRecord | None = None  # ran here, its record not written yet
 
     async def run(self, stopping: anyio.Event) -> None:
         """Loop until `stopping` is set. A store that fails is retried, never fatal; raises
@@ -222,7 +230,17 @@ class PeriodicJob:
         while not stopping.is_set():
             now = utc_now()
             period = self.spec.schedule.period_at(now)
-            if not self._due(period, now):
+            due = self._due(period, now)
+            if self._pending is not None and not due:
+                # The last period ran but is not recorded: retry the record, not the job.
+                until_next = (self.spec.schedule.next_after(now) - utc_now()).total_seconds()
+                if await sleep_unless_stopped(stopping, min(self.retry.delay(), until_next)):
+                    pending = self._pending
+                    if pending is not None and await self._write(lease, pending) == LEASE_GONE:
+                        raise LeaseLost(f"the lease of job {self.spec.name!r} was gone when "
+                                        "its record was written")
+                continue
+            if not due:
                 await self._sleep_until_next(now, stopping)
                 continue
             try:
@@ -253,8 +271,16 @@ class PeriodicJob:
                                stopping: anyio.Event) -> None:
         spec = self.spec
         text = await self.locks.read_record(spec.lock_name)
-        self.retry.succeeded()
+        self.retry.succeeded(READ)
         previous = _parse(text, spec.name)
+        pending = self._pending
+        if pending is not None:
+            if previous is None or pending.period > previous.period:
+                # Best effort: the record of this period supersedes it anyway.
+                await self._write(lease, pending)
+                previous = pending
+            else:
+                self._pending = None  # a later period was recorded meanwhile
         if previous is not None:
             self._learn(previous)
             if previous.period >= period:
@@ -314,23 +340,38 @@ class PeriodicJob:
                            attempts=attempts, finished=now, holder=self.locks.holder,
                            last_success=last_success, error=error,
                            schedule=self.spec.schedule.spec())
+        self._learn(record)  # it ran here: never again here, whatever the store says now
+        failure = await self._write(lease, record)
+        if failure is None:
+            return
+        _metrics.record_lost(self.spec.name)
+        log.warning("tenure: job %r finished period %s but it could not be recorded (%s); this "
+                    "instance will not run it again and records it at the next chance, another "
+                    "instance may run it again", self.spec.name, period.isoformat(), failure)
+
+    async def _write(self, lease: AnyLease, record: JobRecord) -> str | None:
+        """Write `record` under `lease`; None once done, else why not (kept as pending)."""
         try:
             written = await self.locks.write_record(lease, record.dump())
+        except (InvalidArgument, InvalidArgumentType) as exc:
+            # The store refused this record's content: a bug to report, never a reason to stop
+            # the worker or to run the period again; writing it again would fail the same way.
+            self._pending = None
+            log.error("tenure: job %r: the store refused the record of period %s; the period "
+                      "stays done on this instance only: %s", self.spec.name,
+                      record.period.isoformat(), describe(exc))
+            return None
         except Exception as exc:
+            self._pending = record
             self.retry.failed(exc)
-            _metrics.record_lost(self.spec.name)
-            log.warning("tenure: job %r finished period %s but the store failed before the "
-                        "period was recorded; another instance may run it again: %s",
-                        self.spec.name, period.isoformat(), describe(exc))
-            return
+            return f"the store failed: {describe(exc)}"
         self.retry.succeeded()
         if not written:
-            _metrics.record_lost(self.spec.name)
-            log.warning("tenure: job %r finished period %s but its lease was gone before the "
-                        "period was recorded; another instance may run it again", self.spec.name,
-                        period.isoformat())
-            return
-        self._learn(record)
+            self._pending = record
+            return LEASE_GONE
+        if self._pending is not None and self._pending.period <= record.period:
+            self._pending = None
+        return None
 
     def _learn(self, record: JobRecord) -> None:
         state = self.state

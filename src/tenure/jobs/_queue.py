@@ -42,7 +42,7 @@ from tenure._names import MAX_NAME_LENGTH
 from tenure._timing import Backoff, check_range, jittered, margin_for, to_seconds
 from tenure.jobs import _metrics
 from tenure.jobs._locks import AnyLease, LockPort
-from tenure.jobs._outage import Outage, Retry, describe
+from tenure.jobs._outage import READ, WRITE, Outage, Retry, describe
 from tenure.jobs.queues._source import Message, MessageLost, MessageSource
 
 log = logging.getLogger("tenure.jobs.queue")
@@ -400,7 +400,8 @@ class QueueConsumer:
                     with anyio.move_on_after(self._lock_retry.delay()):
                         await stopping.wait()
                     continue
-                self._lock_retry.succeeded()
+                # Busy wrote nothing: it does not end an outage of writes (see Outage).
+                self._lock_retry.succeeded(READ if delivery.lease is None else WRITE)
                 if delivery.lease is not None:
                     delivery.message.lease = delivery.lease
                     delivery.lock_wait = anyio.current_time() - delivery.received_at

@@ -23,7 +23,26 @@ if TYPE_CHECKING:
 
     from tenure.jobs._locks import AnyLease
 
-MAX_ERROR_CHARS = 1000  # records stay far below the stores' 8 KiB
+MAX_ERROR_CHARS = 1000
+# The error as JSON text (escaped: one emoji is 12 bytes) stays under this, so a record stays
+# far below the stores' 8 KiB whatever a job's error says.
+MAX_ERROR_BYTES = 2000
+
+
+def cut_error(text: str) -> str:
+    """`text` cut to MAX_ERROR_CHARS characters and to MAX_ERROR_BYTES bytes as JSON text.
+
+    Example:
+        >>> len(json.dumps(cut_error("\U0001F600" * 1000))) <= MAX_ERROR_BYTES
+        True
+    """
+    text = text[:MAX_ERROR_CHARS]
+    size = 2  # the quotes
+    for index, char in enumerate(text):
+        size += len(json.dumps(char)) - 2
+        if size > MAX_ERROR_BYTES:
+            return text[:index]
+    return text
 
 
 @dataclass
@@ -108,7 +127,7 @@ class JobRecord:
             if values[key] is not None:
                 values[key] = values[key].isoformat()
         if self.error is not None:
-            values["error"] = self.error[:MAX_ERROR_CHARS]
+            values["error"] = cut_error(self.error)
         return json.dumps(values, separators=(",", ":"))
 
     @classmethod

@@ -47,7 +47,7 @@ from tenure._timing import Backoff, check_range, to_seconds
 from tenure.jobs._election import Election
 from tenure.jobs._health import job_health
 from tenure.jobs._locks import AnyStore, LockPort
-from tenure.jobs._outage import RETRY_CAP, RETRY_FIRST, stamp
+from tenure.jobs._outage import READ, RETRY_CAP, RETRY_FIRST, stamp
 from tenure.jobs._periodic import (
     JOB_LOCK_PREFIX,
     JobSpec,
@@ -62,7 +62,9 @@ from tenure.jobs._signatures import check_callable
 
 log = logging.getLogger("tenure.jobs")
 F = TypeVar("F", bound=Callable[..., Any])
-HEALTH_READ_TIMEOUT = 2.0  # seconds health() waits for the store's records (async store)
+HEALTH_READ_TIMEOUT = 2.0  # seconds health() waits for the store's records
+PROBE_PREFIX = "tenure-probe:"  # + the instance id: the lease the store check takes and frees
+PROBE_TTL = 10.0  # seconds: the probe lease expires by itself should its release fail
 
 MISFIRE_POLICIES = ("coalesce", "skip")
 
@@ -348,7 +350,9 @@ class _Registry:
     async def _watch_store(self, stopping: anyio.Event) -> None:
         """While an outage of the store is open, ask the store every retry interval whether it
         answers again: an outage opened by a call no runner repeats (a health check, a
-        release) must still end, and a leader's renewals are the core's, not a runner's."""
+        release) must still end, and a leader's renewals are the core's, not a runner's. The
+        question is of the kind that failed: a read when only reads failed, else a lease of
+        its own (taken and released), as a store that answers reads may still refuse writes."""
         outage = self._locks.outage
         runner = "the worker's store check"
         backoff = Backoff(RETRY_FIRST, RETRY_CAP)
@@ -360,13 +364,25 @@ class _Registry:
                 return
             if not outage.down:
                 continue
+            kind = outage.kind
             started = time.monotonic()
             try:
-                await self._locks.records(JOB_LOCK_PREFIX)
+                if kind == READ:
+                    await self._locks.records(JOB_LOCK_PREFIX)
+                else:
+                    await self._probe_lease()
             except Exception as exc:  # never fatal here, and logged by the runners
                 outage.failed(runner, exc, started)
                 continue
-            outage.succeeded(runner)
+            outage.succeeded(runner, kind)
+
+    async def _probe_lease(self) -> None:
+        """Take and release a lease of this instance's own (busy counts: the store answered)."""
+        capabilities = self.store.backend.capabilities
+        ttl = min(max(capabilities.min_ttl, PROBE_TTL), capabilities.max_ttl)
+        lease = await self._locks.try_acquire(PROBE_PREFIX + self.instance, ttl)
+        if lease is not None:
+            await self._locks.release(lease)
 
     @staticmethod
     async def _on_signals(stopping: anyio.Event) -> None:
@@ -410,7 +426,7 @@ class _Registry:
         if isinstance(exc, TimeoutError) and not isinstance(exc, StoreUnavailable):
             exc = StoreUnavailable(f"{self.store.url}: reading the job records took over "
                                    f"{HEALTH_READ_TIMEOUT:g} s")
-        stamp(exc, started)
+        stamp(exc, started, READ)
         self._locks.outage.failed("the health check", exc)
         return self._health(None)
 
@@ -476,7 +492,7 @@ class AsyncWorker(_Registry):
                 records = await self._locks.records(JOB_LOCK_PREFIX)
         except Exception as exc:
             return self._health_failed(exc, started)
-        self._locks.outage.succeeded("the health check")
+        self._locks.outage.succeeded("the health check", READ)
         return self._health(records)
 
     async def __aenter__(self) -> AsyncWorker:
@@ -531,6 +547,8 @@ class Worker(_Registry):
         super().__init__(store, grace=grace)
         self._portal: Any = None
         self._portal_context: Any = None
+        self._health_lock = threading.Lock()
+        self._health_read: threading.Thread | None = None
         self._stopping: anyio.Event | None = None
         self._thread_done: Any = None
 
@@ -602,11 +620,38 @@ class Worker(_Registry):
             return self._health(None)
         started = time.monotonic()
         try:
-            records: dict[str, str] = self._locks.records_of.records(JOB_LOCK_PREFIX)
+            records = self._read_records_bounded()
         except Exception as exc:
             return self._health_failed(exc, started)
-        self._locks.outage.succeeded("the health check")
+        self._locks.outage.succeeded("the health check", READ)
         return self._health(records)
+
+    def _read_records_bounded(self) -> dict[str, str]:
+        """The job records, within HEALTH_READ_TIMEOUT (as the async worker's health()): the
+        read runs in a thread of its own, left to finish by itself when the store hangs; while
+        one is still running, health() answers from this instance's state instead of piling
+        up threads."""
+        with self._health_lock:
+            if self._health_read is not None and self._health_read.is_alive():
+                raise TimeoutError("the previous read of the job records is still running")
+            box: dict[str, Any] = {}
+
+            def read() -> None:
+                try:
+                    box["records"] = self._locks.records_of.records(JOB_LOCK_PREFIX)
+                except Exception as exc:
+                    box["error"] = exc
+
+            self._health_read = thread = threading.Thread(
+                target=read, name="tenure-health-read", daemon=True)
+            thread.start()
+        thread.join(HEALTH_READ_TIMEOUT)
+        if thread.is_alive():
+            raise TimeoutError(f"reading the job records took over {HEALTH_READ_TIMEOUT:g} s")
+        if "error" in box:
+            raise box["error"]
+        records: dict[str, str] = box["records"]
+        return records
 
     def __enter__(self) -> Worker:
         self.start()
