@@ -176,3 +176,20 @@ os._exit(0)
     assert broken.returncode == 1  # proof that the file is read-only for the CLI's user
     assert "read-only" in broken.stderr and "Traceback" not in broken.stderr
     assert sorted((p.name, p.stat().st_size) for p in world_readable_dir.iterdir()) == before
+
+
+@pytest.mark.parametrize("how", ["release", "with", "store close"])
+def test_a_released_lease_expires_in_zero(tmp_path: Path, how: str) -> None:
+    store = tenure.connect(f"sqlite://{tmp_path / 'locks.db'}")
+    lock = store.lock("report", ttl=30)
+    if how == "with":
+        with lock.acquire(timeout=5) as lease:
+            assert lease.expires_in > 25
+    else:
+        lease = lock.acquire(timeout=5)
+        assert lease.expires_in > 25
+        lease.release() if how == "release" else store.close()
+    store.close()
+
+    assert lease.expires_in == 0.0
+    assert not lease.lost

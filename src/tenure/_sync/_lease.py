@@ -76,8 +76,9 @@ class Lease:
 
     @property
     def expires_in(self) -> float:
-        """Seconds until the local deadline, by this process's monotonic clock (0 when lost)."""
-        if self.lost:
+        """Seconds until the local deadline, by this process's monotonic clock (0 once lost
+        or released: nothing is held any more)."""
+        if self._released or self.lost:
             return 0.0
         return max(0.0, self.deadline - _shim.monotonic())
 
