@@ -5,6 +5,7 @@ everything else on Azurite."""
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -509,3 +510,86 @@ async def test_a_closed_port_is_retried_until_the_timeout() -> None:
         elapsed = time.monotonic() - started
         assert raised.value.transient and not isinstance(raised.value, tenure.StoreRefused)
         assert 1.9 <= elapsed < 6, elapsed
+
+
+# -- no credential at all ------------------------------------------------------------------------
+
+
+def without_credentials(environ: dict[str, str], home: Path) -> dict[str, str]:
+    """`environ` as on a machine never signed in to Azure: no AZURE_*, workload or managed
+    identity variables, and a HOME without az login's or azd's caches."""
+    kept = {key: value for key, value in environ.items()
+            if not key.startswith(("AZURE_", "IDENTITY_", "MSI_", "TENURE_"))}
+    return {**kept, "HOME": str(home)}
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_no_credential_is_one_quiet_refusal_after_one_attempt(
+        api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """DefaultAzureCredential logged a WARNING of some twenty lines per attempt, and the SDK
+    retried the attempt: screens of warnings before tenure's error (issue 18 item 4)."""
+    for key in list(os.environ):
+        monkeypatch.delenv(key)
+    for key, value in without_credentials(dict(os.environ), tmp_path).items():
+        monkeypatch.setenv(key, value)
+    caplog.set_level("DEBUG", logger="azure.identity")
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect("azblob://myaccount/locks")
+    started = time.monotonic()
+    try:
+        with pytest.raises(tenure.StoreRefused) as raised:
+            await call(store.lock("jobs", ttl=15).acquire(timeout=None))
+    finally:
+        await call(store.close())
+    assert time.monotonic() - started < 10
+    message = str(raised.value)
+    assert "\n" not in message and not raised.value.transient
+    assert message.startswith("azblob://myaccount/locks: acquire of 'jobs' refused: no credential")
+    for words in ("managed identity", "az login", "connection string"):
+        assert words in message, message
+    identity = [record for record in caplog.records if record.name.startswith("azure.identity")]
+    assert not [record for record in identity if record.levelno >= logging.WARNING], identity
+    chains = [record for record in identity
+              if "failed to retrieve a token" in record.getMessage()]
+    assert len(chains) == 1, [(record.name, record.threadName) for record in chains]
+
+
+def test_the_cli_without_credentials_prints_one_line(tmp_path: Path) -> None:
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "tenure", "locks", "--store", "azblob://myaccount/locks"],
+        capture_output=True, text=True, env=without_credentials(dict(os.environ), tmp_path),
+        cwd=tmp_path, timeout=60, check=False)
+    elapsed = time.monotonic() - started
+    assert result.returncode != 0 and result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("tenure: error: azblob://myaccount/locks: listing of '' refused: "
+                               "no credential could get a token"), lines
+    for words in ("managed identity", "az login", "AZURE_STORAGE_CONNECTION_STRING"):
+        assert words in lines[0], lines
+    assert elapsed < 10, elapsed
+
+
+async def test_the_apps_own_credential_still_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """Only the store's own token requests are quiet: the demotion is scoped to them. And with
+    azure.identity's loggers at WARNING (as after logging.basicConfig()), a handler without a
+    level of its own (caplog's) gets none of the demoted records."""
+    from azure.core.exceptions import ClientAuthenticationError
+    from azure.identity.aio import DefaultAzureCredential
+
+    for key in list(os.environ):
+        monkeypatch.delenv(key)
+    for key, value in without_credentials(dict(os.environ), tmp_path).items():
+        monkeypatch.setenv(key, value)
+    async with tenure.aio.connect("azblob://myaccount/locks") as store:
+        with pytest.raises(tenure.StoreRefused):
+            await store.leases()
+    assert not [record for record in caplog.records if record.name.startswith("azure.identity")]
+    async with DefaultAzureCredential() as credential:
+        with pytest.raises(ClientAuthenticationError):
+            await credential.get_token_info("https://storage.azure.com/.default")
+    assert [record for record in caplog.records if record.levelno == logging.WARNING
+            and "failed to retrieve a token" in record.getMessage()]

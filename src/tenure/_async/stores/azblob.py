@@ -49,6 +49,7 @@ import anyio
 
 from tenure import _forks
 from tenure._async import _shim
+from tenure._async.stores._azure_sign_in import QuietCredential, no_token_hint
 from tenure._async.stores._protocol import (
     MAX_RECORD_BYTES,
     AsyncBackend,
@@ -69,7 +70,6 @@ from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 from tenure._urls import redact
 
 try:
-    import aiohttp  # noqa: F401  # the transport of the Azure SDK's async clients, loaded lazily
     from azure.core import MatchConditions
     from azure.core.exceptions import (
         AzureError,
@@ -113,6 +113,12 @@ _RETRIES, _BACKOFF, _JITTER = 1, 0.2, 0.1
 # The async SDK's calls are coroutines: a cancel scope bounds each store call as a whole. The
 # sync SDK's are bounded by their per-attempt socket timeouts (see open_store).
 _COROUTINES = inspect.iscoroutinefunction(BlobClient.get_blob_properties)
+if _COROUTINES:
+    try:  # the async SDK's transport, which it imports only once it sends a first request
+        import aiohttp  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+        raise MissingExtra("the azblob:// store needs aiohttp: install tenure[azure] "
+                           "(pip install 'tenure[azure]')") from exc
 # Inherited across fork(): HTTP sessions let go of without closing them (see _start_afresh).
 _FORSAKEN: list[Any] = []
 
@@ -230,6 +236,23 @@ def _status(exc: AzureError) -> int | None:
     return status if isinstance(status, int) else None
 
 
+def _no_token(exc: BaseException) -> bool:
+    """True when the credential found no token and will not find one by trying again."""
+    return isinstance(exc, ClientAuthenticationError) and not _token_service_blip(exc)
+
+
+class _Retry(LinearRetry):
+    """The SDK's linear retry, minus retrying a credential that found no token: the storage
+    SDK retries every error of a request, and each retry ran the whole credential chain again
+    (its probes, its log) to fail the same way."""
+
+    def increment(self, settings: dict[str, Any], request: Any, response: Any = None,
+                  error: AzureError | None = None) -> bool:
+        if error is not None and _no_token(error):
+            return False
+        return bool(super().increment(settings, request, response, error))
+
+
 class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
     """Leases on blobs of one Azure Storage container, through a ContainerClient you configured
     (credentials, retries, proxies are then yours). Needs tenure[azure].
@@ -337,10 +360,8 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
             return (f"the service refused access (HTTP {status} {code}): check the account key "
                     f"or SAS in the connection string, or give this identity the '{ROLE}' role "
                     "on the account or container")
-        if isinstance(exc, ClientAuthenticationError) and not _token_service_blip(exc):
-            return ("no credential could get a token (DefaultAzureCredential tries managed "
-                    "identity, workload identity, environment, az login); set one up or pass "
-                    "a connection string")
+        if _no_token(exc):
+            return no_token_hint(self._credential)
         if code == "ContainerNotFound":
             return (f"container {self.container.container_name!r} does not exist; create it or "
                     "leave create_container=True (the default)")
@@ -477,7 +498,8 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
                         await self._token(blob, lease_id, name, limit, holder)
                         if taken and self._fencing else (0, False))
                 except BaseException as exc:  # the lease may be taken: undo, never wait for it
-                    if not isinstance(exc, ServiceRequestError):  # (that one sent nothing)
+                    # (a ServiceRequestError sent nothing; without a token no undo can be sent)
+                    if not isinstance(exc, ServiceRequestError) and not _no_token(exc):
                         _shim.start_soon(self._undo, blob, lease_id)
                     if isinstance(exc, AzureError):
                         raise self._failure("acquire", name, exc) from None
@@ -719,8 +741,8 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
     attempt = per_attempt(_checked_timeout(timeout))
     options: dict[str, Any] = {
         # Seconds as floats work; the SDK's stub says int.
-        "retry_policy": LinearRetry(backoff=_BACKOFF, random_jitter_range=_JITTER,  # type: ignore[arg-type]
-                                    retry_total=_RETRIES),
+        "retry_policy": _Retry(backoff=_BACKOFF, random_jitter_range=_JITTER,  # type: ignore[arg-type]
+                               retry_total=_RETRIES),
         "connection_timeout": attempt, "read_timeout": attempt,
     }
     for option, value in (("create_container", create_container), ("fencing", fencing)):
@@ -767,7 +789,7 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
     except ImportError as exc:  # pragma: no cover - exercised without the extra installed
         raise MissingExtra("azblob://ACCOUNT/... signs in with azure-identity: install "
                            "tenure[azure] (pip install 'tenure[azure]')") from exc
-    credential = DefaultAzureCredential()
+    credential = QuietCredential(DefaultAzureCredential())
     client = ContainerClient.from_container_url(container_url, credential=credential, **options)
     return AsyncAzureBlobStore(client, create_container=create_container, fencing=fencing,
                                close_client=True, credential=credential, timeout=timeout)
