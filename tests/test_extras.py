@@ -9,13 +9,17 @@ refusing the extra's packages, exactly as if they were not installed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 BLOCKER = '''
 import os, sys
@@ -81,20 +85,47 @@ except ModuleNotFoundError as exc:
     assert run_code(code, ["redis"], tmp_path) == "redis"
 
 
+def base_distributions() -> set[str]:
+    """The distributions `pip install tenure` installs: its requirements without an extra,
+    and theirs, transitively (normalized names)."""
+    found: set[str] = set()
+    todo = ["tenure"]
+    while todo:
+        for line in metadata.requires(todo.pop()) or []:
+            requirement = Requirement(line)
+            name = canonicalize_name(requirement.name)
+            if name in found or (requirement.marker is not None and not requirement.marker
+                                 .evaluate({"extra": ""})):
+                continue
+            found.add(name)
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                metadata.distribution(name)
+                todo.append(name)
+    return found
+
+
 def test_the_base_install_imports_everything_but_the_sql_helpers(tmp_path: Path) -> None:
     code = """
 import json, sys
+before = set(sys.modules)
 import tenure, tenure.aio, tenure.stores, tenure.aio.stores, tenure.queues, tenure.jobs
 import tenure.cli, tenure.demo, tenure.chaos
 with tenure.connect("sqlite:locks.db") as store:
     with store.lock("jobs", ttl=5).acquire(timeout=1) as lease:
         token = lease.token
-loaded = sorted({name.partition(".")[0] for name in sys.modules})
+loaded = sorted({name.partition(".")[0] for name in set(sys.modules) - before})
 print(json.dumps({"token": token, "loaded": loaded}))
 """
     found = run_code(code, ALL_DRIVERS, tmp_path)
     assert isinstance(found, dict) and found["token"] >= 1
-    assert not set(found["loaded"]) & set(ALL_DRIVERS)
+    # Nothing outside the standard library and what `pip install tenure` installs.
+    providers = metadata.packages_distributions()
+    base = base_distributions() | {"tenure"}
+    foreign = {name: providers.get(name) for name in found["loaded"]
+               if name not in sys.stdlib_module_names and name != "tenure"
+               and not name.startswith("_sysconfigdata_")  # the stdlib's, named per platform
+               and not {canonicalize_name(dist) for dist in providers.get(name, [])} & base}
+    assert not foreign, foreign
 
 
 @pytest.mark.parametrize("extra", sorted(EXTRAS))
