@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import tenure
+import tenure.stores
 from tenure import cli
 
 
@@ -193,3 +194,86 @@ def test_a_released_lease_expires_in_zero(tmp_path: Path, how: str) -> None:
 
     assert lease.expires_in == 0.0
     assert not lease.lost
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "file"])
+def test_a_closed_backend_refuses_every_call_with_one_plain_message(
+        tmp_path: Path, kind: str) -> None:
+    url = f"sqlite://{tmp_path / 'locks.db'}" if kind == "sqlite" else f"file://{tmp_path}"
+    store = tenure.connect(url)
+    backend = store.backend
+    grant = backend.try_acquire("a", "me", 30.0, 1)
+    assert grant is not None
+    store.close()
+
+    calls = {
+        ("acquire", "b"): lambda: backend.try_acquire("b", "me", 30.0, 1),
+        ("renewal", "a"): lambda: backend.renew([grant], 30.0),
+        ("release", "a"): lambda: backend.release(grant),
+        ("break", "a"): lambda: backend.break_lease("a"),
+        ("listing", ""): lambda: backend.leases(""),
+        ("reading the record", "a"): lambda: backend.read_record("a"),
+        ("writing the record", "a"): lambda: backend.write_record(grant, "r"),
+        ("listing the records", ""): lambda: backend.records(""),
+    }
+    for (operation, name), call in calls.items():
+        if kind == "file" and operation == "renewal":
+            continue  # renewing a flock holds nothing to refuse: it reports the lease lost
+        with pytest.raises(tenure.StoreRefused) as refused:
+            call()
+        message = str(refused.value)
+        assert message == (f"{backend.url}: {operation} of {name!r} refused: the store was "
+                           "closed; open a new one with tenure.connect(...)"), message
+
+
+CLOSE_WHILE_LISTING = """
+import sys, threading, tenure
+errors = []
+for _ in range(200):
+    store = tenure.connect(sys.argv[1])
+    store.leases("")
+    def list_until_refused():
+        while True:
+            try:
+                store.leases("")
+            except Exception as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                return
+    threads = [threading.Thread(target=list_until_refused) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    store.close()  # while the threads' calls run
+    for thread in threads:
+        thread.join()
+print("\\n".join(sorted(set(errors))))
+"""
+
+
+def test_closing_a_sqlite_store_while_other_threads_use_it(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path / 'locks.db'}"
+    result = subprocess.run([sys.executable, "-c", CLOSE_WHILE_LISTING, url],
+                            capture_output=True, text=True, timeout=120, check=False)
+
+    assert result.returncode == 0, result  # -11 before: close() closed connections in use
+    assert result.stdout.splitlines() == [
+        f"StoreRefused: {url}: listing of '' refused: "
+        "the store was closed; open a new one with tenure.connect(...)"]
+
+
+def test_a_closed_memory_store_refuses_and_its_sharers_keep_their_leases() -> None:
+    # memory://'s backend is an in-process object that Stores may share (docs/stores/memory.md):
+    # closing one Store closes that Store, not the others' leases.
+    backend = tenure.stores.MemoryStore()
+    first, second = tenure.connect(backend), tenure.connect(backend)
+    lease = first.lock("report", ttl=30).try_acquire()
+    assert lease is not None
+    second.close()
+
+    with pytest.raises(tenure.StoreRefused, match="the store was closed"):
+        second.leases()
+    with pytest.raises(tenure.StoreRefused, match="the store was closed"):
+        second.lock("other", ttl=30).try_acquire()
+    assert [info.name for info in first.leases()] == ["report"]
+    assert tenure.connect(backend).lock("report", ttl=30).try_acquire() is None
+    assert not lease.lost
+    first.close()

@@ -265,7 +265,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
         try:
             return db.execute(statement, parameters).fetchall()
         finally:
-            self._idle.append(db)
+            self._give_back(db)
 
     def _snapshot(self, statement: str, parameters: Sequence[object],
                   refused: sqlite3.OperationalError) -> list[tuple[Any, ...]]:
@@ -311,11 +311,25 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
         except IndexError:  # none idle (also when another thread took the last one)
             return self._open()
 
+    def _give_back(self, db: sqlite3.Connection) -> None:
+        """Return a connection to the pool, or close it when close() ran while it was in use
+        (close() closes only idle connections: closing one that another thread is using
+        crashes the interpreter)."""
+        with self._mutex:
+            if not self._closed:
+                self._idle.append(db)
+                return
+            with suppress(ValueError):
+                self._all.remove(db)
+        db.close()
+
     def _failure(self, operation: str, name: str, exc: Exception) -> StoreUnavailable:
         """One clear error for a failure of SQLite or the file system: StoreRefused for what
         retrying cannot clear (see `_refusal`), else StoreUnavailable (a busy database, a full
         disk, an I/O error), which the core retries."""
-        if isinstance(exc, StoreRefused):  # closed: already says so
+        if self._closed:  # also a call that was running when close() came
+            return closed_store(self.url, operation, name)
+        if isinstance(exc, StoreRefused):
             return StoreRefused(str(exc))
         fix = self._refusal(exc)
         if fix is not None:
@@ -383,7 +397,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             try:
                 return self._acquire_in(db, name, holder, ttl, limit)
             finally:
-                self._idle.append(db)
+                self._give_back(db)
         except (sqlite3.Error, OSError) as exc:
             raise self._failure("acquire", name, exc) from exc
 
@@ -434,7 +448,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
                         results.append(grant if renewed else self._why_lost(db, grant))
                 return results
             finally:
-                self._idle.append(db)
+                self._give_back(db)
         except (sqlite3.Error, OSError) as exc:
             raise self._failure("renewal", label, exc) from exc
 
@@ -458,7 +472,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
                                                host_monotonic()))
                 return bool(cursor.rowcount == 1)
             finally:
-                self._idle.append(db)
+                self._give_back(db)
         except (sqlite3.Error, OSError) as exc:
             raise self._failure("release", grant.name, exc) from exc
 
@@ -472,7 +486,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             try:
                 return int(db.execute(_BREAK, (name, BOOT_ID, host_monotonic())).rowcount)
             finally:
-                self._idle.append(db)
+                self._give_back(db)
         except (sqlite3.Error, OSError) as exc:
             raise self._failure("break", name, exc) from exc
 
@@ -520,7 +534,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
                                                     grant.lease_id, BOOT_ID, host_monotonic()))
                 return bool(cursor.rowcount == 1)
             finally:
-                self._idle.append(db)
+                self._give_back(db)
         except (sqlite3.Error, OSError) as exc:
             raise self._failure("writing the record", grant.name, exc) from exc
 
@@ -538,6 +552,7 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
     async def close(self) -> None:
         with self._mutex:
             self._closed = True
-            connections, self._all, self._idle = self._all, [], []
-        for connection in connections:
+            idle, self._idle = self._idle, []
+            self._all = [db for db in self._all if db not in idle]  # in use: closed when back
+        for connection in idle:
             connection.close()
