@@ -1145,3 +1145,22 @@ async def test_an_outage_during_acquire_logs_one_warning_and_one_info_when_it_en
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert len(infos) == 1 and "reachable again after" in infos[0].getMessage(), [
         r.getMessage() for r in tenure_records]
+
+
+@pytest.mark.parametrize("call", ["acquire", "listing"])
+def test_a_database_number_the_server_lacks_is_refused_as_such(server: RedisServer,
+                                                                call: str) -> None:
+    url = f"redis://127.0.0.1:{server.port}/99"  # the default 'databases' is 16
+    store = tenure.connect(url)
+    try:
+        with pytest.raises(tenure.StoreRefused) as refused:
+            if call == "acquire":
+                store.lock("report", ttl=5).acquire(timeout=30)  # refused at once, not retried
+            else:
+                store.leases()
+    finally:
+        store.close()
+
+    message = str(refused.value)
+    assert "DB index is out of range" in message and "'databases' setting" in message, message
+    assert "Lua" not in message and "Redis 5" not in message
