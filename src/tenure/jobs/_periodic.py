@@ -314,8 +314,15 @@ class PeriodicJob:
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 _metrics.record_run(spec.name, "failed", anyio.current_time() - started)
-                log.exception("tenure: job %r failed (period %s, attempt %d of %d)", spec.name,
-                              period.isoformat(), attempt, spec.retries + 1)
+                if getattr(exc, "_tenure_logged", False):
+                    # Its own runner (the outbox relay) logged the outage once already: a
+                    # traceback per period would bury that one line.
+                    log.debug("tenure: job %r failed (period %s, attempt %d of %d): %s",
+                              spec.name, period.isoformat(), attempt, spec.retries + 1,
+                              describe(exc))
+                else:
+                    log.exception("tenure: job %r failed (period %s, attempt %d of %d)",
+                                  spec.name, period.isoformat(), attempt, spec.retries + 1)
                 delay = spec.retry_backoff * 2 ** (attempt - 1) * random.uniform(0.5, 1.0)
                 retry_by = utc_now() + timedelta(seconds=delay)
                 if attempt > spec.retries or retry_by >= next_period:
