@@ -277,3 +277,35 @@ def test_a_closed_memory_store_refuses_and_its_sharers_keep_their_leases() -> No
     assert tenure.connect(backend).lock("report", ttl=30).try_acquire() is None
     assert not lease.lost
     first.close()
+
+
+@pytest.mark.parametrize(("url_query", "keywords", "expected"), [
+    ("", {"synchronous": "full"}, 2),  # PRAGMA synchronous: 1 NORMAL, 2 FULL
+    ("?synchronous=full", {}, 2),
+    ("?synchronous=FULL", {"synchronous": "full"}, 2),
+    ("", {}, 1),
+])
+def test_sqlite_synchronous_as_a_keyword_or_in_the_url(
+        tmp_path: Path, url_query: str, keywords: dict[str, str], expected: int) -> None:
+    store = tenure.connect(f"sqlite://{tmp_path / 'locks.db'}{url_query}", **keywords)
+    try:
+        store.leases()  # opens a connection with the store's settings
+        (connection,) = store.backend._idle
+        assert connection.execute("PRAGMA synchronous").fetchone()[0] == expected
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(("url", "keywords", "error", "words"), [
+    ("?synchronous=normal", {"synchronous": "full"}, tenure.InvalidArgument,
+     ["synchronous is 'normal' in the URL but 'full' as a keyword; give it once"]),
+    ("", {"synchronous": 2}, tenure.InvalidArgumentType, ["synchronous must be a str"]),
+    ("", {"synchronus": "full"}, tenure.InvalidArgument, ["synchronus", "accepted: synchronous"]),
+])
+def test_sqlite_keyword_options_that_cannot_work_are_named(
+        tmp_path: Path, url: str, keywords: dict[str, object], error: type[Exception],
+        words: list[str]) -> None:
+    with pytest.raises(error) as raised:
+        tenure.connect(f"sqlite://{tmp_path / 'locks.db'}{url}", **keywords)
+
+    assert all(word in str(raised.value) for word in words), str(raised.value)

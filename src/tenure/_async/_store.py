@@ -250,7 +250,8 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
 
     Bad URLs fail here. Connections open on first use; the file store creates its directory now.
 
-    URLs: `memory://`, `sqlite:///abs/path.db` (option `?synchronous=full`),
+    URLs: `memory://`, `sqlite:///abs/path.db` (option `synchronous="full"`, in the query or
+    as a keyword),
     `file:///abs/dir`, `azblob://ACCOUNT/CONTAINER` (DefaultAzureCredential) and
     `azblob:///CONTAINER` (a connection string). Keyword options of azblob stores:
     `connection_string` (else env AZURE_STORAGE_CONNECTION_STRING), `blob_url_format` (else env
@@ -280,8 +281,8 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
         _only(options, kind="memory://")
         backend = AsyncMemoryStore()
     elif parsed.scheme == "sqlite":
-        _only(options, kind="sqlite://")
-        backend = AsyncSQLiteStore(parsed.location, **_only(parsed.options, "synchronous"))
+        backend = AsyncSQLiteStore(parsed.location, **_merged(
+            _only(parsed.options, "synchronous"), _only(options, "synchronous", kind="sqlite://")))
     elif parsed.scheme == "azblob":
         from tenure._async.stores.azblob import open_store  # needs tenure[azure]
 
@@ -314,6 +315,15 @@ def _server_store(module: str, url: str, options: dict[str, Any]) -> AsyncBacken
     from tenure._async.stores.mysql import AsyncMySQLStore
 
     return AsyncMySQLStore(url, **options)
+
+
+def _merged(in_url: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
+    """The options given in the URL's query and as keywords; one given both ways must agree."""
+    for name in sorted(set(in_url) & set(keywords)):
+        if str(keywords[name]).lower() != str(in_url[name]).lower():
+            raise InvalidArgument(f"{name} is {in_url[name]!r} in the URL but {keywords[name]!r} "
+                                  "as a keyword; give it once")
+    return {**in_url, **keywords}
 
 
 def _only(options: dict[str, T], *allowed: str, kind: str = "") -> dict[str, T]:

@@ -39,7 +39,7 @@ from tenure._async.stores._protocol import (
     closed_store,
     record_bytes,
 )
-from tenure._errors import InvalidArgument, StoreRefused, StoreUnavailable
+from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, host_monotonic, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -192,6 +192,9 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "normal",
                  busy_timeout: float | str = 5.0) -> None:
+        if not isinstance(synchronous, str):
+            raise InvalidArgumentType(f"synchronous must be a str, 'normal' (default) or 'full', "
+                                      f"got {type(synchronous).__name__}")
         if synchronous.lower() not in ("normal", "full"):
             raise InvalidArgument(
                 f"synchronous={synchronous!r} is not supported; use 'normal' (default) or 'full'"
