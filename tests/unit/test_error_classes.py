@@ -23,7 +23,7 @@ class Response:
 
 
 def azure_refusal(exc: Exception) -> str | None:
-    store = SimpleNamespace(container=SimpleNamespace(container_name="locks"))
+    store = SimpleNamespace(container=SimpleNamespace(container_name="locks"), _credential=None)
     return AzureBlobStore._refusal(store, exc)  # type: ignore[arg-type]
 
 
