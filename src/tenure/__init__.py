@@ -22,6 +22,7 @@ Singleton jobs (one instance runs each period; see tenure.jobs)::
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from tenure._errors import (
     InvalidArgument,
@@ -40,12 +41,20 @@ from tenure._types import LeaseInfo, LostReason
 from tenure.jobs import Run, Worker
 from tenure.jobs.queues._source import Message
 
+if TYPE_CHECKING:  # so type checkers see `tenure.queues.AzureQueue` after a bare `import tenure`
+    from tenure import queues as queues
+    from tenure import stores as stores
+
 __version__ = "0.1.0"
+
+# Submodules reachable as attributes after `import tenure`, loaded on first use (tenure.queues'
+# sources and tenure.stores' server-backed stores import their drivers only when used).
+_SUBMODULES = ("queues", "stores")
 
 
 def __getattr__(name: str) -> object:
-    if name == "queues":  # tenure.queues loads on first use (its sources import their drivers)
-        return importlib.import_module("tenure.queues")
+    if name in _SUBMODULES:
+        return importlib.import_module(f"tenure.{name}")
     raise AttributeError(f"module 'tenure' has no attribute {name!r}")
 
 

@@ -12,6 +12,9 @@ Example::
             await process_invoices(fence=lease.token)
 """
 
+import importlib
+from typing import TYPE_CHECKING
+
 from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock, AsyncSemaphore
 from tenure._async._shim import AsyncAcquiring
@@ -19,6 +22,16 @@ from tenure._async._store import AsyncStore, connect
 from tenure.jobs import AsyncWorker as Worker
 from tenure.jobs import Run
 from tenure.jobs.queues._source import Message
+
+if TYPE_CHECKING:  # type checkers then see `tenure.aio.stores.X` after `import tenure.aio`
+    from tenure.aio import stores as stores
+
+
+def __getattr__(name: str) -> object:
+    if name == "stores":  # loaded on first use, like tenure.stores
+        return importlib.import_module("tenure.aio.stores")
+    raise AttributeError(f"module 'tenure.aio' has no attribute {name!r}")
+
 
 __all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore", "Message",
            "Run", "Worker", "connect"]
