@@ -28,10 +28,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -288,6 +290,8 @@ class _Registry:
     def _job_name(function: Callable[..., Any], name: str | None) -> str:
         if name is None:
             module = getattr(function, "__module__", None) or "job"
+            if module == "__main__":
+                module = _main_import_name(function)
             name = f"{module}.{getattr(function, '__qualname__', type(function).__name__)}"
         validate_name(JOB_LOCK_PREFIX + name, "name")
         return name
@@ -661,3 +665,30 @@ class Worker(_Registry):
                  traceback: TracebackType | None) -> None:
         self.stop()
 
+
+def _main_import_name(function: Callable[..., Any]) -> str:
+    """The name `tenure run module:worker` imports the running script under, so that instances
+    started as a script and by `tenure run` name a job alike (`__main__.f` would not match).
+
+    `python -m pkg.app` gives `pkg.app` (its spec). `python path/app.py` gives `app` when
+    app.py's directory is no package: the name it imports under from there (the script's own
+    sys.path[0], and `tenure run`'s when started in that directory). A script inside a package
+    (pkg.app or app?), or code with no file (python -c, a REPL), is refused: pass name=.
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return str(spec.name)
+    what = getattr(function, "__qualname__", type(function).__name__)
+    path = getattr(main, "__file__", None)
+    if not path:
+        raise InvalidArgument(f"job {what!r} is defined in __main__ with no file (python -c or "
+                              "a REPL), so it has no module name instances share; pass name=, "
+                              f"for example @worker.every(..., name='app.{what}')")
+    script = Path(path)
+    if (script.parent / "__init__.py").exists():
+        raise InvalidArgument(f"job {what!r} is defined in the script {script.name}, which sits "
+                              f"in a package, so its module name is ambiguous ({script.stem!r} or "
+                              f"a dotted package path); pass name=, or start it as python -m "
+                              "package.module")
+    return script.stem
