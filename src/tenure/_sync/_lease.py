@@ -66,7 +66,16 @@ class Lease:
 
     @property
     def token(self) -> int:
-        """The fencing token: larger than every token granted before for this name."""
+        """The fencing token: larger than every token granted before for this name.
+
+        Tokens start from the clock in microseconds (about 1.8e15, 51 bits): store them in a
+        64-bit column (BIGINT, not INT), e.g. `UPDATE ... SET fence = :token WHERE fence <
+        :token`. They stay below 2**53 (exact as JSON numbers) until the year 2255.
+
+        Example::
+
+            print(lease.token)  # e.g. 1795627217439991
+        """
         return self.grant.token
 
     @property
