@@ -60,6 +60,10 @@ HOLD_SIGNAL = signal.SIGURG  # asks the holder to hold its next section until to
 WORK = ("run", "handle")
 
 
+# How soon a fault with no worker to aim at (all still starting) is tried again.
+_NO_TARGET_RETRY = 0.1
+
+
 @dataclass(frozen=True)
 class PlannedFault:
     """One fault of the schedule: what, how long, and the gap before it."""
@@ -320,7 +324,11 @@ class Nemesis:
             fitted = planned.within(self.window_end - now, self.ttl,
                                     first_of_kind=planned.kind not in self.injected)
             if fitted is not None:
-                self._start(fitted, now)
+                if not self._start(fitted, now):
+                    # No worker to aim it at yet (every running one is still starting, as
+                    # after a kill): try it again shortly instead of dropping it.
+                    self.plan.insert(0, planned)
+                    self.next_at = now + _NO_TARGET_RETRY
             elif self.plan:  # it does not fit in what is left: maybe the next one does
                 self.next_at = now
 
@@ -352,14 +360,15 @@ class Nemesis:
             return last
         return self.chance.choice(running) if running else None
 
-    def _start(self, planned: PlannedFault, now: float) -> None:
+    def _start(self, planned: PlannedFault, now: float) -> bool:
+        """Start `planned`; False when it needs a worker and none can take it now."""
         # A stall goes to whoever holds its section first (asked of every worker below); so
         # does a pause in the jobs and queue workloads, whose units of work are short.
         anyone = ("restart", "stall", "pause") if self.settings.workload != "lock" else (
             "restart", "stall")
         worker = None if planned.kind in anyone else self._holder()
         if planned.kind not in anyone and worker is None:
-            return
+            return False
         active = _Active(planned, worker, now)
         self.active = active
         self.injected.add(planned.kind)
@@ -399,6 +408,7 @@ class Nemesis:
             active.thread = threading.Thread(target=self._restart_store, args=(active,),
                                              name="chaos-restart", daemon=True)
             active.thread.start()
+        return True
 
     def _set_proxies(self, worker: WorkerProcess, mode: str, latency: float = 0.0) -> None:
         if self.proxy_host is not None:
