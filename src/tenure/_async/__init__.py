@@ -1,2 +1,2 @@
-"""The core: written once as async code here; tenure/_sync/ is generated from it by
-scripts/unasync.py, with only _shim.py written by hand on each side."""
+"""The core (leases, locks, semaphores, stores). Its source is tenure/_async/; tenure/_sync/ is
+generated from that by scripts/unasync.py, and only _shim.py is written by hand on each side."""
