@@ -1,20 +1,25 @@
 # GENERATED from src/tenure/_async/_lock.py by scripts/unasync.py: do not edit.
 """Locks and semaphores: acquiring (try, or wait with backoff and notifications) and handing the
-lease to the monitor.
+lease to the monitor; `with lock:` as the short form of `with lock.acquire():`.
 
 Example::
 
-    lock = store.lock("invoice-processing", ttl=30)
-    with lock.acquire(timeout=10) as lease:
+    lock = store.lock("invoice-processing", ttl=30, timeout=10)
+    with lock as lease:
         process_invoices(fence=lease.token)
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
+from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._sync import _shim
@@ -22,11 +27,28 @@ from tenure._sync._lease import Lease
 from tenure._sync.stores._protocol import closed_store
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
 from tenure._timing import Backoff, local_deadline, to_seconds
+from tenure._types import LeaseInfo
 
 if TYPE_CHECKING:
     from tenure._sync._store import Store
 
 log = logging.getLogger("tenure")
+
+# The leases held through `with lock:` blocks, as (owner, store, name, lease): a nested
+# block of the same owner (thread or task) on the same name would wait for its own lease. A task
+# or thread started inside a block gets a copy of the context, with its parent's entries: they
+# are not its own (the parent may release while it waits), so entries carry their owner.
+_entered: contextvars.ContextVar[tuple[tuple[object, Store, str, Lease], ...]] = (
+    contextvars.ContextVar("tenure_entered_locks", default=()))
+
+
+def _owner() -> object:
+    """The running task, else the running thread: who a `with` block's lease belongs to."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread
+        task = None
+    return task if task is not None else threading.get_ident()
 
 
 @dataclass(frozen=True)
@@ -40,16 +62,27 @@ class LockSettings:
     min_wait: float
     max_wait: float
     on_lost: Callable[[Lease], object] | None
+    timeout: float  # of `with lock:` and `acquire()`; math.inf: wait forever
 
 
 class Lock:
     """A named lease-based lock in a store; make one with `store.lock(name, ttl=...)`.
 
+    `with lock as lease:` waits up to the lock's `timeout` (given to `store.lock`;
+    forever by default) like `acquire()`, binds the Lease (its fencing token is
+    `lease.token`), and releases on the way out. One Lock object may be shared by threads and
+    tasks: each block takes its own lease. A block nested in another block of the same name and
+    store, in the same thread or task, would wait for itself: it raises InvalidArgument (a
+    semaphore's blocks nest up to its `limit`).
+
     Example::
 
-        lock = store.lock("reports", ttl=30)
+        lock = store.lock("reports", ttl=30, timeout=10)
+        with lock as lease:              # waits up to 10 s, else tenure.LockTimeout
+            write_report(fence=lease.token)
         lease = lock.try_acquire()       # Lease or None, never waits
         lease = lock.acquire(timeout=5)  # waits up to 5 s, else tenure.LockTimeout
+        print(lock.locked())             # held by anyone? (asks the store)
     """
 
     def __init__(self, store: Store, name: str, settings: LockSettings) -> None:
@@ -61,6 +94,8 @@ class Lock:
         self.min_wait = settings.min_wait
         self.max_wait = settings.max_wait
         self.on_lost = settings.on_lost
+        self.timeout: float | None = None if math.isinf(settings.timeout) else settings.timeout
+        self._default_timeout = settings.timeout
         self.deadline_after = local_deadline(0.0, self.ttl)
         self._store = store
         self._backend = store.backend
@@ -68,6 +103,69 @@ class Lock:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl:g}s limit={self.limit}>"
+
+    def __enter__(self) -> Lease:
+        owner = _owner()
+        own = sum(1 for who, store, name, lease in _entered.get()
+                  if who == owner and store is self._store and name == self.name
+                  and not (lease.released or lease.lost))
+        if own >= self.limit:  # it could only wait for itself, until its timeout
+            held = ("is already held by an enclosing `with` block" if self.limit == 1
+                    else f"has all {self.limit} slots held by enclosing `with` blocks")
+            raise InvalidArgument(
+                f"{self._kind()} {self.name!r} {held} of this thread or task (same store, same "
+                "name): a nested block would wait for its own lease. Drop the inner block, or "
+                "give the inner work a lock name of its own"
+            )
+        lease = self.acquire()
+        entered: Lease = lease.__enter__()
+        _entered.set((*_entered.get(), (owner, self._store, self.name, lease)))
+        return entered
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        held, owner = _entered.get(), _owner()
+        mine = [index for index, (who, store, name, _) in enumerate(held)
+                if who == owner and store is self._store and name == self.name]
+        if not mine:
+            raise RuntimeError(f"{self._kind()} {self.name!r}: `with` left in a thread or "
+                               "task other than the one that entered it")
+        lease = held[mine[-1]][3]
+        _entered.set(held[:mine[-1]] + held[mine[-1] + 1:])
+        lease.__exit__(exc_type, exc, traceback)
+
+    def leases(self) -> list[LeaseInfo]:
+        """The live leases of this name in the store, whoever holds them, by slot.
+
+        Read from the store (one listing request): a lease may be taken or freed right after.
+
+        Example::
+
+            for info in lock.leases():
+                print(info.holder, info.token, info.expires_at)
+        """
+        if self._store.closed:
+            raise closed_store(self._store.url, "listing", self.name)
+        return [info for info in self._store.leases(self.name) if info.name == self.name]
+
+    def locked(self) -> bool:
+        """True when the store has no free slot: the lock is held, by anyone (this process
+        too), or all `limit` slots of a semaphore are. Like threading.Lock.locked() and
+        asyncio.Semaphore.locked(); `len(sem.leases())` counts the slots held.
+
+        Read from the store: the answer may be stale at once; to act on a free lock, use
+        `try_acquire()` instead.
+
+        Example::
+
+            if lock.locked():
+                print("someone is on it")
+        """
+        return len(self.leases()) >= self.limit
 
     def try_acquire(self) -> Lease | None:
         """Take the lease if it is free now, else return None. Never waits.
@@ -88,8 +186,11 @@ class Lock:
         self._monitor.watch(lease)
         return lease
 
-    def acquire(self, timeout: float | None = None) -> Lease:
-        """Wait up to `timeout` seconds (None: forever) for the lease; else tenure.LockTimeout.
+    def acquire(self, timeout: float | timedelta | None = None) -> Lease:
+        """Wait up to `timeout` seconds for the lease; else tenure.LockTimeout.
+
+        None (the default) means the lock's `timeout` (given to `store.lock`; forever unless
+        given there); `math.inf` waits forever whatever the lock's timeout.
 
         Waiting polls with exponential backoff and full jitter between `min_wait` and
         `max_wait`, and wakes early on the store's release notification where it has one.
@@ -103,7 +204,7 @@ class Lock:
             with lock.acquire(timeout=10) as lease:
                 ...
         """
-        seconds = math.inf if timeout is None else to_seconds(timeout, "timeout")
+        seconds = self._default_timeout if timeout is None else to_seconds(timeout, "timeout")
         if seconds < 0:
             raise InvalidArgument(
                 f"timeout={seconds:g} is negative; use 0 to try once, or None to wait forever"
@@ -173,9 +274,14 @@ class Lock:
 class Semaphore(Lock):
     """Up to `limit` holders at once; each lease has its own slot and fencing token.
 
+    `with sem as lease:` takes one slot, as for a lock (blocks of one thread or task
+    nest up to `limit`; one more would wait for its own leases and raises InvalidArgument);
+    `sem.locked()` is True when all `limit` slots are held, and
+    `len(sem.leases())` counts them.
+
     Example::
 
-        sem = store.semaphore("imports", limit=3, ttl=30)
-        with sem.acquire(timeout=60) as lease:
+        sem = store.semaphore("imports", limit=3, ttl=30, timeout=60)
+        with sem as lease:
             print("slot", lease.slot)
     """

@@ -11,13 +11,15 @@ Example::
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import secrets
 import socket
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from tenure import _forks
 from tenure._sync import _shim
@@ -29,12 +31,14 @@ from tenure._sync.stores.file import FileStore
 from tenure._sync.stores.memory import MemoryStore
 from tenure._sync.stores.sqlite import SQLiteStore
 from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._name_templates import NameTemplate
 from tenure._names import validate_name
 from tenure._timing import check_range, to_seconds
 from tenure._types import LeaseInfo
 from tenure._urls import SERVER_SCHEMES, parse_store_url
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_TTL = 30.0
 MAX_LIMIT = 10_000
@@ -107,17 +111,23 @@ class Store:
         min_wait: float | timedelta = 0.01,
         max_wait: float | timedelta = 1.0,
         on_lost: Callable[[Lease], object] | None = None,
+        timeout: float | timedelta | None = None,
     ) -> Lock:
         """A lock named `name` whose leases last `ttl` seconds unless renewed.
 
         `renew_every` defaults to ttl/3; `min_wait`/`max_wait` bound the backoff of
         `acquire(timeout)`; `on_lost(lease)` runs in the background when a lease is lost.
+        `timeout` is how long `with lock:` (and `acquire()` without one) waits before
+        raising tenure.LockTimeout: None (the default) waits forever, 0 tries once.
 
         Example::
 
             lock = store.lock("invoice-processing", ttl=30)
+            with store.lock("invoice-processing", ttl=30, timeout=10) as lease:
+                process_invoices(fence=lease.token)
         """
-        settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait, on_lost)
+        settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait, on_lost,
+                                  timeout)
         return Lock(self, validate_name(name), settings)
 
     def semaphore(
@@ -131,19 +141,72 @@ class Store:
         min_wait: float | timedelta = 0.01,
         max_wait: float | timedelta = 1.0,
         on_lost: Callable[[Lease], object] | None = None,
+        timeout: float | timedelta | None = None,
     ) -> Semaphore:
         """A semaphore: at most `limit` leases of `name` at once, each with its own slot.
+
+        The options are those of `lock()`; `with sem:` takes one slot.
 
         Example::
 
             sem = store.semaphore("imports", limit=3, ttl=30)
+            with store.semaphore("imports", limit=3, ttl=30, timeout=60) as lease:
+                print("slot", lease.slot)
         """
         if not isinstance(limit, int) or isinstance(limit, bool):
             raise InvalidArgumentType(f"limit must be an int, got {type(limit).__name__}")
         if not 1 <= limit <= MAX_LIMIT:
             raise InvalidArgument(f"limit={limit} is out of range: it must be 1 to {MAX_LIMIT}")
-        settings = self._settings(ttl, limit, holder, renew_every, min_wait, max_wait, on_lost)
+        settings = self._settings(ttl, limit, holder, renew_every, min_wait, max_wait, on_lost,
+                                  timeout)
         return Semaphore(self, validate_name(name), settings)
+
+    def locked(
+        self,
+        name: str,
+        ttl: float | timedelta = DEFAULT_TTL,
+        *,
+        timeout: float | timedelta | None = None,
+        holder: str | None = None,
+        renew_every: float | timedelta | None = None,
+        min_wait: float | timedelta = 0.01,
+        max_wait: float | timedelta = 1.0,
+        on_lost: Callable[[Lease], object] | None = None,
+    ) -> Callable[[F], F]:
+        """Decorate a function so that each call runs holding the lock `name`.
+
+        `name` is a `str.format` template filled from the call's arguments, defaults
+        applied: `"invoice-{invoice_id}"`, `"{user.id}"`. A placeholder that names no
+        parameter fails at decoration. Each call waits up to `timeout` (None: forever) like
+        `with store.lock(name, ttl, timeout=timeout):`, else raises tenure.LockTimeout.
+        The other options are those of `lock()`. Decorate coroutine functions with a store of
+        tenure.aio, plain functions with one of tenure; the wrapper keeps the function's name
+        and docstring. For the fencing token, use `with store.lock(...) as lease:`.
+
+        Example::
+
+            @store.locked("invoice-{invoice_id}", ttl=30, timeout=10)
+            def charge(invoice_id: int, amount: int) -> None:
+                ...
+
+            charge(42, amount=100)  # holds the lock "invoice-42" while it runs
+        """
+        settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait, on_lost,
+                                  timeout)
+        validate_name(name)  # its placeholders are checked against the function's parameters
+
+        def decorate(function: F) -> F:
+            _check_decorated(function)
+            template = NameTemplate(name, function)
+
+            @functools.wraps(function)
+            def locked_call(*args: Any, **kwargs: Any) -> Any:
+                with Lock(self, template.name_for(args, kwargs), settings):
+                    return function(*args, **kwargs)
+
+            return cast(F, locked_call)
+
+        return decorate
 
     def _settings(
         self,
@@ -154,6 +217,7 @@ class Store:
         min_wait: float | timedelta,
         max_wait: float | timedelta,
         on_lost: Callable[[Lease], object] | None,
+        timeout: float | timedelta | None,
     ) -> LockSettings:
         capabilities = self.backend.capabilities
         seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
@@ -168,6 +232,11 @@ class Store:
             raise InvalidArgumentType(
                 f"on_lost must be a function taking the lease, got {type(on_lost).__name__}"
             )
+        patience = to_seconds(timeout, "timeout", allow_none=True)
+        if patience < 0:
+            raise InvalidArgument(
+                f"timeout={patience:g} is negative; use 0 to try once, or None to wait forever"
+            )
         return LockSettings(
             ttl=seconds,
             limit=limit,
@@ -176,6 +245,7 @@ class Store:
             min_wait=shortest,
             max_wait=longest,
             on_lost=on_lost,
+            timeout=patience,
         )
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
@@ -232,6 +302,33 @@ class Store:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _check_decorated(function: object) -> None:
+    """Refuse, at decoration, what `store.locked()` cannot hold a lock around."""
+    if not callable(function):
+        raise InvalidArgumentType(
+            f"store.locked(...) decorates a function, got {type(function).__name__}; write "
+            "@store.locked('name') above a def"
+        )
+    label = getattr(function, "__qualname__", None) or repr(function)
+    if inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):
+        raise InvalidArgumentType(
+            f"{label} is a generator function: the lock would be released before its body "
+            "runs; take the lock inside it with an `with store.lock(...)` block instead"
+        )
+    if not _shim.is_our_kind(function):
+        if inspect.iscoroutinefunction(function):
+            raise InvalidArgumentType(
+                f"{label} is a coroutine function, but this store is a sync one (from "
+                "tenure.connect): decorate it with the locked() of a store from tenure.aio, "
+                "or make it a plain def"
+            )
+        raise InvalidArgumentType(
+            f"{label} is a plain function, but this store is an async one (from tenure.aio): "
+            "decorate it with the locked() of a store from tenure.connect, or make it a "
+            "coroutine function"
+        )
 
 
 def _check_holder(holder: object) -> str:
