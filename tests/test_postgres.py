@@ -966,3 +966,124 @@ async def test_a_missing_privilege_is_refused_at_once(postgres_server: PostgresS
     message = await refused_within_a_second(store)
     assert "permission denied" in message and "grant this user" in message, message
     assert ROLE_PASSWORD not in message
+
+
+# -- tables of earlier versions (keyed by the name itself) ------------------------------------
+
+# The DDL of tenure before rows were keyed by a digest of the name (issue 27.4).
+OLD_TABLE = """CREATE TABLE {t} (
+    name bytea NOT NULL, slot integer NOT NULL, holder bytea NOT NULL, lease_id text NOT NULL,
+    token bigint NOT NULL, counter bigint NOT NULL, expires_at timestamptz NOT NULL,
+    wanted boolean NOT NULL, record bytea, q_ids text[], q_holders bytea[], q_ttls float8[],
+    q_until timestamptz[], PRIMARY KEY (name, slot)) WITH (fillfactor = 50)"""
+OLD_ADVISORY_TABLE = """CREATE TABLE {t} (
+    name bytea NOT NULL, slot integer NOT NULL, holder bytea NOT NULL, lease_id text NOT NULL,
+    token bigint NOT NULL, counter bigint NOT NULL, pid integer NOT NULL, key bigint NOT NULL,
+    wanted boolean NOT NULL, record bytea, PRIMARY KEY (name, slot))"""
+LONG_NAME = "".join(chr(0x4E00 + (i * 7919) % 0x5200) for i in range(1000))  # 3,000 bytes
+
+
+def execute(server: PostgresServer, text: str) -> None:
+    with psycopg.connect(server.url, autocommit=True) as db:
+        db.execute(text)
+
+
+def primary_key(server: PostgresServer, table: str) -> list[str]:
+    return [column for (column,) in query(
+        server, "SELECT a.attname FROM pg_index AS i JOIN pg_attribute AS a "
+                "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                "WHERE i.indrelid = %s::regclass AND i.indisprimary "
+                "ORDER BY array_position(i.indkey::int2[], a.attnum)", table)]
+
+
+async def test_a_table_of_an_earlier_version_is_rekeyed_with_its_live_lease(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    from tenure._types import Grant
+
+    table = f"{schema}.tenure_leases"
+    execute(postgres_server, f"CREATE SCHEMA {schema}")
+    execute(postgres_server, OLD_TABLE.format(t=table))
+    execute(postgres_server, f"INSERT INTO {table} (name, slot, holder, lease_id, token, counter, "
+                           "expires_at, wanted) VALUES ('held', 0, 'old', 'old-1', 1000, 1000, "
+                           "now() + interval '60 seconds', false)")
+    store = connect()
+    assert await call(store.lock("held", ttl=30).try_acquire()) is None  # migrates, still held
+    assert primary_key(postgres_server, table) == ["digest", "slot"]
+    old = Grant("held", 0, "old", "old-1", 1000, "held")
+    assert [(info.name, info.holder, info.token) for info in await call(store.leases())] == [
+        ("held", "old", 1000)]
+    assert await call(store.backend.renew([old], 30)) == [old]
+    assert await call(store.backend.release(old)) is True
+    lease = await call(store.lock("held", ttl=30).try_acquire())
+    assert lease is not None and lease.token == 1001
+    long = await call(store.lock(LONG_NAME, ttl=30).try_acquire())
+    assert long is not None and [info.name for info in await call(store.leases())] == sorted(
+        ["held", LONG_NAME])
+    assert await call(long.release()) is True and await call(lease.release()) is True
+    if api == "async":
+        await store.close()
+
+
+async def test_an_advisory_table_of_an_earlier_version_is_rekeyed_with_its_live_lease(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    from tenure._async.stores.postgres import _advisory_keys
+    from tenure._types import Grant
+
+    table = f"{schema}.tenure_advisory"
+    execute(postgres_server, f"CREATE SCHEMA {schema}")
+    execute(postgres_server, OLD_ADVISORY_TABLE.format(t=table))
+    store = connect(mode="advisory")
+    [key] = _advisory_keys(store.backend._namespace, "held", 1)
+    with psycopg.connect(postgres_server.url, autocommit=True) as session:  # the old holder
+        session.execute("SELECT pg_advisory_lock(%s)", (key,))
+        session.execute(
+            f"INSERT INTO {table} (name, slot, holder, lease_id, token, counter, pid, key, "
+            "wanted) VALUES ('held', -1, '', '', 0, 1000, 0, 0, false), ('held', 0, 'old', "
+            "'old-1', 1000, 0, pg_backend_pid(), %s, false)", (key,))
+        assert await call(store.lock("held", ttl=30).try_acquire()) is None  # still held
+        assert primary_key(postgres_server, table) == ["digest", "slot"]
+        old = Grant("held", 0, "old", "old-1", 1000, "held")
+        assert await call(store.backend.renew([old], 30)) == [old]
+        assert [(info.name, info.token) for info in await call(store.leases())] == [
+            ("held", 1000)]
+    # Its session ended: the lease is lost, and the name's tokens go on from its counter.
+    async def lost() -> bool:
+        return await call(store.backend.renew([old], 30)) == [tenure.LostReason.EXPIRED]
+
+    await eventually(lost, 5.0, "the old holder's session to end")
+    lease = await call(store.lock("held", ttl=30).acquire(timeout=5))
+    assert lease.token == 1001
+    long = await call(store.lock(LONG_NAME, ttl=30).try_acquire())
+    assert long is not None and await call(long.release()) is True
+    assert await call(lease.release()) is True
+    if api == "async":
+        await store.close()
+
+
+def test_stores_rekeying_an_earlier_table_at_once(postgres_server: PostgresServer) -> None:
+    """Six stores meet a table of an earlier version at the same moment: one migrates it, the
+    others wait for it and go on; none fails."""
+    for _ in range(3):
+        schema = "t" + uuid.uuid4().hex[:20]
+        execute(postgres_server, f"CREATE SCHEMA {schema}")
+        execute(postgres_server, OLD_TABLE.format(t=f"{schema}.tenure_leases"))
+        grants, failures = first_uses(f"{postgres_server.url}?schema={schema}", 6)
+        key = primary_key(postgres_server, f"{schema}.tenure_leases")
+        execute(postgres_server, f"DROP SCHEMA {schema} CASCADE")
+        assert failures == []
+        assert key == ["digest", "slot"]
+        assert len(grants) >= 4
+
+
+def test_a_program_limit_error_is_permanent(postgres_server: PostgresServer) -> None:
+    """SQLSTATE class 54 (an index row, a value or a statement too big) is refused at once:
+    retrying the same request cannot succeed."""
+    with psycopg.connect(postgres_server.url, autocommit=True) as db, pytest.raises(
+            psycopg.errors.ProgramLimitExceeded) as caught:
+        db.execute("SELECT repeat('xx', 600000000)")  # past 1 GB: "requested length too large"
+    with tenure.connect(postgres_server.url) as store:
+        error = store.backend._failure("acquire", "jobs", caught.value)
+    assert isinstance(error, tenure.StoreRefused) and error.transient is False
+    assert "retrying will not help" in str(error)

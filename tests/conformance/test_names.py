@@ -100,3 +100,32 @@ async def test_listings_by_prefix_keep_every_character_of_the_name(target: Targe
         assert records == {name: f"of {name!r}" for name in expected}, f"records({prefix!r})"
     for lease in leases.values():
         assert await call(lease.release()) is True
+
+
+# The longest names allowed (1,024 characters), also where their UTF-8 is large: 1,000 CJK
+# characters are 3,000 bytes, past what a btree index entry takes (about 2,700 bytes).
+LONGEST_NAMES = ["".join(chr(0x4E00 + (i * 7919) % 0x5200) for i in range(1000)),
+                 "x" * 1023 + "\U0001f512", "é" * 1024]
+
+
+@pytest.mark.parametrize("name", LONGEST_NAMES, ids=["cjk-1000", "1024-with-emoji", "1024-e-acute"])
+async def test_longest_names_acquire_renew_release_break_and_list(target: Target,
+                                                                  name: str) -> None:
+    store, admin, ttl = target.connect(), target.connect(), target.ttl(30)
+    lease = await call(store.lock(name, ttl=ttl).try_acquire())
+    assert lease is not None and lease.name == name
+    assert await call(admin.lock(name, ttl=ttl).try_acquire()) is None
+    assert await call(store.backend.renew([lease.grant], ttl)) == [lease.grant]
+    assert [(info.name, info.token) for info in await call(admin.leases(name[:10]))] == [
+        (name, lease.token)]
+    assert await call(lease.release()) is True
+    again = await call(store.lock(name, ttl=ttl).try_acquire())
+    assert again is not None and again.token > lease.token
+    assert await call(admin.break_lease(name)) == 1
+    assert await call(store.backend.renew([again.grant], ttl)) != [again.grant]
+    slots = [await call(store.semaphore(name, 2, ttl=ttl).try_acquire()) for _ in range(3)]
+    assert slots[0] is not None and slots[1] is not None and slots[2] is None
+    assert slots[1].token > slots[0].token > again.token
+    assert sorted(info.slot for info in await call(admin.leases(name))) == [0, 1]
+    assert await call(slots[0].release()) is True and await call(slots[1].release()) is True
+    assert await call(admin.leases(name)) == []

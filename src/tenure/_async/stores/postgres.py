@@ -103,6 +103,7 @@ _UNDO_POLL = 0.01
 _DDL = """
 CREATE TABLE IF NOT EXISTS {t} (
     name       bytea       NOT NULL,  -- the lock name in UTF-8 (text cannot hold NUL)
+    digest     bytea       NOT NULL GENERATED ALWAYS AS (sha256(name)) STORED,  -- the key
     slot       integer     NOT NULL,
     holder     bytea       NOT NULL,
     lease_id   text        NOT NULL,  -- '' once released or broken
@@ -116,8 +117,37 @@ CREATE TABLE IF NOT EXISTS {t} (
     q_holders  bytea[],
     q_ttls     float8[],
     q_until    timestamptz[],         -- when each registration ends (server clock)
-    PRIMARY KEY (name, slot)
+    PRIMARY KEY (digest, slot)
 ) WITH (fillfactor = 50)  -- room for HOT updates: a cycle rewrites no index entry
+"""
+
+# Rows are keyed by a digest of the name (sha256, a column the server computes), never by the
+# name itself: a btree entry holds at most about 2,700 bytes, and a name of 1,024 characters
+# takes up to 4,096 in UTF-8. The name stays in a column of its own, unindexed, for listings.
+#
+# A table that an earlier version created is keyed by (name, slot): the first statement that
+# meets it fails on the missing column, and the store re-keys it in place (_MIGRATE, in the
+# create-tables path). The first of several processes doing so at once takes the table's lock
+# and migrates; the others wait for it, then find the column and leave. Live leases keep their
+# rows, counters and tokens.
+_MIGRATE = """
+DO $tenure$
+BEGIN
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = {regclass}::regclass
+               AND attname = 'digest' AND NOT attisdropped) THEN
+        RETURN;
+    END IF;
+    LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = {regclass}::regclass
+               AND attname = 'digest' AND NOT attisdropped) THEN
+        RETURN;  -- another process migrated it while we waited for the lock
+    END IF;
+    ALTER TABLE {t} ADD COLUMN digest bytea NOT NULL GENERATED ALWAYS AS (sha256(name)) STORED;
+    EXECUTE (SELECT format('ALTER TABLE %s DROP CONSTRAINT %I', {regclass}, conname)
+             FROM pg_constraint WHERE conrelid = {regclass}::regclass AND contype = 'p');
+    ALTER TABLE {t} ADD PRIMARY KEY (digest, slot);
+END
+$tenure$
 """
 
 # A missing counter starts at the server's clock in microseconds, so tokens keep growing even
@@ -146,7 +176,7 @@ _GRANT_WHEN_FREE = """
 INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
 VALUES (%(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
         now() + %(ttl)s * interval '1 second', false)
-ON CONFLICT (name, slot) DO UPDATE SET
+ON CONFLICT (digest, slot) DO UPDATE SET
     holder = CASE WHEN {free} THEN excluded.holder ELSE l.holder END,
     lease_id = CASE WHEN {free} THEN excluded.lease_id ELSE l.lease_id END,
     token = CASE WHEN {free} THEN l.counter + 1 ELSE l.token END,
@@ -171,7 +201,7 @@ RETURNING l.lease_id = %(lease_id)s, l.token
 _ACQUIRE_SLOT = """
 WITH free AS (
     SELECT s.slot FROM generate_series(0, %(limit)s - 1) AS s (slot)
-    LEFT JOIN {t} AS l ON l.name = %(name)s AND l.slot = s.slot
+    LEFT JOIN {t} AS l ON l.digest = sha256(%(name)s) AND l.slot = s.slot
     WHERE l.slot IS NULL OR l.expires_at <= now() OR l.lease_id = %(lease_id)s
     ORDER BY coalesce(l.lease_id = %(lease_id)s, false) DESC, s.slot LIMIT 1
 ), zero AS (
@@ -179,7 +209,7 @@ WITH free AS (
     SELECT %(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
            now() + %(ttl)s * interval '1 second', false
     FROM free WHERE free.slot = 0
-    ON CONFLICT (name, slot) DO UPDATE SET
+    ON CONFLICT (digest, slot) DO UPDATE SET
         holder = excluded.holder, lease_id = excluded.lease_id, token = l.counter + 1,
         counter = l.counter + 1, expires_at = excluded.expires_at, wanted = false
     WHERE {free}
@@ -187,21 +217,22 @@ WITH free AS (
 ), counter AS (
     INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, expires_at, wanted)
     SELECT %(name)s, 0, '', '', 0, {seed}, '-infinity', false FROM free WHERE free.slot > 0
-    ON CONFLICT (name, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
+    ON CONFLICT (digest, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
     RETURNING c.counter
 ), other AS (
     INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
     SELECT %(name)s, free.slot, %(holder)s, %(lease_id)s, counter.counter, 0,
            now() + %(ttl)s * interval '1 second', false
     FROM free, counter
-    ON CONFLICT (name, slot) DO UPDATE SET
+    ON CONFLICT (digest, slot) DO UPDATE SET
         holder = excluded.holder, lease_id = excluded.lease_id, token = excluded.token,
         expires_at = excluded.expires_at
     WHERE {free}
     RETURNING l.slot, l.token
 ), mark AS (
     UPDATE {t} SET wanted = true
-    WHERE name = %(name)s AND slot = 0 AND NOT wanted AND NOT EXISTS (SELECT FROM free)
+    WHERE digest = sha256(%(name)s) AND slot = 0 AND NOT wanted
+      AND NOT EXISTS (SELECT FROM free)
 )
 SELECT slot, token FROM zero
 UNION ALL SELECT slot, token FROM other
@@ -218,7 +249,7 @@ WITH batch AS (
 ), renewed AS (
     UPDATE {t} AS l SET expires_at = now() + %(ttl)s * interval '1 second'
     FROM batch AS w
-    WHERE l.name = w.name AND l.slot = w.slot AND l.lease_id = w.lease_id
+    WHERE l.digest = sha256(w.name) AND l.slot = w.slot AND l.lease_id = w.lease_id
       AND l.expires_at > now()
     RETURNING w.i
 )
@@ -228,7 +259,7 @@ SELECT CASE WHEN r.i IS NOT NULL THEN ''
             ELSE 'expired' END
 FROM batch AS w
 LEFT JOIN renewed AS r ON r.i = w.i
-LEFT JOIN {t} AS l ON l.name = w.name AND l.slot = w.slot
+LEFT JOIN {t} AS l ON l.digest = sha256(w.name) AND l.slot = w.slot
 ORDER BY w.i
 """
 
@@ -278,7 +309,7 @@ UPDATE {t} AS l SET
                       ELSE l.expires_at END,
     wanted = NOT {mine},
     {withdraw}
-WHERE l.name = %(name)s AND l.slot = 0 AND ({mine} OR %(leave)s)
+WHERE l.digest = sha256(%(name)s) AND l.slot = 0 AND ({mine} OR %(leave)s)
 RETURNING l.lease_id = %(lease_id)s, l.token
 """
 
@@ -288,11 +319,12 @@ RETURNING l.lease_id = %(lease_id)s, l.token
 # then _HAND_OVER runs (a lease that was itself handed over starts there: its name is busy).
 _RELEASE = """
 UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
-WHERE name = %(name)s AND slot = %(slot)s AND lease_id = %(lease_id)s AND expires_at > now()
+WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
+  AND expires_at > now()
   AND l.q_ids IS NULL
 RETURNING CASE
     WHEN l.wanted THEN pg_notify(%(channel)s, %(key)s)
-    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.name = l.name AND z.slot = 0)
+    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
         THEN pg_notify(%(channel)s, %(key)s)
 END
 """
@@ -311,12 +343,13 @@ UPDATE {t} AS l SET
     expires_at = CASE WHEN {head} THEN now() + l.q_ttls[1] * interval '1 second'
                       ELSE '-infinity' END,
     {pop}
-WHERE name = %(name)s AND slot = %(slot)s AND lease_id = %(lease_id)s AND expires_at > now()
+WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
+  AND expires_at > now()
 RETURNING CASE
     WHEN l.lease_id <> '' THEN pg_notify('{handover}' || left(l.lease_id, 12),
                                          %(key)s || ' ' || l.lease_id || ' ' || l.token)
     WHEN l.wanted OR l.q_ids IS NOT NULL THEN pg_notify(%(channel)s, %(key)s)
-    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.name = l.name AND z.slot = 0)
+    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
         THEN pg_notify(%(channel)s, %(key)s)
 END
 """
@@ -325,7 +358,7 @@ END
 _BREAK = """
 WITH freed AS (
     UPDATE {t} SET lease_id = '', expires_at = '-infinity'
-    WHERE name = %(name)s AND expires_at > now()
+    WHERE digest = sha256(%(name)s) AND expires_at > now()
     RETURNING slot
 )
 SELECT pg_notify(%(channel)s, %(key)s) FROM freed
@@ -337,14 +370,14 @@ SELECT pg_notify(%(channel)s, %(key)s) FROM freed
 _RUNNING = "SELECT pid FROM pg_stat_activity WHERE pid = ANY(%(pids)s::int4[])"
 _UNDO_SLOTS = """
 UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
-WHERE name = %(name)s AND lease_id = %(lease_id)s AND expires_at > now()
-RETURNING CASE WHEN (SELECT z.wanted FROM {t} AS z WHERE z.name = l.name AND z.slot = 0)
+WHERE digest = sha256(%(name)s) AND lease_id = %(lease_id)s AND expires_at > now()
+RETURNING CASE WHEN (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
     THEN pg_notify(%(channel)s, %(key)s) END
 """
 
 _LIST = """
 SELECT name, slot, holder, token, extract(epoch FROM expires_at - now())::float8 FROM {t}
-WHERE expires_at > now() AND name >= %(prefix)s
+WHERE expires_at > now()
   AND substring(name FROM 1 FOR %(length)s) = %(prefix)s
 ORDER BY name, slot
 """
@@ -355,23 +388,23 @@ ORDER BY name, slot
 # judged on the locked row itself for a lock, so a takeover that commits first wins.
 _WRITE_RECORD = """
 UPDATE {t} AS z SET record = %(record)s
-WHERE z.name = %(name)s AND z.slot = 0 AND CASE
+WHERE z.digest = sha256(%(name)s) AND z.slot = 0 AND CASE
     WHEN %(slot)s = 0 THEN z.lease_id = %(lease_id)s AND z.expires_at > now()
-    ELSE EXISTS (SELECT FROM {t} AS l WHERE l.name = %(name)s AND l.slot = %(slot)s
+    ELSE EXISTS (SELECT FROM {t} AS l WHERE l.digest = sha256(%(name)s) AND l.slot = %(slot)s
                  AND l.lease_id = %(lease_id)s AND l.expires_at > now()) END
 RETURNING true
 """
 _ADVISORY_WRITE_RECORD = """
 UPDATE {t} AS z SET record = %(record)s
-WHERE z.name = %(name)s AND z.slot = -1 AND EXISTS (
-    SELECT FROM {t} AS l WHERE l.name = %(name)s AND l.slot = %(slot)s
+WHERE z.digest = sha256(%(name)s) AND z.slot = -1 AND EXISTS (
+    SELECT FROM {t} AS l WHERE l.digest = sha256(%(name)s) AND l.slot = %(slot)s
       AND l.lease_id = %(lease_id)s AND {held})
 RETURNING true
 """
-_READ_RECORD = "SELECT record FROM {t} WHERE name = %(name)s AND slot = %(slot)s"
+_READ_RECORD = "SELECT record FROM {t} WHERE digest = sha256(%(name)s) AND slot = %(slot)s"
 _RECORDS = """
 SELECT name, record FROM {t}
-WHERE slot = %(slot)s AND record IS NOT NULL AND name >= %(prefix)s
+WHERE slot = %(slot)s AND record IS NOT NULL
   AND substring(name FROM 1 FOR %(length)s) = %(prefix)s
 ORDER BY name
 """
@@ -386,6 +419,7 @@ ORDER BY name
 _ADVISORY_DDL = """
 CREATE TABLE IF NOT EXISTS {t} (
     name     bytea   NOT NULL,  -- the lock name in UTF-8
+    digest   bytea   NOT NULL GENERATED ALWAYS AS (sha256(name)) STORED,  -- the key
     slot     integer NOT NULL,  -- -1: the name's counter row
     holder   bytea   NOT NULL,
     lease_id text    NOT NULL,  -- '' once released or broken
@@ -395,7 +429,7 @@ CREATE TABLE IF NOT EXISTS {t} (
     key      bigint  NOT NULL,  -- the advisory lock's key
     wanted   boolean NOT NULL,  -- slot -1: someone found the name held since its last grant
     record   bytea,             -- slot -1: the name's record (write_record), UTF-8
-    PRIMARY KEY (name, slot)
+    PRIMARY KEY (digest, slot)
 )
 """
 
@@ -420,21 +454,21 @@ WITH got AS MATERIALIZED (
 ), counter AS (
     INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
     SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, false FROM got
-    ON CONFLICT (name, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
+    ON CONFLICT (digest, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
     RETURNING c.counter
 ), lease AS (
     INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, pid, key, wanted)
     SELECT %(name)s, got.slot, %(holder)s, %(lease_id)s, counter.counter, 0, pg_backend_pid(),
            got.key, false
     FROM got, counter
-    ON CONFLICT (name, slot) DO UPDATE SET
+    ON CONFLICT (digest, slot) DO UPDATE SET
         holder = excluded.holder, lease_id = excluded.lease_id, token = excluded.token,
         pid = excluded.pid, key = excluded.key
     RETURNING l.slot, l.token
 ), mark AS (
     INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
     SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, true WHERE NOT EXISTS (SELECT FROM got)
-    ON CONFLICT (name, slot) DO UPDATE SET wanted = true WHERE NOT c.wanted
+    ON CONFLICT (digest, slot) DO UPDATE SET wanted = true WHERE NOT c.wanted
 )
 SELECT slot, token FROM lease
 """
@@ -443,12 +477,13 @@ SELECT slot, token FROM lease
 _ADVISORY_RELEASE = """
 WITH freed AS (
     UPDATE {t} SET lease_id = ''
-    WHERE name = %(name)s AND slot = %(slot)s AND lease_id = %(lease_id)s
+    WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
       AND pid = pg_backend_pid()
     RETURNING key
 )
 SELECT pg_advisory_unlock(freed.key),
-       CASE WHEN (SELECT c.wanted FROM {t} AS c WHERE c.name = %(name)s AND c.slot = -1)
+       CASE WHEN (SELECT c.wanted FROM {t} AS c
+                  WHERE c.digest = sha256(%(name)s) AND c.slot = -1)
             THEN pg_notify(%(channel)s, %(key)s) END
 FROM freed
 """
@@ -462,7 +497,7 @@ SELECT CASE WHEN l.lease_id IS NULL OR l.lease_id = '' THEN 'broken'
             ELSE '' END
 FROM unnest(%(names)s::bytea[], %(slots)s::int4[], %(ids)s::text[])
     WITH ORDINALITY AS w (name, slot, lease_id, i)
-LEFT JOIN {t} AS l ON l.name = w.name AND l.slot = w.slot
+LEFT JOIN {t} AS l ON l.digest = sha256(w.name) AND l.slot = w.slot
 ORDER BY w.i
 """
 
@@ -471,10 +506,10 @@ ORDER BY w.i
 _ADVISORY_BREAK = """
 WITH live AS (
     SELECT slot, pid, key FROM {t} AS l
-    WHERE name = %(name)s AND slot >= 0 AND lease_id <> '' AND {held}
+    WHERE digest = sha256(%(name)s) AND slot >= 0 AND lease_id <> '' AND {held}
 ), marked AS (
     UPDATE {t} AS l SET lease_id = '' FROM live
-    WHERE l.name = %(name)s AND l.slot = live.slot
+    WHERE l.digest = sha256(%(name)s) AND l.slot = live.slot
 )
 SELECT pid FROM live
 """
@@ -488,7 +523,7 @@ FROM unnest(%(pids)s::int4[]) AS p (pid)
 
 _ADVISORY_LIST = """
 SELECT name, slot, holder, token FROM {t} AS l
-WHERE slot >= 0 AND lease_id <> '' AND name >= %(prefix)s
+WHERE slot >= 0 AND lease_id <> ''
   AND substring(name FROM 1 FOR %(length)s) = %(prefix)s AND {held}
 ORDER BY name, slot
 """
@@ -817,6 +852,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
 
         table = sql.Identifier(self.schema, self.table)
         self._ddl = _render(_ADVISORY_DDL if self._advisory else _DDL, table)
+        self._migrate = sql.SQL(_MIGRATE.strip()).format(
+            t=table, regclass=sql.Literal(f'"{self.schema}"."{self.table}"')).as_bytes(None)
         self._create_schema = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
             sql.Identifier(self.schema)).as_bytes(None)
         lease = [("name", _BYTEA), ("holder", _BYTEA), ("lease_id", _TEXT), ("ttl", _FLOAT8)]
@@ -1139,7 +1176,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 try:
                     try:
                         answer = await self._send(session, query, params)
-                    except (errors.UndefinedTable, errors.InvalidSchemaName):
+                    except (errors.UndefinedTable, errors.InvalidSchemaName,
+                            errors.UndefinedColumn):  # missing, or of an earlier version
                         await self._create_tables(session.cursor)
                         answer = await self._send(session, query, params)
                     if pin and answer:
@@ -1212,9 +1250,10 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         return result
 
     async def _create_tables(self, cursor: Cursor) -> None:
-        """CREATE .. IF NOT EXISTS in one implicit transaction. Two processes creating the same
-        table at once can both pass the IF NOT EXISTS check, and the loser fails on a catalog
-        unique index (pg_type, pg_namespace): it tries again and then finds the table."""
+        """CREATE .. IF NOT EXISTS in one implicit transaction, then re-key a table of an
+        earlier version (see _MIGRATE). Two processes creating the same table at once can both
+        pass the IF NOT EXISTS check, and the loser fails on a catalog unique index (pg_type,
+        pg_namespace): it tries again and then finds the table."""
         for attempt in itertools.count():
             try:
                 try:
@@ -1222,6 +1261,7 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 except errors.InvalidSchemaName:
                     await cursor.execute(self._create_schema)
                     await cursor.execute(self._ddl)
+                await cursor.execute(self._migrate)
                 return
             except (errors.UniqueViolation, errors.DuplicateTable, errors.DuplicateObject,
                     errors.DuplicateSchema):
