@@ -162,7 +162,7 @@ def test_urls_and_options_fail_at_connect(monkeypatch: pytest.MonkeyPatch) -> No
          "blob_url_format"),
         ("azblob:///locks", {"connection_string": secret, "create_container": "no"},
          tenure.InvalidArgumentType, "create_container"),
-        ("sqlite:///tmp/x.db", {"connection_string": secret}, tenure.InvalidArgument,
+        ("sqlite:////tmp/x.db", {"connection_string": secret}, tenure.InvalidArgument,
          "keyword option"),
     ]
     for module in (tenure, tenure.aio):

@@ -90,7 +90,7 @@ def test_the_stall_does_not_apply_to_the_file_store_and_says_why(tmp_path: Path)
 def test_fenced_run_on_sqlite_with_a_semaphore_phase(tmp_path: Path) -> None:
     # Seed 1522 begins both phases with a stall (the database's write lock held past every
     # deadline), then a pause past the ttl in the first and a fork in the second.
-    report = chaos(f"sqlite://{tmp_path}/locks.db", tmp_path, semaphore_phase=True,
+    report = chaos(f"sqlite:///{tmp_path}/locks.db", tmp_path, semaphore_phase=True,
                    duration=32.0, seed=1522)
     assert_clean(report, "kill", "pause", "stall", "fork")
     assert len(report.grants) == 2, "a lock phase and a semaphore phase"
@@ -181,7 +181,7 @@ def test_a_fault_that_no_longer_fits_is_cut_to_fit_only_when_its_kind_is_new() -
 
 def cli(tmp_path: Path, *options: str) -> tuple[int, dict[str, Any]]:
     finished = subprocess.run(
-        [sys.executable, "-m", "tenure", "chaos", "--store", f"sqlite://{tmp_path}/locks.db",
+        [sys.executable, "-m", "tenure", "chaos", "--store", f"sqlite:///{tmp_path}/locks.db",
          "--workers", "4", "--duration", "15", "--faults", "pause", "--seed", "1", "--json",
          "--dir", str(tmp_path / "run"), *options],
         capture_output=True, text=True, timeout=180)
@@ -219,9 +219,9 @@ def test_with_fencing_the_same_pauses_leave_no_violation(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(("options", "message"), [
     (["--store", "memory://"], "private to one process"),
-    (["--store", "sqlite:///tmp/x.db", "--faults", "kill,boom"], "unknown fault(s) boom"),
-    (["--store", "sqlite:///tmp/x.db", "--workers", "1"], "--workers must be 2 to 64"),
-    (["--store", "sqlite:///tmp/x.db", "--duration", "3"], "--duration 3 is too short"),
+    (["--store", "sqlite:////tmp/x.db", "--faults", "kill,boom"], "unknown fault(s) boom"),
+    (["--store", "sqlite:////tmp/x.db", "--workers", "1"], "--workers must be 2 to 64"),
+    (["--store", "sqlite:////tmp/x.db", "--duration", "3"], "--duration 3 is too short"),
 ])
 def test_bad_options_are_refused_before_anything_starts(options: list[str], message: str) -> None:
     finished = subprocess.run([sys.executable, "-m", "tenure", "chaos", *options],
@@ -243,7 +243,7 @@ def test_proxy_targets_rewrite_the_url_or_the_connection_string() -> None:
     assert isinstance(azurite, ProxyTarget) and (azurite.host, azurite.port) == ("h", 10000)
     assert azurite.rewrite([4001])[1] == {
         "AZURE_STORAGE_CONNECTION_STRING": "AccountName=a;BlobEndpoint=http://127.0.0.1:4001/a;"}
-    for url in ("sqlite:///tmp/l.db", "file:///tmp/l", "rediss://cache/0", "azblob://acct/locks",
+    for url in ("sqlite:////tmp/l.db", "file:///tmp/l", "rediss://cache/0", "azblob://acct/locks",
                 "postgresql://a:1,b:2/db"):
         assert isinstance(proxied_store(url, {}), str), url
     quorum = proxied_store("redis://:pw@a:1,b,c:3/0", {})  # one proxy per master

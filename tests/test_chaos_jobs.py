@@ -58,7 +58,7 @@ def assert_clean(report: Report, *kinds: str) -> None:
 # -- fenced runs, one per store ------------------------------------------------------------------
 
 def test_jobs_on_sqlite(tmp_path: Path) -> None:
-    report = jobs(f"sqlite://{tmp_path}/locks.db", tmp_path, faults=("kill", "pause", "stall"))
+    report = jobs(f"sqlite:///{tmp_path}/locks.db", tmp_path, faults=("kill", "pause", "stall"))
     assert_clean(report, "kill", "pause", "stall")
 
 
@@ -85,7 +85,7 @@ def test_without_the_period_record_periods_run_again_and_the_command_exits_1(
         tmp_path: Path) -> None:
     finished = subprocess.run(
         [sys.executable, "-m", "tenure", "chaos", "--workload", "jobs", "--skip-record",
-         "--store", f"sqlite://{tmp_path}/locks.db", "--workers", "3", "--duration", "10",
+         "--store", f"sqlite:///{tmp_path}/locks.db", "--workers", "3", "--duration", "10",
          "--faults", "kill", "--seed", "1", "--json", "--dir", str(tmp_path / "run")],
         capture_output=True, text=True, timeout=180)
     assert finished.stdout, finished.stderr
@@ -106,7 +106,7 @@ def test_without_the_period_record_periods_run_again_and_the_command_exits_1(
 ])
 def test_bad_workload_options_are_refused(options: list[str], message: str) -> None:
     finished = subprocess.run([sys.executable, "-m", "tenure", "chaos", "--store",
-                               "sqlite:///tmp/x.db", *options],
+                               "sqlite:////tmp/x.db", *options],
                               capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2, finished.stderr
     assert message in finished.stderr

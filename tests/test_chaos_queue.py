@@ -56,7 +56,7 @@ def assert_clean(report: Report, *kinds: str) -> None:
 
 def test_queue_with_sqlite_locks_and_a_queue_server_restart(postgres_server: Any,
                                                            tmp_path: Path) -> None:
-    report = queue(f"sqlite://{tmp_path}/locks.db", postgres_server.url, tmp_path,
+    report = queue(f"sqlite:///{tmp_path}/locks.db", postgres_server.url, tmp_path,
                    restart=postgres_server.restart, faults=("kill", "pause", "restart"))
     assert_clean(report, "kill", "pause", "restart")
 
@@ -84,7 +84,7 @@ def test_without_the_key_lock_handlers_of_a_key_overlap_and_the_command_exits_1(
         postgres_server: Any, tmp_path: Path) -> None:
     finished = subprocess.run(
         [sys.executable, "-m", "tenure", "chaos", "--workload", "queue", "--no-key-lock",
-         "--store", f"sqlite://{tmp_path}/locks.db", "--queue-url", postgres_server.url,
+         "--store", f"sqlite:///{tmp_path}/locks.db", "--queue-url", postgres_server.url,
          "--keys", "2", "--workers", "3", "--duration", "12", "--faults", "kill", "--seed", "1",
          "--json", "--dir", str(tmp_path / "run")],
         capture_output=True, text=True, timeout=180)
@@ -177,6 +177,6 @@ def test_queue_on_azurite_with_sqlite_locks(azurite_queue: Any, tmp_path: Path,
                                             monkeypatch: Any) -> None:
     # Azurite keeps its queues in memory: a restart would lose every message, so no restart.
     monkeypatch.setenv("AZURE_STORAGE_QUEUE_CONNECTION_STRING", azurite_queue.connection_string)
-    report = queue(f"sqlite://{tmp_path}/locks.db", "azqueue://", tmp_path,
+    report = queue(f"sqlite:///{tmp_path}/locks.db", "azqueue://", tmp_path,
                    faults=("kill", "pause"))
     assert_clean(report, "kill", "pause")

@@ -104,7 +104,7 @@ class Project:
 def project(tmp_path: Path) -> Project:
     module = f"jobsapp_{uuid.uuid4().hex[:8]}"  # unique: in-process tests import it
     (tmp_path / f"{module}.py").write_text(APP)
-    return Project(tmp_path, module, f"sqlite://{tmp_path / 'locks.db'}", tmp_path / "runs.txt")
+    return Project(tmp_path, module, f"sqlite:///{tmp_path / 'locks.db'}", tmp_path / "runs.txt")
 
 
 def tenure_cli(project: Project, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

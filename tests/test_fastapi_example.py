@@ -62,7 +62,7 @@ def periods(path: Path) -> list[datetime]:
 
 def test_three_uvicorn_processes_run_each_period_once(tmp_path: Path) -> None:
     log = tmp_path / "heartbeat.jsonl"
-    env = {**os.environ, "TENURE_STORE": f"sqlite://{tmp_path / 'locks.db'}",
+    env = {**os.environ, "TENURE_STORE": f"sqlite:///{tmp_path / 'locks.db'}",
            "HEARTBEAT_LOG": str(log)}
     ports = [free_port() for _ in range(INSTANCES)]
     processes = [

@@ -76,7 +76,7 @@ def _run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess[str]:
                                   ["locks", "break", "nobody"]])
 def test_a_reader_that_stops_early_ends_the_command_quietly(
         tmp_path: Path, args: list[str]) -> None:
-    url = f"sqlite://{tmp_path / 'locks.db'}"
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
     with tenure.connect(url) as store:
         lease = store.lock("first", ttl=60).try_acquire()
         assert lease is not None
@@ -97,7 +97,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_control_characters_in_names_are_escaped_in_text_output(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'locks.db'}"
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
     with tenure.connect(url) as store:
         leases = [store.lock(name, ttl=60, holder=f"host\x1b]0;{name}").try_acquire()
                   for name in (ODD, "job:" + ODD)]
@@ -144,7 +144,7 @@ def world_readable_dir() -> Iterator[Path]:
 @pytest.mark.parametrize("wal_files", ["checkpointed", "left-by-a-live-writer"])
 def test_listing_a_read_only_sqlite_file(world_readable_dir: Path, wal_files: str) -> None:
     path = world_readable_dir / "locks.db"
-    url = f"sqlite://{path}"
+    url = f"sqlite:///{path}"
     # A holder that dies holding a lease (os._exit: no release), as an application would.
     subprocess.run([sys.executable, "-c", f"""
 import os, tenure
@@ -181,7 +181,7 @@ os._exit(0)
 
 @pytest.mark.parametrize("how", ["release", "with", "store close"])
 def test_a_released_lease_expires_in_zero(tmp_path: Path, how: str) -> None:
-    store = tenure.connect(f"sqlite://{tmp_path / 'locks.db'}")
+    store = tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}")
     lock = store.lock("report", ttl=30)
     if how == "with":
         with lock.acquire(timeout=5) as lease:
@@ -199,7 +199,7 @@ def test_a_released_lease_expires_in_zero(tmp_path: Path, how: str) -> None:
 @pytest.mark.parametrize("kind", ["sqlite", "file"])
 def test_a_closed_backend_refuses_every_call_with_one_plain_message(
         tmp_path: Path, kind: str) -> None:
-    url = f"sqlite://{tmp_path / 'locks.db'}" if kind == "sqlite" else f"file://{tmp_path}"
+    url = f"sqlite:///{tmp_path / 'locks.db'}" if kind == "sqlite" else f"file://{tmp_path}"
     store = tenure.connect(url)
     backend = store.backend
     grant = backend.try_acquire("a", "me", 30.0, 1)
@@ -250,7 +250,7 @@ print("\\n".join(sorted(set(errors))))
 
 
 def test_closing_a_sqlite_store_while_other_threads_use_it(tmp_path: Path) -> None:
-    url = f"sqlite://{tmp_path / 'locks.db'}"
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
     result = subprocess.run([sys.executable, "-c", CLOSE_WHILE_LISTING, url],
                             capture_output=True, text=True, timeout=120, check=False)
 
@@ -287,7 +287,7 @@ def test_a_closed_memory_store_refuses_and_its_sharers_keep_their_leases() -> No
 ])
 def test_sqlite_synchronous_as_a_keyword_or_in_the_url(
         tmp_path: Path, url_query: str, keywords: dict[str, str], expected: int) -> None:
-    store = tenure.connect(f"sqlite://{tmp_path / 'locks.db'}{url_query}", **keywords)
+    store = tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}{url_query}", **keywords)
     try:
         store.leases()  # opens a connection with the store's settings
         (connection,) = store.backend._idle
@@ -306,6 +306,6 @@ def test_sqlite_keyword_options_that_cannot_work_are_named(
         tmp_path: Path, url: str, keywords: dict[str, object], error: type[Exception],
         words: list[str]) -> None:
     with pytest.raises(error) as raised:
-        tenure.connect(f"sqlite://{tmp_path / 'locks.db'}{url}", **keywords)
+        tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}{url}", **keywords)
 
     assert all(word in str(raised.value) for word in words), str(raised.value)

@@ -315,7 +315,7 @@ async def test_past_the_grace_period_a_running_job_is_cancelled_and_not_recorded
 
 
 def test_sync_worker_runs_sync_and_async_jobs_in_the_background(tmp_path: Path) -> None:
-    store = tenure.connect(f"sqlite://{tmp_path}/locks.db")
+    store = tenure.connect(f"sqlite:///{tmp_path}/locks.db")
     worker = Worker(store, grace=1)
     seen: list[str] = []
 

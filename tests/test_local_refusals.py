@@ -40,14 +40,14 @@ async def refused_within_a_second(store: Any) -> str:
 
 async def test_sqlite_under_a_file_is_refused(module: Any, tmp_path: Path) -> None:
     (tmp_path / "plain").write_text("not a directory")
-    message = await refused_within_a_second(module.connect(f"sqlite://{tmp_path}/plain/x.db"))
+    message = await refused_within_a_second(module.connect(f"sqlite:///{tmp_path}/plain/x.db"))
     assert "cannot be created or written" in message and "path in the URL" in message
 
 
 async def test_sqlite_file_that_is_not_a_database_is_refused(module: Any,
                                                              tmp_path: Path) -> None:
     (tmp_path / "x.db").write_bytes(b"this is no SQLite database at all, " * 100)
-    message = await refused_within_a_second(module.connect(f"sqlite://{tmp_path}/x.db"))
+    message = await refused_within_a_second(module.connect(f"sqlite:///{tmp_path}/x.db"))
     assert "not a usable SQLite database" in message, message
 
 
@@ -86,7 +86,7 @@ async def test_a_refused_renewal_is_a_failed_renewal_not_a_loss(module: Any, tmp
 
     from waiting import eventually
 
-    store = module.connect(f"sqlite://{tmp_path}/x.db")
+    store = module.connect(f"sqlite:///{tmp_path}/x.db")
     lease = await call(store.lock("jobs", ttl=0.9).try_acquire())
     assert lease is not None
     deadline = lease.deadline

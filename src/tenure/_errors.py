@@ -52,7 +52,7 @@ class StoreUnavailable(TenureError, ConnectionError):
     `StoreRefused`, which retrying cannot clear.
 
     Example:
-        >>> error = StoreUnavailable("sqlite:///x.db: database is locked")
+        >>> error = StoreUnavailable("sqlite:////tmp/x.db: database is locked")
         >>> isinstance(error, ConnectionError), error.transient
         (True, True)
     """

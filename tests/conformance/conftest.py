@@ -79,7 +79,7 @@ def server_url(variable: str, tmp: Path, option: str, suffix: str = "") -> str:
 
 STORE_KINDS = [
     StoreKind("memory", "memory", lambda tmp: "memory://", shared_between_processes=False),
-    StoreKind("sqlite", "sqlite", lambda tmp: f"sqlite://{tmp}/locks.db"),
+    StoreKind("sqlite", "sqlite", lambda tmp: f"sqlite:///{tmp}/locks.db"),
     StoreKind("file", "file", lambda tmp: f"file://{tmp}/locks", kernel_expiry=True),
     # The connection string comes from AZURE_STORAGE_CONNECTION_STRING (set by the fixture).
     StoreKind("azblob", "azblob", lambda tmp: f"azblob:///{azure_container(tmp)}", min_ttl=15.0,

@@ -19,7 +19,7 @@ poisoned, none is lost; control `key_lock=False`). See docs/chaos.md.
 Example::
 
     from tenure.chaos import ChaosSettings, run_chaos
-    report = run_chaos(ChaosSettings("sqlite:////tmp/chaos/locks.db", duration=20, seed=1))
+    report = run_chaos(ChaosSettings("sqlite:////tmp/chaos-locks.db", duration=20, seed=1))
     assert report.violations == []
     report = run_chaos(ChaosSettings("redis://127.0.0.1:6379/0", workload="jobs", duration=30))
     report.verdict.figures["periods recorded"]

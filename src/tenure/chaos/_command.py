@@ -3,12 +3,12 @@ violation or when the store fails, 2 for bad options).
 
 Example::
 
-    $ tenure chaos --store sqlite:////tmp/chaos/locks.db --duration 30 --seed 7
+    $ tenure chaos --store sqlite:////tmp/chaos-locks.db --duration 30 --seed 7
     $ tenure chaos --store redis://127.0.0.1:6379/0 --faults kill,pause,proxy --workers 8
-    $ tenure chaos --store sqlite:////tmp/chaos/locks.db --no-fencing --faults pause  # exit 1
-    $ tenure chaos --store sqlite:////tmp/chaos/locks.db --late-signal 0.5 --faults pause  # 1
+    $ tenure chaos --store sqlite:////tmp/chaos-locks.db --no-fencing --faults pause  # exit 1
+    $ tenure chaos --store sqlite:////tmp/chaos-locks.db --late-signal 0.5 --faults pause  # 1
     $ tenure chaos --workload jobs --store redis://127.0.0.1:6379/0 --duration 40
-    $ tenure chaos --workload jobs --store sqlite:////tmp/chaos/locks.db --skip-record  # exit 1
+    $ tenure chaos --workload jobs --store sqlite:////tmp/chaos-locks.db --skip-record  # exit 1
     $ tenure chaos --workload queue --store postgresql://app@db/app --duration 40
     $ tenure chaos --workload queue --store postgresql://app@db/app --no-key-lock  # exit 1
 """
@@ -51,7 +51,7 @@ def add_parser(commands: Any) -> None:
                        help="what the workers run (default lock; see docs/chaos.md)")
     chaos.add_argument("--store", metavar="URL", default=None,
                        help="the store to check (default: $TENURE_STORE), e.g. "
-                            "sqlite:////tmp/chaos/locks.db or "
+                            "sqlite:////tmp/chaos-locks.db or "
                             "redis://127.0.0.1:6379/0 (azblob:///CONTAINER reads "
                             "AZURE_STORAGE_CONNECTION_STRING)")
     chaos.add_argument("--workers", type=int, default=8, help="worker processes (default 8)")
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     store = args.store or os.environ.get("TENURE_STORE")
     if not store:
         raise InvalidArgument("no store given: pass --store URL or set TENURE_STORE (e.g. "
-                              "sqlite:////tmp/chaos/locks.db)")
+                              "sqlite:////tmp/chaos-locks.db)")
     console = Console(highlight=False)
     faults = tuple(kind.strip() for kind in args.faults.split(",") if kind.strip())
     settings = ChaosSettings(store, workers=args.workers, duration=args.duration,

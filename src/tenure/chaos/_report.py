@@ -2,7 +2,7 @@
 
 Example::
 
-    report = run_chaos(ChaosSettings("sqlite:////tmp/chaos/locks.db", duration=20))
+    report = run_chaos(ChaosSettings("sqlite:////tmp/chaos-locks.db", duration=20))
     print_report(report, Console())
     sys.exit(1 if report.violations else 0)
 """

@@ -50,7 +50,7 @@ def run_chaos(settings: ChaosSettings,
 
     Example::
 
-        report = run_chaos(ChaosSettings("sqlite:////tmp/chaos/locks.db", duration=20,
+        report = run_chaos(ChaosSettings("sqlite:////tmp/chaos-locks.db", duration=20,
                                          faults=("kill", "pause"), seed=1))
         print(report.grants, report.faults, report.violations)
     """

@@ -3,7 +3,7 @@ from the store's ttl. Checked before anything starts.
 
 Example::
 
-    settings = ChaosSettings("sqlite:////tmp/chaos/locks.db", workers=4, duration=15,
+    settings = ChaosSettings("sqlite:////tmp/chaos-locks.db", workers=4, duration=15,
                              faults=("kill", "pause"), seed=7)
     settings.check()
 """
@@ -69,7 +69,7 @@ class ChaosSettings:
     False is its positive control). The lock-only options (`fencing`, `late_signal`,
     `semaphore_phase`) are refused with another workload, and so are the others' options.
 
-        ChaosSettings("sqlite:////tmp/chaos/locks.db", workload="queue",
+        ChaosSettings("sqlite:////tmp/chaos-locks.db", workload="queue",
                       queue_url="postgresql://app@db/app", key_lock=False)   # must fail
     """
 
@@ -150,7 +150,7 @@ class ChaosSettings:
         if self.scheme == "memory":
             raise InvalidArgument(
                 "--store memory:// is private to one process and chaos workers are separate "
-                "processes; use sqlite:///PATH or file:///PATH for a local run")
+                "processes; use sqlite:////PATH or file:///PATH for a local run")
         for option, low, high in (("workers", 2, 64), ("semaphore_limit", 2, 16)):
             value = getattr(self, option)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:

@@ -91,7 +91,7 @@ def run_demo(settings: DemoSettings) -> Report:
     if settings.store is not None:
         _check_store(settings.store)
     with _directory(settings.directory) as directory:
-        store = settings.store or f"sqlite://{directory}/locks.db"
+        store = settings.store or f"sqlite:///{directory}/locks.db"
         world = World(directory)
         world.create(settings.invoices, seed)
         fleet = Fleet({"directory": str(directory), "store": store,

@@ -52,8 +52,8 @@ def closed_store(url: str, operation: str = "", name: str = "") -> StoreRefused:
     """The error of every call on a store object already closed: retrying cannot clear it.
 
     Example:
-        >>> str(closed_store("sqlite:///x.db", "acquire", "jobs")).partition(";")[0]
-        "sqlite:///x.db: acquire of 'jobs' refused: the store was closed"
+        >>> str(closed_store("sqlite:////tmp/x.db", "acquire", "jobs")).partition(";")[0]
+        "sqlite:////tmp/x.db: acquire of 'jobs' refused: the store was closed"
     """
     what = f"{operation} of {name!r} refused: " if operation else ""
     return StoreRefused(f"{url}: {what}the store was closed; open a new one with "
