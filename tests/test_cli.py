@@ -60,7 +60,7 @@ class Held:
 @pytest.fixture(params=["sqlite", "file", "azblob"])
 def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
-        return f"sqlite://{tmp_path / 'locks.db'}"  # sqlite:///abs/path.db
+        return f"sqlite:///{tmp_path / 'locks.db'}"  # sqlite:////abs/path.db
     if request.param == "azblob":  # Azurite; the connection string is in the environment
         request.getfixturevalue("azurite")
         return f"azblob:///t{uuid.uuid4().hex[:20]}"
@@ -81,7 +81,8 @@ def held(url: str) -> Iterator[Held]:
 
 
 def header(stdout: str) -> list[str]:
-    return stdout.splitlines()[0].split()
+    """The table's column names (below the 'leases in STORE' line)."""
+    return next(line for line in stdout.splitlines() if not line.startswith("leases in ")).split()
 
 
 def test_table_shows_the_held_lease(held: Held) -> None:
@@ -210,7 +211,7 @@ def test_missing_store_is_a_usage_error(args: list[str]) -> None:
     f"sqlite://user:{SECRET}@host/locks.db",  # a host in a local store's URL
     f"sqlite://user:pw/{SECRET}@host/locks.db",  # '/' and '@' in a password fool redact()
     f"sqlite://user:pw@{SECRET}@host/locks.db",
-    f"sqlite:///nonexistent/locks.db?password={SECRET}",
+    f"sqlite:////nonexistent/locks.db?password={SECRET}",
 ])
 @pytest.mark.parametrize("via", ["flag", "env"])
 @pytest.mark.parametrize("command", [["locks"], ["locks", "break", "jobs"]])
@@ -238,11 +239,11 @@ def test_short_and_odd_passwords_are_hidden_without_garbling_the_message(
                     "the server is running and reachable at this address, and the TLS "
                     "settings; each call waits at most timeout=5 s")
     unsupported = assert_one_error_line(run("locks", "--store", "ftp://x"))
-    assert "sqlite:///path/to/locks.db" in unsupported and "***" not in unsupported
+    assert "sqlite:////absolute/locks.db" in unsupported and "***" not in unsupported
 
 
 def test_missing_store_path_is_reported_and_not_created(tmp_path: Path) -> None:
-    for url, path in [(f"sqlite://{tmp_path / 'typo' / 'locks.db'}", tmp_path / "typo"),
+    for url, path in [(f"sqlite:///{tmp_path / 'typo' / 'locks.db'}", tmp_path / "typo"),
                       (f"file://{tmp_path / 'typo-dir'}", tmp_path / "typo-dir")]:
         result = run("locks", "--store", url)
 

@@ -48,7 +48,7 @@ def test_tenure_stores_is_an_attribute_after_import_tenure_and_loads_no_driver()
         import tenure
         loaded = lambda: sorted(m for m in {DRIVERS!r} if m in sys.modules)
         at_import = loaded()
-        store = tenure.connect(tenure.stores.SQLiteStore(":memory:"))
+        store = tenure.connect(tenure.stores.SQLiteStore("unused.db"))  # never opened
         store.close()
         import tenure.aio
         print(json.dumps({{"at_import": at_import, "after": loaded(),

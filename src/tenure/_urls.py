@@ -2,7 +2,7 @@
 messages. Pure logic, no I/O.
 
 Example:
-    >>> parse_store_url("sqlite:///var/lib/app/locks.db").location
+    >>> parse_store_url("sqlite:////var/lib/app/locks.db").location
     '/var/lib/app/locks.db'
     >>> redact("redis://user:hunter2@cache:6379/0")
     'redis://user:***@cache:6379/0'
@@ -14,13 +14,15 @@ Example:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from tenure._errors import InvalidArgument, InvalidArgumentType
 
-SUPPORTED = ("memory://, sqlite:///path/to/locks.db, file:///path/to/dir, "
+SUPPORTED = ("memory://, sqlite:///relative/locks.db, sqlite:////absolute/locks.db, "
+             "file:///path/to/dir, "
              "azblob://ACCOUNT/CONTAINER, azblob:///CONTAINER (with a connection string), "
              "redis://HOST:PORT/DB, rediss://..., unix:///path/to/redis.sock, "
              "postgresql://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB")
@@ -38,6 +40,9 @@ _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
 _SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:\s]*):(\S*)@")
 _SECRET_IN_QUERY = re.compile(
     r"(?i)((?:password|secret|token|key|sig|accountkey)=)[^&;]*")
+# Characters a sqlite URL shows as they are (quote() keeps letters, digits and '_.-~'):
+# what percent-decoding and the split at '?' leave unchanged.
+_PLAIN_IN_PATH = "/:@!$&'()*+,;="
 # A connection string's SAS is a whole query string ('sv=...&sig=...'): hidden up to the ';'.
 _SAS_IN_CONNECTION_STRING = re.compile(r"(?i)(sharedaccesssignature=)[^;]*")
 
@@ -73,16 +78,17 @@ def redact(url: str) -> str:
 def parse_store_url(url: object) -> StoreURL:
     """Split a store URL; a clear error for anything tenure cannot connect to.
 
-    `sqlite:///abs/path.db` and `file:///abs/dir` take absolute paths; `sqlite:relative.db`
-    and `file:relative/dir` take paths relative to the working directory.
+    SQLite URLs read as in SQLAlchemy: `sqlite:///locks.db` is relative to the working
+    directory, `sqlite:////var/lib/app/locks.db` absolute (see _parse_sqlite). `file:///abs/dir`
+    takes an absolute path and `file:relative/dir` a relative one.
 
     Example:
-        >>> parse_store_url("sqlite:locks.db?synchronous=full").options
+        >>> parse_store_url("sqlite:////tmp/locks.db?synchronous=full").options
         {'synchronous': 'full'}
     """
     if not isinstance(url, str):
         raise InvalidArgumentType(
-            f"url must be a str such as 'sqlite:///var/lib/app/locks.db', got {type(url).__name__}"
+            f"url must be a str such as 'sqlite:////var/lib/app/locks.db', got {type(url).__name__}"
         )
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -93,7 +99,9 @@ def parse_store_url(url: object) -> StoreURL:
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     if scheme == "memory":
         return StoreURL(scheme, "", options)
-    if scheme in ("sqlite", "file"):
+    if scheme == "sqlite":
+        return _parse_sqlite(url, options)
+    if scheme == "file":
         if parts.netloc not in ("", "localhost"):
             raise InvalidArgument(
                 f"url {redact(url)!r} names host {parts.hostname!r}; {scheme} stores are local: "
@@ -121,6 +129,40 @@ def parse_store_url(url: object) -> StoreURL:
     )
 
 
+def _parse_sqlite(url: str, options: dict[str, str]) -> StoreURL:
+    """SQLAlchemy's reading: the path is what follows `sqlite:///`, percent-decoded, so
+    `sqlite:///locks.db` is relative to the working directory and `sqlite:////var/x.db` absolute.
+    Without the `//`, `sqlite:locks.db` and `sqlite:/var/x.db` say the same. A relative path is
+    resolved now, against the working directory, as SQLAlchemy does when it makes an engine;
+    '~' is a plain name, not the home directory."""
+    # No fragment: '#' belongs to the file name, as in SQLAlchemy ('%23' also works).
+    parts = urlsplit(url, allow_fragments=False)
+    forms = "write sqlite:///relative/path.db or sqlite:////absolute/path.db"
+    after_scheme = url[url.index(":") + 1:]
+    if parts.netloc:
+        # 'localhost' too: SQLAlchemy refuses any host, and the file-URL reading of
+        # sqlite://localhost/x.db (absolute) differs from the SQLAlchemy one (relative).
+        host = parts.netloc.rpartition("@")[2]
+        what = f"names host {host!r}" if host else "names a user"
+        raise InvalidArgument(f"url {redact(url)!r} {what}; sqlite stores are local: {forms}")
+    path = parts.path[1:] if after_scheme.startswith("//") else parts.path
+    location = unquote(path)
+    if location.startswith("//"):  # POSIX may give '//' a meaning of its own: one '/' is meant
+        location = "/" + location.lstrip("/")
+    if location in ("", ":memory:"):
+        raise InvalidArgument(
+            f"url {redact(url)!r} names no database file (SQLAlchemy reads it as an in-memory "
+            "database, which no other process and no other connection sees, so it cannot keep "
+            f"leases); {forms}, or use memory:// for leases within one process"
+        )
+    if location.endswith("/"):
+        raise InvalidArgument(
+            f"url {redact(url)!r} names a directory; end it with the database file's name, "
+            "e.g. sqlite:////var/lib/app/locks.db"
+        )
+    return StoreURL("sqlite", os.path.abspath(location), options)
+
+
 def _parse_azblob(url: str, account: str, path: str, options: dict[str, str]) -> StoreURL:
     """`azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER`: location 'ACCOUNT/CONTAINER'."""
     container = path.strip("/")
@@ -139,10 +181,14 @@ def _parse_azblob(url: str, account: str, path: str, options: dict[str, str]) ->
 
 
 def local_url(scheme: str, path: str) -> str:
-    """The URL of a local store path, absolute or relative, as parse_store_url reads it back.
+    """The URL of a local store path, as parse_store_url reads it back: for sqlite, an
+    absolute path after `sqlite:///` (four slashes) with '%', '?', '#' and spaces
+    percent-encoded; for file, `file:///abs/dir` or `file:relative/dir`.
 
     Example:
         >>> local_url("sqlite", "/var/lib/app/locks.db"), local_url("file", "locks")
-        ('sqlite:///var/lib/app/locks.db', 'file:locks')
+        ('sqlite:////var/lib/app/locks.db', 'file:locks')
     """
+    if scheme == "sqlite":
+        return f"sqlite:///{quote(path, safe=_PLAIN_IN_PATH)}"
     return f"{scheme}://{path}" if path.startswith("/") else f"{scheme}:{path}"

@@ -11,6 +11,7 @@ retry until it answers again.
 Example::
 
     $ tenure locks --store sqlite:////var/lib/app/locks.db
+    leases in sqlite:////var/lib/app/locks.db (database file /var/lib/app/locks.db)
      name             holder                         token   expires in
     ────────────────────────────────────────────────────────────────────
      nightly-report   web-1:4121:3fa2c1   1795312747745980       29.8 s
@@ -539,7 +540,26 @@ def _list(store: tenure.Store, args: argparse.Namespace) -> None:
         table.add_row(_text(info.name), *slot, _text(info.holder), str(info.token),
                       _expires_in(info, now))
     console = _console()
+    console.print(_text(_store_header(store)), soft_wrap=True)
     console.print(table)
+
+
+def _store_header(store: tenure.Store) -> str:
+    """The line above the table: which store, and for a local one the absolute path it
+    resolved to (`sqlite:///locks.db` is relative to the working directory).
+
+    Example::
+
+        >>> with tenure.connect("sqlite:////tmp/locks.db") as store:
+        ...     print(_store_header(store))
+        leases in sqlite:////tmp/locks.db (database file /tmp/locks.db)
+    """
+    backend = store.backend
+    if isinstance(backend, tenure.stores.SQLiteStore):
+        return f"leases in {store.url} (database file {backend.path})"
+    if isinstance(backend, tenure.stores.FileStore):
+        return f"leases in {store.url} (directory {os.path.abspath(backend.directory)})"
+    return f"leases in {store.url}"
 
 
 def _break(store: tenure.Store, args: argparse.Namespace) -> None:

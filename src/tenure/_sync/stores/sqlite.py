@@ -1,5 +1,6 @@
 # GENERATED from src/tenure/_async/stores/sqlite.py by scripts/unasync.py: do not edit.
-"""`sqlite:///path/to/locks.db`: the embedded default. Processes on one host share the file.
+"""`sqlite:////absolute/locks.db` or `sqlite:///relative/locks.db` (as in SQLAlchemy): the
+embedded default. Processes on one host share the file.
 
 One row per (name, slot) in `tenure_leases`, never deleted: it keeps the name's fencing counter
 across releases and breaks. Expiry uses this host's monotonic clock (shared by all processes on
@@ -11,7 +12,8 @@ by default (a crash of the host may lose the last commits; counters written befo
 reseeded from the wall clock, so tokens still never go backwards). `?synchronous=full` makes
 every commit durable at the price of an fsync. Records (`write_record`) are rows of
 `tenure_records`, written by one statement that takes effect only while the writer's lease row
-is live.
+is live. The path is made absolute when the store is built (relative to the working
+directory then), and every error shows it; a missing directory is an error, not created.
 
 Example::
 
@@ -20,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import secrets
@@ -175,6 +178,28 @@ class _Attempt:
             return self._grant
 
 
+_URL_FORMS = "sqlite:///path is relative to the working directory, sqlite:////path absolute"
+
+
+def _database_path(path: object) -> Path:
+    """`path` made absolute against the working directory (as SQLAlchemy does), refusing what
+    is no database file."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentType(f"path must be a str or os.PathLike such as "
+                                  f"'/var/lib/app/locks.db', got {type(path).__name__}")
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        raise InvalidArgumentType(f"path must be a str path, got {type(text).__name__}")
+    if text in ("", ":memory:"):
+        # Each pooled connection would get a database of its own: no mutual exclusion.
+        raise InvalidArgument(
+            f"path {text!r} names no database file; give a file path such as "
+            "'/var/lib/app/locks.db', or use tenure.connect('memory://') for leases within "
+            "one process"
+        )
+    return Path(os.path.abspath(text))
+
+
 # Connections a forked child inherited: never used, and never closed either (closing one may
 # checkpoint or unlink the parent's WAL); kept here so that garbage collection leaves them be.
 _INHERITED: list[sqlite3.Connection] = []
@@ -182,6 +207,8 @@ _INHERITED: list[sqlite3.Connection] = []
 
 class SQLiteStore(Backend, RecordKeeper):
     """Leases in a SQLite database file shared by the processes of one host.
+
+    `path` is made absolute at once, against the working directory; its directory must exist.
 
     Example::
 
@@ -200,7 +227,7 @@ class SQLiteStore(Backend, RecordKeeper):
             raise InvalidArgument(
                 f"synchronous={synchronous!r} is not supported; use 'normal' (default) or 'full'"
             )
-        self.path = Path(path)
+        self.path = _database_path(path)
         self.url = local_url("sqlite", str(self.path))
         self._synchronous = synchronous.upper()
         self._busy_ms = int(float(busy_timeout) * 1000)
@@ -227,7 +254,7 @@ class SQLiteStore(Backend, RecordKeeper):
     def _open(self) -> sqlite3.Connection:
         if self._closed:
             raise closed_store(self.url)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._check_directory()
         connection = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_ms / 1000
         )
@@ -251,6 +278,15 @@ class SQLiteStore(Backend, RecordKeeper):
         with self._mutex:
             self._all.append(connection)
         return connection
+
+    def _check_directory(self) -> None:
+        """Refuse a missing directory rather than create it: a path that means another place
+        than the user thinks (sqlite:///var/... is relative) must not split the leases
+        between two databases silently."""
+        directory = self.path.parent
+        if not directory.is_dir():
+            code = errno.ENOTDIR if directory.exists() else errno.ENOENT
+            raise OSError(code, os.strerror(code), str(directory))
 
     def _connect_uri(self, options: str) -> sqlite3.Connection:
         uri = f"{self.path.absolute().as_uri()}?{options}"
@@ -345,15 +381,21 @@ class SQLiteStore(Backend, RecordKeeper):
 
     def _refusal(self, exc: Exception) -> str | None:
         """What to fix when `exc` is permanent (None: transient, such as a busy database)."""
-        if isinstance(exc, (PermissionError, NotADirectoryError, FileExistsError)):
-            return (f"the database's directory {str(self.path.parent)!r} cannot be created or "
-                    "written by this user; fix the path in the URL or the permissions")
+        directory = self.path.parent
         message = str(exc).lower()
+        opening = isinstance(exc, OSError) or "unable to open database file" in message
+        if opening and not directory.exists():
+            return (f"the database's directory {str(directory)!r} does not exist; create it, "
+                    f"or fix the path in the URL ({_URL_FORMS})")
+        if isinstance(exc, (PermissionError, NotADirectoryError, FileExistsError)):
+            return (f"the database's directory {str(directory)!r} cannot be created or "
+                    "written by this user; fix the path in the URL or the permissions")
         if "readonly database" in message or "read-only" in message:
-            return ("the database file is read-only for this process; make it (and its "
-                    "directory, for the -wal and -shm files) writable")
+            return (f"the database file {str(self.path)!r} is read-only for this process; make "
+                    "it (and its directory, for the -wal and -shm files) writable")
         if "file is not a database" in message or "malformed" in message:
-            return "the file is not a usable SQLite database; point the URL at another path"
+            return (f"the file {str(self.path)!r} is not a usable SQLite database; point the "
+                    "URL at another path")
         if "unable to open database file" in message and not self._can_open():
             return (f"this user cannot create or open {str(self.path)!r}; fix the path in the "
                     "URL or the permissions of the file and its directory")
