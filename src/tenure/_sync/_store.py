@@ -348,7 +348,7 @@ def connect(url: str | Backend, *, holder: str | None = None,
 
     Bad URLs fail here. Connections open on first use; the file store creates its directory now.
 
-    URLs: `memory://`, `sqlite:///abs/path.db` (option `synchronous="full"`, in the query or
+    URLs: `memory://`, `sqlite:////abs/path.db` (option `synchronous="full"`, in the query or
     as a keyword),
     `file:///abs/dir`, `azblob://ACCOUNT/CONTAINER` (DefaultAzureCredential) and
     `azblob:///CONTAINER` (a connection string). Keyword options of azblob stores:
@@ -370,7 +370,7 @@ def connect(url: str | Backend, *, holder: str | None = None,
             _only(options, kind="a store object")
             return Store(url, holder=holder)
         raise InvalidArgumentType(
-            f"url must be a str such as 'sqlite:///var/lib/app/locks.db' or a store object, "
+            f"url must be a str such as 'sqlite:////var/lib/app/locks.db' or a store object, "
             f"got {type(url).__name__}"
         )
     parsed = parse_store_url(url)
