@@ -11,7 +11,10 @@ into the store's internals, used only to stop a thread at a known point.
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -293,3 +296,68 @@ def test_a_killed_holders_lock_is_free_while_its_forked_child_lives(
         parent.kill()
         parent.stdin.close()  # type: ignore[union-attr]
         parent.wait(10)
+
+
+_HOLD_UNTIL_OUT_OF_FILES = """
+import json, os, resource, sys, tenure
+url, limit, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+store = tenure.connect(url)
+for i in range(warm):  # released, their files stay open for reuse
+    store.lock(f"warm-{i}", ttl=30).try_acquire().release()
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+baseline = len(os.listdir("/dev/fd")) - 1 - warm  # not counting listdir's own descriptor
+leases = []
+try:
+    while True:
+        leases.append(store.lock(f"held-{len(leases)}", ttl=30).acquire(timeout=10))
+except tenure.StoreUnavailable as error:
+    print(json.dumps({"baseline": baseline, "held": len(leases), "type": type(error).__name__,
+                      "transient": error.transient, "message": str(error)}), flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("warm", [0, 100], ids=["fresh", "with-files-kept-for-reuse"])
+def test_a_process_holds_one_lease_per_descriptor_its_limit_allows(url: str, warm: int) -> None:
+    limit = 256
+    done = subprocess.run([sys.executable, "-c", _HOLD_UNTIL_OUT_OF_FILES, url, str(limit),
+                           str(warm)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    room = limit - found["baseline"]
+    # One open file per held lease; the files kept for reuse are closed to make room.
+    assert room - 2 <= found["held"] <= room, found
+    assert (found["type"], found["transient"]) == ("StoreRefused", False), found
+    message = found["message"]
+    for part in ("too many open files", "EMFILE", f"its limit is {limit} (RLIMIT_NOFILE",
+                 f"this store holds {found['held']} leases, one open file each",
+                 "ulimit -n 65536", "LimitNOFILE=65536", "resource.setrlimit("):
+        assert part in message, f"{part!r} missing from: {message}"
+
+
+def test_a_relative_directory_is_resolved_at_connect_and_named_in_errors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    directory = Path(os.getcwd()) / "locks"
+    store = tenure.connect("file:locks")
+    try:
+        assert store.url == f"file://{directory}"
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)
+        lease = store.lock("x", ttl=30).try_acquire()
+        assert lease is not None
+        assert [path.name for path in directory.glob("*.lock")] == [f"{safe_key('x')}.lock"], (
+            "a chdir after connect moved the store's directory")
+        assert lease.release()
+
+        shutil.rmtree(directory)
+        with pytest.raises(tenure.StoreRefused) as missing:
+            store.lock("y", ttl=30).try_acquire()
+        assert str(missing.value).startswith(f"file://{directory}: acquire of 'y' refused")
+        assert f"the lock directory '{directory}' is missing" in str(missing.value)
+    finally:
+        store.close()
+    with pytest.raises(tenure.StoreRefused,
+                       match=re.escape(f"file://{directory}: acquire of 'z' refused")):
+        store.lock("z", ttl=30).try_acquire()

@@ -3,8 +3,8 @@
 The kernel frees the lock the moment its holder's process dies, so a crashed holder's lock is
 free at once, without waiting for a ttl; ttl is accepted for a uniform API and paces the
 holder's periodic check. Each lock file keeps the name's fencing counter, the boot id it was
-written under, the holder and the name, read and written through a shared memory mapping (no
-syscalls beyond the two flocks of a cycle); files are never deleted by release.
+written under, the holder and the name, read and written at fixed offsets (pread, pwrite) on
+the one descriptor that holds the flock; files are never deleted by release.
 
 File names are a readable prefix of the lock name plus a 128-bit digest of it (see
 tenure._names.safe_key), so no name can lead outside the directory. `break_lease` marks the
@@ -16,6 +16,12 @@ a `.sem` file; do not use one name both as a lock and as a semaphore.
 Open files belong to the process that opened them: a forked child closes its copies of them
 (flock belongs to the open file description, which a child shares with its parent) and opens
 its own (tenure._forks).
+
+Capacity: one open file per held lease, one per name a waiting acquire tries (kept open between
+tries, at most 256 kept per store and closed first when the process runs out), and up to three
+for the moment of a call in flight (a semaphore's counter update, a break, a listing). A process
+out of descriptors (EMFILE, ENFILE) gets a StoreRefused naming its limit, the leases held and how
+to raise it.
 
 Records (`write_record`) are `<key>.record` files next to the lock file, holding the name and
 the record as JSON. A record is written to a temporary file, flushed to disk and renamed into
@@ -34,7 +40,6 @@ import contextlib
 import errno
 import itertools
 import json
-import mmap
 import os
 import secrets
 import struct
@@ -59,14 +64,18 @@ from tenure._urls import local_url
 
 try:
     import fcntl
+    import resource
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
+    resource = None  # type: ignore[assignment]
 
 _MAGIC = b"TNR2"
 # magic, token, boot digest, replaced flag, holder length, name length; then holder and name
 _HEADER = struct.Struct(">4sQ16sBHH")
 _COUNTER = struct.Struct(">4sQ16s")  # the header's prefix that acquiring needs
 _REPLACED_AT = 28
+_HEAD_SIZE = _REPLACED_AT + 1  # the counter and the replaced flag: what a lock attempt reads
+_REPLACED = b"\x01"
 _LENGTHS = struct.Struct(">HH")  # holder length, name length: right after the replaced flag
 _BOOT = bytes.fromhex(name_digest(BOOT_ID))
 _FILE_SIZE = 8192  # header + 256-char holder + 1,024-char name in UTF-8, with room to spare
@@ -74,9 +83,10 @@ _OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 _MAX_IDLE_FILES = 256
 _RECORD_SUFFIX = ".record"
 _BREAK_PATIENCE = 10.0  # seconds a break_lease waits for another break of the same name
+_OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
 
 
-def _parse(data: bytes | mmap.mmap) -> tuple[int | None, bool, bool, str, str]:
+def _parse(data: bytes) -> tuple[int | None, bool, bool, str, str]:
     """(token, written in this boot, replaced, holder, name) of a record; token None if empty."""
     if len(data) < _HEADER.size or data[:4] != _MAGIC:
         return None, True, False, "", ""
@@ -93,35 +103,38 @@ def _record(token: int, holder: bytes, name: bytes, boot: bytes = _BOOT) -> byte
 
 
 class _LockFile:
-    """An open lock file and its shared memory mapping (reads and writes without syscalls).
+    """An open lock file: the one descriptor that holds its flock, through which its record is
+    read and written at fixed offsets.
 
-    It stays in `opened` (its store's set of open lock files) until closed, so that a forked
-    child can close its copy (AsyncFileStore._start_afresh).
+    No memory mapping: Python's mmap keeps a duplicate of the descriptor (before 3.13's
+    trackfd=False), two open files per held lease, which halved the leases a process can hold
+    under its descriptor limit. Closing the descriptor also unlocks the file (flock belongs to
+    the open file description, and no other descriptor shares it). It stays in `opened` (its
+    store's set of open lock files) until closed, so that a forked child can close its copy
+    (AsyncFileStore._start_afresh).
     """
 
-    __slots__ = ("fd", "map", "opened", "path")
+    __slots__ = ("fd", "opened", "path", "written")
 
-    def __init__(self, path: str, opened: set[_LockFile]) -> None:
-        self.path = path
-        self.fd = os.open(path, _OPEN_FLAGS, 0o644)
-        try:
-            if os.fstat(self.fd).st_size < _FILE_SIZE:
-                os.ftruncate(self.fd, _FILE_SIZE)  # idempotent when two openers race
-            self.map = mmap.mmap(self.fd, _FILE_SIZE)
-        except BaseException:
-            os.close(self.fd)
-            raise
-        self.opened = opened
+    def __init__(self, path: str, fd: int, opened: set[_LockFile]) -> None:
+        self.path, self.fd, self.opened = path, fd, opened
+        self.written: tuple[int, bytes] = (-1, b"")  # the token and record tail we last wrote
         opened.add(self)
+
+    def read(self, size: int = _FILE_SIZE) -> bytes:
+        """The first `size` bytes of the file (fewer while it is new)."""
+        return os.pread(self.fd, size, 0)
 
     @property
     def replaced(self) -> bool:
         """break_lease marked this file as being replaced: its lock no longer counts."""
-        return self.map[_REPLACED_AT] == 1
+        return os.pread(self.fd, 1, _REPLACED_AT) == _REPLACED
+
+    def mark_replaced(self) -> None:
+        os.pwrite(self.fd, _REPLACED, _REPLACED_AT)
 
     def close(self) -> None:
         self.opened.discard(self)
-        self.map.close()
         os.close(self.fd)
 
 
@@ -140,17 +153,19 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         if fcntl is None:  # pragma: no cover - Windows
             raise MissingExtra("the file:// store needs flock (Linux or macOS); use sqlite://")
-        self.directory = Path(directory)
+        # Resolved once, so that a later chdir does not move the locks of a relative path, and
+        # the URL (in every error and log line) names the directory whatever the working one.
+        self.directory = Path(os.path.abspath(directory))
         self.url = local_url("file", str(self.directory))
         self._closed = False
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise self._failure("creating the lock directory", str(self.directory), exc) from exc
         self._paths: dict[tuple[str, int, int], str] = {}
         self._tails: dict[tuple[str, str], bytes] = {}
         self._ids = itertools.count()
         self._forget_open_files()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._failure("creating the lock directory", str(self.directory), exc) from exc
         _forks.in_child_after_fork(self, AsyncFileStore._start_afresh)
 
     def _forget_open_files(self) -> None:
@@ -171,8 +186,6 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         parent's leases stay held, and the child opens files of its own when it needs them.
         """
         for lock_file in list(self._opened):
-            with contextlib.suppress(OSError, BufferError):
-                lock_file.map.close()
             self._fds.add(lock_file.fd)
         for fd in list(self._fds):
             with contextlib.suppress(OSError):
@@ -200,10 +213,22 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                 self._tails[(name, holder)] = tail
         return tail
 
+    def _open_descriptor(self, path: str, flags: int = _OPEN_FLAGS) -> int:
+        """os.open; out of descriptors, the files kept for reuse are closed and it tries again."""
+        try:
+            return os.open(path, flags, 0o644)
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_FILES or not self._close_idle_files():
+                raise
+        return os.open(path, flags, 0o644)
+
     def _open(self, path: str, flags: int = _OPEN_FLAGS) -> int:
-        fd = os.open(path, flags, 0o644)
+        fd = self._open_descriptor(path, flags)
         self._fds.add(fd)
         return fd
+
+    def _open_lock_file(self, path: str) -> _LockFile:
+        return _LockFile(path, self._open_descriptor(path), self._opened)
 
     def _close(self, fd: int) -> None:
         self._fds.discard(fd)
@@ -218,7 +243,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                 return lock_file
             except IndexError:  # another thread took the last one
                 pass
-        return _LockFile(path, self._opened)
+        return self._open_lock_file(path)
 
     def _park(self, lock_file: _LockFile) -> None:
         if self._idle_count >= _MAX_IDLE_FILES:
@@ -227,8 +252,23 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
             self._idle.setdefault(lock_file.path, []).append(lock_file)
             self._idle_count += 1
 
-    def _lock(self, path: str) -> _LockFile | None:
-        """The file now at `path`, exclusively flocked by us; None when someone holds it.
+    def _close_idle_files(self) -> bool:
+        """Close every open file kept for reuse; False when there was none."""
+        closed = False
+        for files in list(self._idle.values()):
+            while True:
+                try:
+                    lock_file = files.pop()
+                except IndexError:
+                    break
+                self._idle_count -= 1
+                lock_file.close()
+                closed = True
+        return closed
+
+    def _lock(self, path: str) -> tuple[_LockFile, bytes] | None:
+        """The file now at `path`, exclusively flocked by us, and its first _HEAD_SIZE bytes
+        read after locking it; None when someone holds it.
 
         Each open file has its own open file description, so two holders in one process
         exclude each other too (flock is per description, not per process).
@@ -236,38 +276,77 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         lock_file = self._take(path)
         for attempt in range(3):
             try:
-                fcntl.flock(lock_file.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not lock_file.map[_REPLACED_AT]:
+                locked = _try_flock(lock_file.fd)
+                head = lock_file.read(_HEAD_SIZE)
+            except BaseException:
+                lock_file.close()  # also unlocks it
+                raise
+            replaced = head[_REPLACED_AT:] == _REPLACED
+            if not locked:
+                if not replaced:
                     self._park(lock_file)
                     return None
                 # A parked file that break_lease has replaced since: its broken holder may
                 # still hold it, while the file now at the path may be free.
                 lock_file.close()
+            elif not replaced:
+                return lock_file, head
             else:
-                if not lock_file.map[_REPLACED_AT]:
-                    return lock_file
                 # break_lease is replacing this file: let go and lock the file that replaces it
                 fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
                 lock_file.close()
             if attempt < 2:
-                lock_file = _LockFile(path, self._opened)
+                lock_file = self._open_lock_file(path)
         # Still marked: a break_lease is midway (one killed midway is finished by calling it
         # again). Report the lock as held rather than spin.
         return None
 
     def _failure(self, operation: str, name: str, exc: OSError) -> StoreUnavailable:
         """One clear error for a file system failure: StoreRefused for what retrying cannot
-        clear (see `_refusal`), else StoreUnavailable (an I/O error, a full disk, too many open
-        files), which the core retries."""
+        clear (see `_refusal` and `_out_of_files`), else StoreUnavailable (an I/O error, a full
+        disk), which the core retries."""
+        if exc.errno in _OUT_OF_FILES:
+            return self._out_of_files(operation, name, exc)
         fix = self._refusal(exc)
         if fix is not None:
             return StoreRefused(f"{self.url}: {operation} of {name!r} refused: "
                                 f"{exc.strerror or exc}; {fix}")
         return StoreUnavailable(
-            f"{self.url}: {operation} of {name!r} failed: {exc.strerror or exc}; check that the "
-            "directory exists, is writable and is on a local file system"
+            f"{self.url}: {operation} of {name!r} failed: {exc.strerror or exc}; check that "
+            "the directory exists, is writable and is on a local file system"
         )
+
+    def _out_of_files(self, operation: str, name: str, exc: OSError) -> StoreRefused:
+        """The process (EMFILE) or the system (ENFILE) has no descriptor left: what uses them,
+        the limit and how to raise it.
+
+        A StoreRefused although it may clear: the store has no outage, its host is configured
+        for fewer open files than the application uses, and the descriptors are mostly this
+        process's own leases, held for longer than a call waits. So `acquire(timeout)` says so
+        at once instead of after its whole timeout as a LockTimeout, and a runner logs it at
+        ERROR (not as an unreachable store), keeps retrying and recovers once files are freed.
+        """
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        usage = (f"this store holds {len(self._held)} leases, one open file each, and keeps "
+                 f"{self._idle_count} more open for reuse")
+        if exc.errno == errno.ENFILE:
+            return StoreRefused(
+                f"{self.url}: {operation} of {name!r} refused: the system's table of open "
+                f"files is full (ENFILE); {usage}; raise the system's limit (sysctl fs.file-max "
+                "on Linux, kern.maxfiles on macOS) or close files in other processes")
+        suggested = max(65536, 4 * soft)
+        if hard == resource.RLIM_INFINITY or hard > soft:
+            allowed = suggested if hard == resource.RLIM_INFINITY else min(hard, suggested)
+            in_process = (f", or resource.setrlimit(resource.RLIMIT_NOFILE, ({allowed}, hard)) "
+                          "in it (up to the hard limit without privileges)")
+        else:
+            in_process = " (the hard limit too: as root, or in /etc/security/limits.conf)"
+        return StoreRefused(
+            f"{self.url}: {operation} of {name!r} refused: too many open files in this "
+            f"process (EMFILE): its limit is {_limit(soft)} (RLIMIT_NOFILE, hard limit "
+            f"{_limit(hard)}) and {usage}; raise the limit: `ulimit -n {suggested}` in the "
+            f"shell that starts it or LimitNOFILE={suggested} in its systemd unit{in_process}; "
+            "or hold fewer leases at once")
 
     def _refusal(self, exc: OSError) -> str | None:
         """What to fix when `exc` is permanent (None: transient). A busy lock is no error
@@ -293,27 +372,32 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         try:
             for slot in range(limit):
                 path = self._path(name, slot, limit)
-                lock_file = self._lock(path)
-                if lock_file is None:
+                locked = self._lock(path)
+                if locked is None:
                     continue
+                lock_file, head = locked
+                magic, stored, boot = _COUNTER.unpack_from(head.ljust(_COUNTER.size, b"\0"))
                 try:
-                    if limit == 1:
-                        magic, stored, boot = _COUNTER.unpack_from(lock_file.map)
-                        token = (next_token(stored, boot == _BOOT, wall_us())
-                                 if magic == _MAGIC else wall_us())
-                    else:
+                    if limit > 1:
                         token = self._bump_semaphore_counter(name)
+                    elif magic == _MAGIC:
+                        token = next_token(stored, boot == _BOOT, wall_us())
+                    else:
+                        token = wall_us()
                     tail = self._tail(name, holder)
+                    # The record goes around the replaced flag, never over it: a break_lease
+                    # may have marked the file since _lock looked, and its mark must stay.
+                    os.pwrite(lock_file.fd, _COUNTER.pack(_MAGIC, token, _BOOT), 0)
+                    # Every holder writes a greater counter: finding the counter we wrote last
+                    # means nobody wrote since, and our tail is still in place.
+                    if lock_file.written != (stored, tail):
+                        os.pwrite(lock_file.fd, tail, _REPLACED_AT + 1)
+                    lock_file.written = (token, tail)
+                    replaced = lock_file.replaced
                 except BaseException:  # the file is locked: let go of it, or nobody can take it
-                    fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
-                    lock_file.close()
+                    lock_file.close()  # also unlocks it
                     raise
-                # The record goes around the replaced flag, never over it: a break_lease may
-                # have marked the file since _lock looked, and its mark must stay.
-                mapped = lock_file.map
-                _COUNTER.pack_into(mapped, 0, _MAGIC, token, _BOOT)
-                mapped[_REPLACED_AT + 1:_REPLACED_AT + 1 + len(tail)] = tail
-                if mapped[_REPLACED_AT]:
+                if replaced:
                     # Broken before we could hand it out: break_lease counted us as the holder
                     # it broke, and read our token (or reserved one above it) for its copy.
                     fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
@@ -345,7 +429,10 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         results: list[Grant | LostReason] = []
         for grant in grants:
             lock_file = self._held.get(grant.lease_id)
-            ours = lock_file is not None and not lock_file.replaced
+            try:
+                ours = lock_file is not None and not lock_file.replaced
+            except OSError as exc:
+                raise self._failure("renewal", grant.name, exc) from exc
             results.append(grant if ours else LostReason.BROKEN)
         return results
 
@@ -354,8 +441,8 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         lock_file = self._held.pop(grant.lease_id, None)
         if lock_file is None:
             return False
-        still_ours = not lock_file.map[_REPLACED_AT]
         try:
+            still_ours = not lock_file.replaced
             fcntl.flock(lock_file.fd, fcntl.LOCK_UN)
         except OSError as exc:
             lock_file.close()
@@ -420,7 +507,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         after writing and lets go), so the copy reserves one token.
         """
         try:
-            old = _LockFile(path, self._opened) if os.path.exists(path) else None
+            old = self._open_lock_file(path) if os.path.exists(path) else None
         except FileNotFoundError:
             old = None
         if old is None:
@@ -429,8 +516,8 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
             # Already marked: a break killed between marking and renaming; finish it.
             if not old.replaced and _probe_free(old.fd):
                 return 0
-            old.map[_REPLACED_AT] = 1
-            stored, same_boot, _, _, name = _parse(old.map)
+            old.mark_replaced()
+            stored, same_boot, _, _, name = _parse(old.read())
             temporary = f"{path}.{secrets.token_hex(6)}.tmp"
             fd = self._open(temporary, _OPEN_FLAGS | os.O_EXCL)
             try:
@@ -493,12 +580,12 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         self._refuse_if_closed("writing the record", grant.name)
         record_bytes(record)
         lock_file = self._held.get(grant.lease_id)
-        if lock_file is None or lock_file.replaced:
-            return False
         path = self._record_path(grant.name)
         temporary = f"{path}.{secrets.token_hex(6)}.tmp"
         data = json.dumps({"name": grant.name, "record": record}).encode("ascii")
         try:
+            if lock_file is None or lock_file.replaced:
+                return False
             fd = self._open(temporary, _OPEN_FLAGS | os.O_EXCL)
             try:
                 os.write(fd, data)
@@ -553,6 +640,19 @@ def _read_record_file(path: str) -> tuple[str, str] | None:
             not isinstance(stored.get("record"), str)):
         return None
     return stored["name"], stored["record"]
+
+
+def _try_flock(fd: int) -> bool:
+    """Lock the open file description of `fd` exclusively; False when someone else holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _limit(value: int) -> str:
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
 def _probe_free(fd: int) -> bool:
