@@ -1,5 +1,6 @@
 """Store URLs: parsing into a scheme, a location and options, and redaction of secrets for
-messages. Pure logic, no I/O.
+messages. Pure logic, no I/O (a relative SQLite path is made absolute against the working
+directory, as SQLAlchemy does).
 
 Example:
     >>> parse_store_url("sqlite:////var/lib/app/locks.db").location
@@ -100,7 +101,7 @@ def parse_store_url(url: object) -> StoreURL:
     if scheme == "memory":
         return StoreURL(scheme, "", options)
     if scheme == "sqlite":
-        return _parse_sqlite(url, options)
+        return _parse_sqlite(url)
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):
             raise InvalidArgument(
@@ -129,7 +130,7 @@ def parse_store_url(url: object) -> StoreURL:
     )
 
 
-def _parse_sqlite(url: str, options: dict[str, str]) -> StoreURL:
+def _parse_sqlite(url: str) -> StoreURL:
     """SQLAlchemy's reading: the path is what follows `sqlite:///`, percent-decoded, so
     `sqlite:///locks.db` is relative to the working directory and `sqlite:////var/x.db` absolute.
     Without the `//`, `sqlite:locks.db` and `sqlite:/var/x.db` say the same. A relative path is
@@ -137,6 +138,7 @@ def _parse_sqlite(url: str, options: dict[str, str]) -> StoreURL:
     '~' is a plain name, not the home directory."""
     # No fragment: '#' belongs to the file name, as in SQLAlchemy ('%23' also works).
     parts = urlsplit(url, allow_fragments=False)
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
     forms = "write sqlite:///relative/path.db or sqlite:////absolute/path.db"
     after_scheme = url[url.index(":") + 1:]
     if parts.netloc:
@@ -181,9 +183,10 @@ def _parse_azblob(url: str, account: str, path: str, options: dict[str, str]) ->
 
 
 def local_url(scheme: str, path: str) -> str:
-    """The URL of a local store path, as parse_store_url reads it back: for sqlite, an
-    absolute path after `sqlite:///` (four slashes) with '%', '?', '#' and spaces
-    percent-encoded; for file, `file:///abs/dir` or `file:relative/dir`.
+    """The URL of a local store path, as parse_store_url reads it back: for sqlite, the path
+    after `sqlite:///` (so four slashes for an absolute one) with '%', '?', '#', spaces and
+    other characters a URL cannot hold percent-encoded; for file, `file:///abs/dir` or
+    `file:relative/dir`.
 
     Example:
         >>> local_url("sqlite", "/var/lib/app/locks.db"), local_url("file", "locks")

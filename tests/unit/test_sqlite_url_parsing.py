@@ -78,9 +78,11 @@ def test_a_relative_path_is_resolved_when_parsed(tmp_path: Path,
     assert parsed.location == str(tmp_path / "locks.db")
 
 
-def test_options_come_from_the_query() -> None:
-    assert parse_store_url("sqlite:////tmp/x.db?synchronous=full").options == {
-        "synchronous": "full"}
+@pytest.mark.parametrize(("url", "path"), [("sqlite:////tmp/x.db?synchronous=full", "/tmp/x.db"),
+                                         ("sqlite:////tmp/a#b.db?synchronous=full", "/tmp/a#b.db")])
+def test_options_come_from_the_query(url: str, path: str) -> None:
+    parsed = parse_store_url(url)
+    assert (parsed.location, parsed.options) == (path, {"synchronous": "full"})
 
 
 @pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:", "sqlite:",
