@@ -5,6 +5,7 @@ to, and `tenure locks` shows that path above its table."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -218,3 +219,34 @@ def test_a_read_only_database_error_names_the_absolute_path(world_readable_dir: 
     assert f"the database file '{world_readable_dir}/locks.db' is read-only" in result.stderr, \
         result.stderr
     assert result.stderr.startswith(f"tenure: error: sqlite:///{world_readable_dir}/locks.db: ")
+
+
+APP = '''
+import json
+import os
+import tenure
+
+worker = tenure.Worker(tenure.connect(os.environ["TENURE_STORE"]))
+
+
+@worker.every(60, name="tick")
+def tick(run):
+    pass
+'''
+
+
+def test_tenure_run_sees_a_relative_url_and_its_absolute_store_as_one(in_tmp: Path) -> None:
+    """The worker's store.url is absolute (sqlite:////...), the configured URL relative: the
+    same file, so no 'uses the store ..., not ...' warning."""
+    (in_tmp / "urlapp.py").write_text(APP)
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TENURE_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "tenure", "run", "urlapp:worker", "--check",
+         "--store", "sqlite:///locks.db"],
+        capture_output=True, text=True, timeout=60, cwd=in_tmp, check=False,
+        env={**env, "PYTHONPATH": str(in_tmp)})
+
+    assert result.returncode == 0, result.stderr
+    settings = json.loads(result.stdout)
+    assert settings["warnings"] == [], settings["warnings"]
+    assert settings["store"]["value"] == "sqlite:///locks.db"
