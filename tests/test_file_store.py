@@ -40,8 +40,17 @@ def url(tmp_path: Path) -> str:
     return f"file://{tmp_path}/locks"
 
 
+@pytest.fixture(params=["plain", "mapped"])
+def lock_files(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both kinds of lock file: plain (pread, pwrite) and mapped (Python 3.13+'s default; on
+    older Pythons it keeps a second descriptor, which these tests do not count)."""
+    for module in (file_module, async_file_module):
+        kind = module._MappedLockFile if request.param == "mapped" else module._LockFile
+        monkeypatch.setattr(module, "_LOCK_FILE", kind)
+
+
 @pytest.fixture
-def connect(url: str) -> Iterator[Callable[[], tenure.Store]]:
+def connect(url: str, lock_files: None) -> Iterator[Callable[[], tenure.Store]]:
     """A fresh store of the test's directory each call (its own open files); all closed after."""
     stores: list[tenure.Store] = []
 
