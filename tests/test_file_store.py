@@ -225,6 +225,20 @@ def test_a_break_during_an_acquire_is_not_undone(
     assert e.release()
 
 
+@pytest.mark.parametrize("limit", [1, 2], ids=["lock", "semaphore"])
+def test_the_listed_holder_is_the_last_acquirers_whoever_wrote_the_file_before(
+        connect: Callable[[], tenure.Store], limit: int) -> None:
+    # A store writes the holder only when the file's counter shows another writer since its
+    # own last write: alternate holders over one file (kept open for reuse by each store).
+    first, second = connect(), connect()
+    for store, holder in [(first, "a"), (second, "b-longer"), (first, "a"), (first, "c"),
+                          (first, "c"), (second, "b-longer"), (second, "d")]:
+        lease = store.semaphore("job", limit, ttl=30, holder=holder).try_acquire()
+        assert lease is not None
+        assert [info.holder for info in first.leases()] == [holder]
+        assert lease.release()
+
+
 def test_an_acquire_that_fails_after_locking_a_slot_lets_go_of_it(
         tmp_path: Path, connect: Callable[[], tenure.Store]) -> None:
     counter = tmp_path / "locks" / f"{safe_key('pool')}.sem"
