@@ -1,6 +1,7 @@
 """File-store behaviour the conformance suite cannot express: breaks that overlap a waiter's
-parked file, another break or an acquire midway (issue 26, item 4), and fork() with the open file
-descriptions a child shares with its parent (item 2).
+parked file, another break or an acquire midway (issue 26, item 4), fork() with the open file
+descriptions a child shares with its parent (item 2), one open file per held lease under a
+lowered RLIMIT_NOFILE (issue 27.7) and relative directories resolved at connect (18.7).
 
 Some interleavings are forced rather than hoped for: a break is paused inside `os.rename` (the
 step that puts its copy in place), an acquire between its check of the "replaced" mark and its
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -323,11 +325,11 @@ def test_a_killed_holders_lock_is_free_while_its_forked_child_lives(
 
 _HOLD_UNTIL_OUT_OF_FILES = """
 import json, os, resource, sys, tenure
-url, limit, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+url, limit, hard, warm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 store = tenure.connect(url)
 for i in range(warm):  # released, their files stay open for reuse
     store.lock(f"warm-{i}", ttl=30).try_acquire().release()
-resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
 baseline = len(os.listdir("/dev/fd")) - 1 - warm  # not counting listdir's own descriptor
 leases = []
 try:
@@ -340,11 +342,15 @@ os._exit(0)
 """
 
 
-@pytest.mark.parametrize("warm", [0, 100], ids=["fresh", "with-files-kept-for-reuse"])
-def test_a_process_holds_one_lease_per_descriptor_its_limit_allows(url: str, warm: int) -> None:
+@pytest.mark.parametrize(("warm", "at_hard_limit"), [(0, False), (100, False), (0, True)],
+                         ids=["fresh", "with-files-kept-for-reuse", "at-the-hard-limit"])
+def test_a_process_holds_one_lease_per_descriptor_its_limit_allows(
+        url: str, warm: int, at_hard_limit: bool) -> None:
     limit = 256
+    allowed = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # a hard limit may only go down
+    hard = limit if at_hard_limit else min(4096, allowed) if allowed >= 0 else 4096
     done = subprocess.run([sys.executable, "-c", _HOLD_UNTIL_OUT_OF_FILES, url, str(limit),
-                           str(warm)], capture_output=True, text=True, timeout=120)
+                           str(hard), str(warm)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     room = limit - found["baseline"]
@@ -352,9 +358,12 @@ def test_a_process_holds_one_lease_per_descriptor_its_limit_allows(url: str, war
     assert room - 2 <= found["held"] <= room, found
     assert (found["type"], found["transient"]) == ("StoreRefused", False), found
     message = found["message"]
-    for part in ("too many open files", "EMFILE", f"its limit is {limit} (RLIMIT_NOFILE",
+    in_process = ("the hard limit too: as root" if hard == limit else
+                  f"resource.setrlimit(resource.RLIMIT_NOFILE, ({hard}, hard)) in it")
+    for part in ("too many open files", "EMFILE",
+                 f"its limit is {limit} (RLIMIT_NOFILE, hard limit {hard})",
                  f"this store holds {found['held']} leases, one open file each",
-                 "ulimit -n 65536", "LimitNOFILE=65536", "resource.setrlimit("):
+                 "ulimit -n 65536", "LimitNOFILE=65536", in_process):
         assert part in message, f"{part!r} missing from: {message}"
 
 
