@@ -373,7 +373,7 @@ def test_a_relative_directory_is_resolved_at_connect_and_named_in_errors(
     directory = Path(os.getcwd()) / "locks"
     store = tenure.connect("file:locks")
     try:
-        assert store.url == f"file://{directory}"
+        assert store.url == "file:locks"  # as configured, so `tenure run` knows it for its own
         elsewhere = tmp_path / "elsewhere"
         elsewhere.mkdir()
         monkeypatch.chdir(elsewhere)
@@ -386,10 +386,14 @@ def test_a_relative_directory_is_resolved_at_connect_and_named_in_errors(
         shutil.rmtree(directory)
         with pytest.raises(tenure.StoreRefused) as missing:
             store.lock("y", ttl=30).try_acquire()
-        assert str(missing.value).startswith(f"file://{directory}: acquire of 'y' refused")
+        assert str(missing.value).startswith(
+            f"file:locks (directory {directory}): acquire of 'y' refused")
         assert f"the lock directory '{directory}' is missing" in str(missing.value)
+        with pytest.raises(tenure.StoreRefused,
+                           match=re.escape(f"file:locks (directory {directory}): break of 'y'")):
+            store.break_lease("y")
     finally:
         store.close()
     with pytest.raises(tenure.StoreRefused,
-                       match=re.escape(f"file://{directory}: acquire of 'z' refused")):
-        store.lock("z", ttl=30).try_acquire()
+                       match=re.escape(f"file:locks (directory {directory}): acquire of 'z'")):
+        store.backend.try_acquire("z", "holder", 30, 1)

@@ -196,10 +196,13 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         if fcntl is None:  # pragma: no cover - Windows
             raise MissingExtra("the file:// store needs flock (Linux or macOS); use sqlite://")
-        # Resolved once, so that a later chdir does not move the locks of a relative path, and
-        # the URL (in every error and log line) names the directory whatever the working one.
-        self.directory = Path(os.path.abspath(directory))
-        self.url = local_url("file", str(self.directory))
+        given = os.fspath(directory)
+        self.url = local_url("file", given)  # as given: `tenure run` compares it with its URL
+        # Resolved once, so that a later chdir does not move the locks of a relative path.
+        self.directory = Path(os.path.abspath(given))
+        # What every error names: the URL, and the directory it means when it is relative.
+        self._where = self.url if os.path.isabs(given) else (
+            f"{self.url} (directory {self.directory})")
         self._closed = False
         self._paths: dict[tuple[str, int, int], str] = {}
         self._tails: dict[tuple[str, str], bytes] = {}
@@ -353,10 +356,10 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
             return self._out_of_files(operation, name, exc)
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: "
+            return StoreRefused(f"{self._where}: {operation} of {name!r} refused: "
                                 f"{exc.strerror or exc}; {fix}")
         return StoreUnavailable(
-            f"{self.url}: {operation} of {name!r} failed: {exc.strerror or exc}; check that "
+            f"{self._where}: {operation} of {name!r} failed: {exc.strerror or exc}; check that "
             "the directory exists, is writable and is on a local file system"
         )
 
@@ -375,7 +378,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                  f"{self._idle_count} more open for reuse")
         if exc.errno == errno.ENFILE:
             return StoreRefused(
-                f"{self.url}: {operation} of {name!r} refused: the system's table of open "
+                f"{self._where}: {operation} of {name!r} refused: the system's table of open "
                 f"files is full (ENFILE); {usage}; raise the system's limit (sysctl fs.file-max "
                 "on Linux, kern.maxfiles on macOS) or close files in other processes")
         suggested = max(65536, 4 * soft)
@@ -386,7 +389,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         else:
             in_process = " (the hard limit too: as root, or in /etc/security/limits.conf)"
         return StoreRefused(
-            f"{self.url}: {operation} of {name!r} refused: too many open files in this "
+            f"{self._where}: {operation} of {name!r} refused: too many open files in this "
             f"process (EMFILE): its limit is {_limit(soft)} (RLIMIT_NOFILE, hard limit "
             f"{_limit(hard)}) and {usage}; raise the limit: `ulimit -n {suggested}` in the "
             f"shell that starts it or LimitNOFILE={suggested} in its systemd unit{in_process}; "
@@ -407,7 +410,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
 
     def _refuse_if_closed(self, operation: str, name: str) -> None:
         if self._closed:
-            raise closed_store(self.url, operation, name)
+            raise closed_store(self._where, operation, name)
 
     # -- the Backend protocol ----------------------------------------------------------------
 
@@ -530,7 +533,7 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                 except BlockingIOError:
                     if _shim.monotonic() >= deadline:
                         raise StoreUnavailable(
-                            f"{self.url}: break of {name!r} failed: another break_lease of it "
+                            f"{self._where}: break of {name!r} failed: another break_lease of it "
                             f"has been running for over {_BREAK_PATIENCE:g} s; check for a "
                             "stopped process that is breaking it") from None
                 except OSError as exc:
