@@ -295,6 +295,24 @@ async def test_locked_decorator_releases_when_the_function_raises(target: Target
     assert await free(target, "job")
 
 
+async def test_locked_decorator_refuses_a_call_nested_in_its_own_name(target: Target) -> None:
+    """A decorated function that calls itself for the same name would wait for its own lease."""
+    store = target.connect()
+    if target.is_async:
+        @store.locked("tree-{root}", ttl=target.ttl(5), timeout=5)
+        async def walk(root: str, depth: int) -> int:
+            return 0 if depth == 0 else 1 + await walk("leaf" if depth == 1 else root, depth - 1)
+    else:
+        @store.locked("tree-{root}", ttl=target.ttl(5), timeout=5)
+        def walk(root: str, depth: int) -> int:
+            return 0 if depth == 0 else 1 + walk("leaf" if depth == 1 else root, depth - 1)
+
+    assert await call(walk("a", 1)) == 1  # "tree-a", then "tree-leaf" inside it
+    with pytest.raises(tenure.InvalidArgument, match=r"'tree-a' is already held by an enclos"):
+        await call(walk("a", 2))  # "tree-a" inside "tree-a"
+    assert await free(target, "tree-a")
+
+
 async def test_locked_decorator_refuses_at_decoration(target: Target) -> None:
     store = target.connect()
 

@@ -110,8 +110,9 @@ class Lock:
                   if who == owner and store is self._store and name == self.name
                   and not (lease.released or lease.lost))
         if own >= self.limit:  # it could only wait for itself, until its timeout
-            held = ("is already held by an enclosing `with` block" if self.limit == 1
-                    else f"has all {self.limit} slots held by enclosing `with` blocks")
+            held = ("is already held by an enclosing `with` block (or @store.locked "
+                    "call)" if self.limit == 1 else
+                    f"has all {self.limit} slots held by enclosing `with` blocks")
             raise InvalidArgument(
                 f"{self._kind()} {self.name!r} {held} of this thread or task (same store, same "
                 "name): a nested block would wait for its own lease. Drop the inner block, or "
