@@ -626,7 +626,7 @@ def signed(key: int) -> int:
     return key - (1 << 64) if key >= 1 << 63 else key
 
 
-async def test_advisory_leases_are_session_locks_on_connections_of_their_own(
+async def test_advisory_leases_are_session_locks_sharing_the_pools_connections(
         api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
         schema: str) -> None:
     from tenure._async.stores.postgres import _advisory_keys
@@ -640,7 +640,7 @@ async def test_advisory_leases_are_session_locks_on_connections_of_their_own(
     assert len(set(keys)) == 3 and all(-(1 << 63) <= key < 1 << 63 for key in keys)
     held = {signed(key): pid for pid, key in advisory_locks(postgres_server)}
     assert [held.get(key) is not None for key in keys] == [True, True, True]
-    assert len({held[key] for key in keys}) == 3, "each lease pins a connection of its own"
+    assert len({held[key] for key in keys}) == 1, "one session holds the three locks"
     # Another lock table of the same database has keys of its own.
     assert set(_advisory_keys(b"other", "imports", 3)).isdisjoint(keys)
 
@@ -759,12 +759,11 @@ async def test_a_silent_path_ends_each_call_within_the_timeout(
     backend = store.backend
     grant = await call(backend.try_acquire("stalled", "me", 30.0, 1))
     assert grant is not None
-    if mode == "table":  # two idle connections: the renewal and the release find one each
-        sessions = [await call(backend._take()) for _ in range(2)]
-        for session in sessions:
-            await call(backend._give_back(session))
-    else:  # the lease holds its own connection; the renewal opens one, then leaves it idle
-        assert await call(backend.renew([grant], 30.0)) == [grant]
+    # Two idle connections: the renewal and the release find one each (advisory: the one that
+    # holds the lease's lock, given back first, is the release's; the renewal takes the last).
+    sessions = [await call(backend._take()) for _ in range(2)]
+    for session in sessions:
+        await call(backend._give_back(session))
 
     host.set_mode(proxy, "blackhole")
     for operation, attempt in [("renewal", lambda: backend.renew([grant], 30.0)),
@@ -1087,3 +1086,166 @@ def test_a_program_limit_error_is_permanent(postgres_server: PostgresServer) -> 
         error = store.backend._failure("acquire", "jobs", caught.value)
     assert isinstance(error, tenure.StoreRefused) and error.transient is False
     assert "retrying will not help" in str(error)
+
+
+# -- advisory mode: many leases on few sessions -------------------------------------------------
+
+
+def advisory_store(api: str, server: PostgresServer, schema: str, **options: Any) -> Any:
+    """An advisory store whose connections carry an application_name of their own."""
+    module = tenure.aio if api == "async" else tenure
+    name = "t" + uuid.uuid4().hex[:12]
+    store = module.connect(f"{server.url}?schema={schema}&mode=advisory&application_name={name}",
+                           **options)
+    store.application_name = name
+    return store
+
+
+def backends_of(server: PostgresServer, application_name: str) -> set[int]:
+    return {pid for (pid,) in query(server, "SELECT pid FROM pg_stat_activity "
+                                            "WHERE application_name = %s", application_name)}
+
+
+async def test_10000_advisory_leases_use_at_most_pool_size_connections(
+        api: str, postgres_server: PostgresServer, schema: str) -> None:
+    store = advisory_store(api, postgres_server, schema, pool_size=3, notify=False)
+    backend = store.backend
+    grants = []
+    for i in range(10_000):
+        grants.append(await call(backend.try_acquire(f"many/{i:05}", "me", 60.0, 1)))
+    assert all(grant is not None for grant in grants)
+    pids = backends_of(postgres_server, store.application_name)
+    assert 1 <= len(pids) <= 3
+    locks = [pid for pid, _ in advisory_locks(postgres_server) if pid in pids]
+    assert len(locks) == 10_000
+    assert await call(backend.renew(grants, 60.0)) == grants  # one statement, all alive
+    assert len(await call(store.leases("many/"))) == 10_000
+    other = advisory_store(api, postgres_server, schema)
+    assert await call(other.backend.try_acquire("many/01234", "other", 60.0, 1)) is None
+    for grant in grants:
+        assert await call(backend.release(grant)) is True
+    assert [pid for pid, _ in advisory_locks(postgres_server) if pid in pids] == []
+    assert backends_of(postgres_server, store.application_name) <= pids
+    await call(other.close())
+    await call(store.close())
+
+
+async def test_a_lost_advisory_session_loses_only_its_own_leases(
+        api: str, postgres_server: PostgresServer, schema: str) -> None:
+    store = advisory_store(api, postgres_server, schema, pool_size=2)
+    backend = store.backend
+    first = await call(backend.try_acquire("first", "me", 30.0, 1))
+    busy = await call(backend._take())  # the first lease's session: the next acquire opens one
+    second = await call(backend.try_acquire("second", "me", 30.0, 1))
+    await call(backend._give_back(busy))
+    third = await call(backend.try_acquire("third", "me", 30.0, 1))
+    sessions = {grant.name: backend._holding[grant.lease_id].pid
+                for grant in (first, second, third)}
+    assert sessions["first"] != sessions["second"]
+    victim = sessions["first"]
+    query(postgres_server, "SELECT pg_terminate_backend(%s, 5000)", victim)
+    lost = {name for name, pid in sessions.items() if pid == victim}
+    expected = [tenure.LostReason.EXPIRED if grant.name in lost else grant
+                for grant in (first, second, third)]
+    assert await call(backend.renew([first, second, third], 30.0)) == expected
+    other = advisory_store(api, postgres_server, schema)
+    for grant in (first, second, third):
+        taken = await call(other.backend.try_acquire(grant.name, "other", 30.0, 1))
+        assert (taken is not None) is (grant.name in lost), grant.name
+        assert await call(backend.release(grant)) is (grant.name not in lost)
+        if taken is not None:
+            assert taken.token > grant.token
+    await call(other.close())
+    await call(store.close())
+
+
+async def test_an_advisory_break_spares_the_other_leases_of_the_session(
+        api: str, postgres_server: PostgresServer, schema: str) -> None:
+    store = advisory_store(api, postgres_server, schema, pool_size=1)
+    admin = advisory_store(api, postgres_server, schema)
+    broken = await call(store.lock("broken", ttl=30).try_acquire())
+    spared = await call(store.lock("spared", ttl=30).try_acquire())
+    [pid] = backends_of(postgres_server, store.application_name)
+    assert await call(admin.break_lease("broken")) == 1
+    assert await call(store.backend.renew([broken.grant, spared.grant], 30.0)) == [
+        tenure.LostReason.BROKEN, spared.grant]
+    successor = await call(admin.lock("broken", ttl=30).try_acquire())  # at once: a new key
+    assert successor is not None and successor.token > broken.token
+    assert await call(admin.lock("spared", ttl=30).try_acquire()) is None
+    assert backends_of(postgres_server, store.application_name) == {pid}  # not ended
+    assert len([p for p, _ in advisory_locks(postgres_server) if p == pid]) == 2
+    assert await call(broken.release()) is False  # and its old key is unlocked
+    assert len([p for p, _ in advisory_locks(postgres_server) if p == pid]) == 1
+    assert await call(spared.release()) is True
+    assert await call(successor.release()) is True
+    if api == "async":
+        await store.close()
+        await admin.close()
+
+
+async def test_advisory_exhaustion_names_the_cause(
+        api: str, postgres_server: PostgresServer, schema: str) -> None:
+    role = "t" + uuid.uuid4().hex[:12]
+    execute(postgres_server, f"CREATE ROLE {role} LOGIN CONNECTION LIMIT 2")
+    execute(postgres_server, f"GRANT CREATE ON DATABASE postgres TO {role}")
+    url = urlunsplit(urlsplit(postgres_server.url)._replace(
+        netloc=f"{role}@{urlsplit(postgres_server.url).netloc.split('@')[1]}"))
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"{url}?schema={schema}&mode=advisory", pool_size=5, timeout=1,
+                           notify=False)
+    try:
+        first = await call(store.lock("first", ttl=30).try_acquire())
+        busy = await call(store.backend._take())
+        second = await call(store.lock("second", ttl=30).try_acquire())  # the role's 2nd
+        assert first is not None and second is not None
+        also_busy = await call(store.backend._take())
+        with pytest.raises(tenure.StoreUnavailable) as caught:
+            await call(store.backend._execute("listing", "", b"SELECT 1", {}))  # a 3rd: refused
+        await call(store.backend._give_back(busy))
+        await call(store.backend._give_back(also_busy))
+        message = str(caught.value)
+        assert caught.value.transient is True
+        assert "too many connections" in message and "pool_size=5" in message
+        assert "holding 2 advisory lease(s)" in message, message
+        assert "check that PostgreSQL is running" not in message
+        await call(first.release())
+        await call(second.release())
+    finally:
+        await call(store.close())
+        query(postgres_server, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                               "WHERE usename = %s", role)
+        execute(postgres_server, f"DROP OWNED BY {role}")
+        execute(postgres_server, f"DROP ROLE {role}")
+
+
+async def test_a_cancelled_advisory_acquire_spares_the_sessions_other_leases(
+        postgres_server: PostgresServer, schema: str) -> None:
+    """A cancellation mid-statement must not end the session (its other leases would go)
+    nor leave a lock behind on it."""
+    import asyncio
+
+    store = advisory_store("async", postgres_server, schema, pool_size=1)
+    probe = advisory_store("async", postgres_server, schema)
+    kept = await store.lock("kept", ttl=30).try_acquire()
+    assert kept is not None
+    [pid] = backends_of(postgres_server, store.application_name)
+    for attempt in range(20):
+        name = f"cancelled-{attempt}"
+        task = asyncio.ensure_future(store.lock(name, ttl=30).acquire(timeout=10))
+        for _ in range(attempt % 6):
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.0002 * (attempt % 4))
+        task.cancel()
+        try:
+            await (await task).release()
+            continue
+        except asyncio.CancelledError:
+            pass
+        lease = await probe.lock(name, ttl=30).try_acquire()  # free at once: nothing left
+        assert lease is not None, name
+        await lease.release()
+    assert await store.backend.renew([kept.grant], 30.0) == [kept.grant]
+    assert backends_of(postgres_server, store.application_name) == {pid}
+    assert await kept.release() is True
+    await store.close()
+    await probe.close()

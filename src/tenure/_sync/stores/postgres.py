@@ -9,8 +9,8 @@ round trips; release notifies waiters through LISTEN/NOTIFY in the same statemen
 lock's lease to a waiter registered for it, which then holds it without another round trip. Nothing
 depends on session state, so the store also works through PgBouncer in transaction pooling
 mode (`?pgbouncer=true`: waiters then poll instead of listening). `?mode=advisory` keeps each
-lease as a session advisory lock on a connection of its own instead (freed when that
-connection ends), with the same fencing counter.
+lease as a session advisory lock instead, held by one of the pool's connections (many leases
+share one; freed when that connection ends), with the same fencing counter.
 
 Example::
 
@@ -411,11 +411,21 @@ ORDER BY name
 """
 
 # -- advisory mode (`?mode=advisory`) ---------------------------------------------------------
-# Each lease is a session-level advisory lock held by a connection of its own (pinned until
-# release): the server frees it the moment that session ends. The 64-bit key of (name, slot) is
-# 8 bytes of a keyed blake2b (see _advisory_keys). A table keeps, per (name, slot), who holds it
-# under which backend pid and key (for leases(), renewal checks and break), and in the row of
-# slot -1 the name's fencing counter and whether someone waits.
+# Each lease is a session-level advisory lock, held by one of the pool's connections: a session
+# holds the locks of many leases, so leases cost no connection of their own (at most
+# `pool_size` in all). The server frees a lock the moment its session ends. A session lock is
+# re-entrant within its session, so an acquire skips the keys its own session already holds
+# (`mine`); and only that session can unlock it, so a release runs on the lease's own session
+# (see _hold_session). The 64-bit key of (name, slot) is 8 bytes of a keyed blake2b (see
+# _advisory_keys), XOR the slot's generation. A table keeps, per (name, slot), who holds it
+# under which backend pid and key (for leases(), renewal checks and break) and the slot's
+# generation (`counter`, bumped by each break), and in the row of slot -1 the name's fencing
+# counter and whether someone waits.
+#
+# Why a generation: a break cannot take a lock from another session without ending that
+# session, and with it every other lease it holds. So a break only marks the slot's lease
+# broken and moves the slot to a new key; the broken holder's lock on the old key binds nobody
+# any more (its store unlocks it at release).
 
 _ADVISORY_DDL = """
 CREATE TABLE IF NOT EXISTS {t} (
@@ -425,7 +435,7 @@ CREATE TABLE IF NOT EXISTS {t} (
     holder   bytea   NOT NULL,
     lease_id text    NOT NULL,  -- '' once released or broken
     token    bigint  NOT NULL,
-    counter  bigint  NOT NULL,  -- slot -1: the name's fencing counter
+    counter  bigint  NOT NULL,  -- slot -1: the name's fencing counter; else the generation
     pid      integer NOT NULL,  -- the backend whose session holds the advisory lock
     key      bigint  NOT NULL,  -- the advisory lock's key
     wanted   boolean NOT NULL,  -- slot -1: someone found the name held since its last grant
@@ -443,15 +453,33 @@ _HELD = """EXISTS (
       AND k.classid = (({row}.key >> 32) & 4294967295)::oid
       AND k.objid = ({row}.key & 4294967295)::oid)"""
 
+# The same for many rows: pg_locks read once (a view over the whole lock table: looked up per
+# row, 10,000 leases would read it 10,000 times), as (pid, key), the key's bits put back
+# together; rows test `(l.pid, l.key) IN (SELECT pid, key FROM held)`, a hashed lookup (a join
+# would be planned as a nested loop: the planner takes pg_locks for one row).
+_HELD_LOCKS = """held AS MATERIALIZED (
+    SELECT k.pid, (k.classid::int8 << 32) | k.objid::int8 AS key FROM pg_locks AS k
+    WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 1
+      AND k.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+)"""
+
 # ONE statement: take the first free slot's advisory lock (the keys of slots 0..limit-1 in
-# order; the scan stops at the first lock taken), then bump the counter row and record the
-# lease. The counter row is locked by the upsert until commit, so tokens follow grant order.
-# Nothing free: mark the name wanted (once). A session lock outlives an aborted statement, so
-# a connection whose acquire failed is closed, never reused.
+# order, each XOR its generation, skipping the keys this session holds; the scan stops at the
+# first lock taken), then bump the counter row and record the lease. The counter row is locked
+# by the upsert until commit, so tokens follow grant order. A break that moved the slot to a
+# new generation meanwhile: the lease is not recorded and the lock is given back at once (the
+# last SELECT). Nothing free: mark the name wanted (once). A session lock outlives an aborted
+# statement: a failed acquire is followed by _ADVISORY_UNLOCK_STRAYS on its session.
 _ADVISORY_ACQUIRE = """
 WITH got AS MATERIALIZED (
-    SELECT k.i - 1 AS slot, k.key FROM unnest(%(keys)s::int8[]) WITH ORDINALITY AS k (key, i)
-    WHERE pg_try_advisory_lock(k.key) LIMIT 1
+    SELECT s.slot, s.key, s.gen FROM (
+        SELECT k.i - 1 AS slot, k.key # g.gen AS key, g.gen
+        FROM unnest(%(keys)s::int8[]) WITH ORDINALITY AS k (key, i)
+        CROSS JOIN LATERAL (
+            SELECT coalesce(max(l.counter), 0) AS gen FROM {t} AS l
+            WHERE l.digest = sha256(%(name)s) AND l.slot = k.i - 1) AS g
+    ) AS s
+    WHERE s.key <> ALL(%(mine)s::int8[]) AND pg_try_advisory_lock(s.key) LIMIT 1
 ), counter AS (
     INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
     SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, false FROM got
@@ -459,42 +487,61 @@ WITH got AS MATERIALIZED (
     RETURNING c.counter
 ), lease AS (
     INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, pid, key, wanted)
-    SELECT %(name)s, got.slot, %(holder)s, %(lease_id)s, counter.counter, 0, pg_backend_pid(),
-           got.key, false
+    SELECT %(name)s, got.slot, %(holder)s, %(lease_id)s, counter.counter, got.gen,
+           pg_backend_pid(), got.key, false
     FROM got, counter
     ON CONFLICT (digest, slot) DO UPDATE SET
         holder = excluded.holder, lease_id = excluded.lease_id, token = excluded.token,
         pid = excluded.pid, key = excluded.key
-    RETURNING l.slot, l.token
+    WHERE l.counter = excluded.counter
+    RETURNING l.slot, l.token, l.key
 ), mark AS (
     INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
     SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, true WHERE NOT EXISTS (SELECT FROM got)
     ON CONFLICT (digest, slot) DO UPDATE SET wanted = true WHERE NOT c.wanted
 )
-SELECT slot, token FROM lease
+SELECT slot, token, key FROM lease
+UNION ALL
+SELECT -1, 0, key FROM got WHERE NOT EXISTS (SELECT FROM lease) AND pg_advisory_unlock(key)
 """
 
-# On the lease's own connection: free the row, unlock, and notify when someone waits.
+# After a failed acquire, on its session: give back any lock the statement took (the keys of
+# the slots at their current generation that this session holds and no lease of it uses).
+_ADVISORY_UNLOCK_STRAYS = """
+SELECT pg_advisory_unlock(s.key) FROM (
+    SELECT k.key # coalesce((SELECT max(l.counter) FROM {t} AS l
+                             WHERE l.digest = sha256(%(name)s) AND l.slot = k.i - 1), 0) AS key
+    FROM unnest(%(keys)s::int8[]) WITH ORDINALITY AS k (key, i)
+) AS s, pg_locks AS h
+WHERE s.key <> ALL(%(mine)s::int8[]) AND h.locktype = 'advisory' AND h.granted
+  AND h.objsubid = 1 AND h.pid = pg_backend_pid()
+  AND h.classid = ((s.key >> 32) & 4294967295)::oid AND h.objid = (s.key & 4294967295)::oid
+"""
+
+# On the lease's own session: free the row when it is still the lease's, unlock its key
+# whatever the row says (a broken lease's lock binds nobody, but the session holds it), and
+# notify when someone waits. Answers whether the row was the lease's.
 _ADVISORY_RELEASE = """
 WITH freed AS (
     UPDATE {t} SET lease_id = ''
     WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
       AND pid = pg_backend_pid()
-    RETURNING key
+    RETURNING slot
 )
-SELECT pg_advisory_unlock(freed.key),
-       CASE WHEN (SELECT c.wanted FROM {t} AS c
-                  WHERE c.digest = sha256(%(name)s) AND c.slot = -1)
+SELECT pg_advisory_unlock(%(lock)s), EXISTS (SELECT FROM freed),
+       CASE WHEN EXISTS (SELECT FROM freed) AND (
+                SELECT c.wanted FROM {t} AS c
+                WHERE c.digest = sha256(%(name)s) AND c.slot = -1)
             THEN pg_notify(%(channel)s, %(key)s) END
-FROM freed
 """
 
 # Checked in ONE statement for the whole batch, from any connection: a lease lives while its
 # row is still its own and its backend still holds the advisory lock.
 _ADVISORY_RENEW = """
+WITH {held_locks}
 SELECT CASE WHEN l.lease_id IS NULL OR l.lease_id = '' THEN 'broken'
             WHEN l.lease_id <> w.lease_id THEN 'taken'
-            WHEN NOT {held} THEN 'expired'
+            WHEN (l.pid, l.key) NOT IN (SELECT h.pid, h.key FROM held AS h) THEN 'expired'
             ELSE '' END
 FROM unnest(%(names)s::bytea[], %(slots)s::int4[], %(ids)s::text[])
     WITH ORDINALITY AS w (name, slot, lease_id, i)
@@ -502,30 +549,26 @@ LEFT JOIN {t} AS l ON l.digest = sha256(w.name) AND l.slot = w.slot
 ORDER BY w.i
 """
 
-# Break, first statement: mark the live leases broken (committed before their sessions end,
-# so their holders' next check says "broken", not "expired"); answers the sessions to end.
+# Break, ONE statement: mark the live leases broken and move their slots to a new generation
+# (a new key: the broken holders' sessions keep the old one until they release), and wake the
+# waiters. No session is ended: it holds other leases too.
 _ADVISORY_BREAK = """
 WITH live AS (
-    SELECT slot, pid, key FROM {t} AS l
+    SELECT slot, lease_id FROM {t} AS l
     WHERE digest = sha256(%(name)s) AND slot >= 0 AND lease_id <> '' AND {held}
 ), marked AS (
-    UPDATE {t} AS l SET lease_id = '' FROM live
-    WHERE l.digest = sha256(%(name)s) AND l.slot = live.slot
+    UPDATE {t} AS l SET lease_id = '', counter = l.counter + 1 FROM live
+    WHERE l.digest = sha256(%(name)s) AND l.slot = live.slot AND l.lease_id = live.lease_id
+    RETURNING l.slot
 )
-SELECT pid FROM live
-"""
-
-# Break, second statement: end those sessions (waiting up to 5 s for each to be gone, so its
-# lock is free when break returns) and wake the waiters.
-_ADVISORY_END_SESSIONS = """
-SELECT pg_terminate_backend(pid, 5000), pg_notify(%(channel)s, %(key)s)
-FROM unnest(%(pids)s::int4[]) AS p (pid)
+SELECT pg_notify(%(channel)s, %(key)s) FROM marked
 """
 
 _ADVISORY_LIST = """
+WITH {held_locks}
 SELECT name, slot, holder, token FROM {t} AS l
-WHERE slot >= 0 AND lease_id <> ''
-  AND substring(name FROM 1 FOR %(length)s) = %(prefix)s AND {held}
+WHERE slot >= 0 AND lease_id <> '' AND substring(name FROM 1 FOR %(length)s) = %(prefix)s
+  AND ((l.pid, l.key) IN (SELECT h.pid, h.key FROM held AS h)) IS TRUE  -- hashed, not a join
 ORDER BY name, slot
 """
 
@@ -556,7 +599,7 @@ def _render(template: str, table: sql.Identifier) -> bytes:
         for column in _QUEUE)
     return sql.SQL(template.strip()).format(
         t=table, seed=sql.SQL(_SEED), free=sql.SQL(_FREE), mine=sql.SQL(_MINE),
-        held=sql.SQL(_HELD.format(row="l")),
+        held=sql.SQL(_HELD.format(row="l")), held_locks=sql.SQL(_HELD_LOCKS),
         pop=sql.SQL(",\n    ".join(
             f"{column} = CASE WHEN cardinality(l.q_ids) > 1 THEN l.{column}[2:] END"
             for column in _QUEUE)),
@@ -651,6 +694,10 @@ def _as_identifier(option: str, value: object, longest: int) -> str:
         )
     return value
 
+
+# A connection refused because the server is full (53300, which a failed connection does not
+# carry): "sorry, too many clients already", or only reserved slots left.
+_TOO_MANY = ("too many clients", "too many connections", "remaining connection slots")
 
 # A failed connection carries libpq's message, not the server's SQLSTATE: the permanent ones.
 _CONNECTION_REFUSALS = (
@@ -782,9 +829,11 @@ class _Registration:
 
 class _Session:
     """A pooled connection, its reused cursor (a new cursor per statement costs about as much
-    client time as the server spends on a lease statement) and its prepared statements."""
+    client time as the server spends on a lease statement) and its prepared statements; in
+    advisory mode also the leases whose locks it holds, and who waits for it to release one."""
 
-    __slots__ = ("connection", "cursor", "pid", "prepared", "uses")
+    __slots__ = ("claims", "connection", "cursor", "gone", "handed_to", "keys", "leases", "pid",
+                 "prepared", "uses")
 
     def __init__(self, connection: Connection) -> None:
         self.connection = connection
@@ -792,6 +841,22 @@ class _Session:
         self.cursor: Cursor = connection.cursor()
         self.prepared: set[bytes] = set()
         self.uses: dict[bytes, int] = {}
+        self.leases: dict[str, tuple[str, int]] = {}  # lease id -> (name, lock key)
+        self.keys: dict[str, set[int]] = {}  # name -> the lock keys its leases here hold
+        self.claims: list[_shim.Event] = []  # releases waiting for this very session
+        self.handed_to: _shim.Event | None = None  # the claim it was handed to, when busy
+        self.gone = False  # closed: its locks went with it
+
+    def hold(self, lease_id: str, name: str, key: int) -> None:
+        self.leases[lease_id] = (name, key)
+        self.keys.setdefault(name, set()).add(key)
+
+    def unhold(self, lease_id: str) -> None:
+        name, key = self.leases.pop(lease_id)
+        keys = self.keys[name]
+        keys.discard(key)
+        if not keys:
+            del self.keys[name]
 
 
 class PostgresStore(Backend, RecordKeeper):
@@ -802,7 +867,7 @@ class PostgresStore(Backend, RecordKeeper):
     keywords (the keyword wins): schema ("public"), table ("tenure_leases"; "tenure_advisory"
     in advisory mode), timeout (5 s), pool_size (10), notify (True), pgbouncer (False),
     prepare_threshold (psycopg's 5, or None), mode ("table", or "advisory": each lease is a
-    session advisory lock on a connection of its own, freed when that connection ends).
+    session advisory lock held by one of the pool's connections, freed when that one ends).
 
     Example::
 
@@ -879,16 +944,16 @@ class PostgresStore(Backend, RecordKeeper):
         self._running = _RUNNING.encode()
         self._undo_sql = {1: _render(_HAND_OVER, table), 2: _render(_UNDO_SLOTS, table)}
         self._record_slot = -1 if self._advisory else 0  # the row that keeps the record
-        # Advisory mode: its statements, the key of its lock keys, and the connection that
-        # holds each lease (by lease id) until release.
+        # Advisory mode: its statements, the key of its lock keys, and the pooled session that
+        # holds each lease's lock (by lease id) until release.
         self._advisory_sql = {
             name: _render(template, table) for name, template in (
-                ("acquire", _ADVISORY_ACQUIRE), ("release", _ADVISORY_RELEASE),
-                ("renew", _ADVISORY_RENEW), ("break", _ADVISORY_BREAK),
-                ("end", _ADVISORY_END_SESSIONS), ("list", _ADVISORY_LIST))}
+                ("acquire", _ADVISORY_ACQUIRE), ("strays", _ADVISORY_UNLOCK_STRAYS),
+                ("release", _ADVISORY_RELEASE), ("renew", _ADVISORY_RENEW),
+                ("break", _ADVISORY_BREAK), ("list", _ADVISORY_LIST))}
         self._namespace = hashlib.blake2b(f"{self.schema}.{self.table}".encode(),
                                           digest_size=32).digest()
-        self._pinned: dict[str, _Session] = {}
+        self._holding: dict[str, _Session] = {}  # lease id -> the session holding its lock
         self.channel = _channel(self.schema, self.table)
 
         self._ids = itertools.count()
@@ -1004,6 +1069,17 @@ class PostgresStore(Backend, RecordKeeper):
         if isinstance(exc, errors.QueryCanceled):
             hint = (f"the statement ran past timeout={self._timeout:g} s: is the server "
                     "overloaded, or a long transaction holding the lease rows locked?")
+        elif exc.sqlstate == "53300" or any(words in str(exc) for words in _TOO_MANY):
+            hint = (f"the server has no connection left (too many connections: its "
+                    f"max_connections is reached); this store has {self._opened} of its "
+                    f"pool_size={self._pool_size} connections open{self._held_leases()}; "
+                    "raise the server's max_connections, or lower pool_size here or in the "
+                    "server's other clients")
+        elif exc.sqlstate == "53200":
+            hint = ("the server's lock table is full (out of shared memory)"
+                    f"{self._held_leases()}: each held advisory lease takes one of its "
+                    "entries, about max_locks_per_transaction x max_connections for the whole "
+                    "server; raise max_locks_per_transaction, or hold fewer leases")
         elif isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
             hint = ("check that PostgreSQL is running and reachable at this address, and the "
                     "user, password (PGPASSWORD or ~/.pgpass) and database")
@@ -1011,6 +1087,11 @@ class PostgresStore(Backend, RecordKeeper):
             hint = "check the server's log for this error"
         return StoreUnavailable(f"{self.url}: {operation} of {name!r} failed: "
                                 f"{self._clean(exc)}; {hint}")
+
+    def _held_leases(self) -> str:
+        if not self._advisory:
+            return ""
+        return f", holding {len(self._holding)} advisory lease(s)"
 
     def _refusal(self, exc: psycopg.Error) -> str | None:
         """What to fix when `exc` is permanent, by SQLSTATE (or, for a failed connection,
@@ -1075,7 +1156,7 @@ class PostgresStore(Backend, RecordKeeper):
             os.close(null)
         self._connections = weakref.WeakSet()
         self._mutex = threading.Lock()  # another thread of the parent may have held it
-        self._idle, self._opened, self._room, self._pinned = [], 0, [], {}
+        self._idle, self._opened, self._room, self._holding = [], 0, [], {}
         self._listener, self._listen_task, self._listen_starting = None, None, False
         self._listen_retry_at, self._listener_alive = -math.inf, False
         self._waiters, self._missed, self._released, self._asked = {}, {}, {}, {}
@@ -1124,9 +1205,13 @@ class PostgresStore(Backend, RecordKeeper):
         if connection.closed or connection.pgconn.transaction_status != TransactionStatus.IDLE:
             self._discard(session)  # broken, or interrupted mid-statement
             return
+        room: list[_shim.Event] = []
         with self._mutex:
             keep = not self._closed
-            if keep:
+            if keep and session.claims:  # a release waits for this very session: its turn
+                session.handed_to = session.claims.pop(0)
+                room = [session.handed_to]
+            elif keep:
                 self._idle.append(session)
                 room, self._room = self._room, []
         if not keep:
@@ -1137,10 +1222,52 @@ class PostgresStore(Backend, RecordKeeper):
 
     def _discard(self, session: _Session) -> None:
         self._forget_one()
+        with self._mutex:
+            session.gone = True  # and the locks it held (advisory mode) with its session
+            for lease_id in session.leases:
+                self._holding.pop(lease_id, None)
+            claims, session.claims = session.claims, []
+        for event in claims:
+            event.set()
+        if session.leases:
+            log.info("tenure: %s: a connection holding %d advisory lease(s) was closed: they "
+                     "are lost (their renewal says so)", self.url, len(session.leases))
         try:
             session.connection.close()
         except (psycopg.Error, OSError):
             log.debug("tenure: closing a broken PostgreSQL connection failed", exc_info=True)
+
+    def _take_holding(self, session: _Session, name: str) -> bool:
+        """The session that holds a lease's lock, for this caller alone (a release must unlock
+        on the session that locked): from the pool when idle, else handed over by the call
+        using it (see _give_back). False when the session is gone, and its locks with it."""
+        deadline = _shim.monotonic() + self._timeout
+        while True:
+            claim: _shim.Event | None = None
+            with self._mutex:
+                if session.gone or self._closed:
+                    return False
+                if session in self._idle:
+                    self._idle.remove(session)
+                else:
+                    claim = _shim.Event()
+                    session.claims.append(claim)
+            if claim is None:
+                if _alive(session.connection):
+                    return True
+                self._discard(session)
+                return False
+            _shim.wait_event(claim, max(0.0, deadline - _shim.monotonic()))
+            with self._mutex:
+                if session.handed_to is claim:
+                    session.handed_to = None
+                    return True
+                if claim in session.claims:
+                    session.claims.remove(claim)
+            if _shim.monotonic() >= deadline and not session.gone:
+                raise StoreUnavailable(
+                    f"{self.url}: release of {name!r}: the connection that holds its lock "
+                    f"stayed busy for timeout={self._timeout:g} s; is the server overloaded?")
 
     def _forget_one(self) -> None:
         with self._mutex:
@@ -1150,17 +1277,18 @@ class PostgresStore(Backend, RecordKeeper):
             event.set()
 
     def _execute(self, operation: str, name: str, query: bytes | _Statement | _Script,
-                       params: dict[str, Any], pin: str = "",
-                       sent: list[_Session] | None = None) -> Any:
+                       params: dict[str, Any], sent: list[_Session] | None = None,
+                       lease_id: str = "") -> Any:
         """Run one statement on a pooled connection; create the table when it is missing.
         A _Statement answers libpq's result, any other query the rows psycopg fetched.
 
         Each wait for the server is bounded by `timeout` (see _Connection): past it, the
         connection is closed (it is in an unknown state) and StoreUnavailable raised.
 
-        With `pin` (a lease id, advisory mode), a connection whose statement answered rows
-        stays out of the pool, held for that lease, and one whose statement failed is closed
-        (a session lock outlives a failed statement). `sent` collects the sessions the
+        Advisory mode: a statement is not interrupted by a cancellation (it runs to its answer,
+        within `timeout`), because a connection interrupted mid-statement is closed, and its
+        session's locks, those of other leases too, would go with it. With `lease_id`, the
+        statement is an advisory acquire (see _send_acquire). `sent` collects the sessions the
         statement was sent on (see _undo).
 
         A connection the server dropped while it sat idle (pg_terminate_backend, restart) may
@@ -1171,29 +1299,18 @@ class PostgresStore(Backend, RecordKeeper):
             session: _Session | None = None
             try:
                 session = self._take()
-                kept = failed = False
                 if sent is not None:
                     sent.append(session)
                 try:
-                    try:
-                        answer = self._send(session, query, params)
-                    except (errors.UndefinedTable, errors.InvalidSchemaName,
-                            errors.UndefinedColumn):  # missing, or of an earlier version
-                        self._create_tables(session.cursor)
-                        answer = self._send(session, query, params)
-                    if pin and answer:
-                        self._pinned[pin] = session
-                        self._forget_one()  # held by the lease now, outside pool_size
-                        kept = True
-                    return answer
-                except BaseException:
-                    failed = True
-                    raise
-                finally:
-                    if pin and failed:
-                        self._discard(session)
-                    elif not kept:  # closed there when no answer came (not IDLE)
-                        self._give_back(session)
+                    if lease_id:
+                        with _shim.shielded():
+                            return self._send_acquire(session, query, params, lease_id)
+                    if self._advisory:
+                        with _shim.shielded():
+                            return self._send_creating(session, query, params)
+                    return self._send_creating(session, query, params)
+                finally:  # closed there when no answer came (not IDLE)
+                    self._give_back(session)
             except _NoAnswer:
                 raise self._no_answer(operation, name) from None
             except psycopg.OperationalError as exc:
@@ -1203,6 +1320,45 @@ class PostgresStore(Backend, RecordKeeper):
             except psycopg.Error as exc:
                 raise self._failure(operation, name, exc) from exc
         raise AssertionError("unreachable")
+
+    def _send_creating(self, session: _Session, query: bytes | _Statement | _Script,
+                             params: dict[str, Any]) -> Any:
+        """_send; the tables created (or migrated, see _MIGRATE) first when missing."""
+        try:
+            return self._send(session, query, params)
+        except (errors.UndefinedTable, errors.InvalidSchemaName,
+                errors.UndefinedColumn):  # missing, or of an earlier version
+            self._create_tables(session.cursor)
+            return self._send(session, query, params)
+
+    def _send_acquire(self, session: _Session, query: bytes | _Statement | _Script,
+                            params: dict[str, Any], lease_id: str) -> Any:
+        """An advisory acquire on `session`: it skips the keys this session holds for the name
+        (a session lock is re-entrant), and a grant is recorded as held by this session. A
+        statement that failed, or was interrupted (psycopg then cancels it on the server and
+        waits until the connection is idle: it may have run to its end), may have taken a lock,
+        which outlives the statement: given back before the session serves anyone else."""
+        name = params["name"].decode()
+        params["mine"] = list(session.keys.get(name, ()))
+        try:
+            rows = self._send_creating(session, query, params)
+        except BaseException:
+            connection = session.connection
+            if (not connection.closed
+                    and connection.pgconn.transaction_status == TransactionStatus.IDLE):
+                try:
+                    with _shim.shielded():
+                        self._send(session, self._advisory_sql["strays"], params)
+                except BaseException:  # (the first exception is the one raised)
+                    # A stray lock would keep its name until the store closes: end the session,
+                    # even though the leases it holds go with it.
+                    self._close_quietly(connection)
+            raise
+        if rows and rows[0][0] >= 0:
+            with self._mutex:
+                session.hold(lease_id, name, rows[0][2])
+                self._holding[lease_id] = session
+        return rows
 
     def _send(self, session: _Session, query: bytes | _Statement | _Script,
                     params: dict[str, Any]) -> Any:
@@ -1287,14 +1443,17 @@ class PostgresStore(Backend, RecordKeeper):
                   "lease_id": lease_id, "ttl": ttl}
         started = _shim.monotonic()
         if self._advisory:
-            # Interrupted, the statement's connection is closed (see _execute): its session
-            # ends, and with it any lock the statement took.
             params["keys"] = _advisory_keys(self._namespace, name, limit)
-            rows = self._execute("acquire", name, self._advisory_sql["acquire"], params,
-                                       pin=lease_id)
-            if rows:
-                slot, token = rows[0]
-                return Grant(name, slot, holder, lease_id, token, name)
+            for _ in range(_SLOT_RETRIES):
+                rows = self._execute("acquire", name, self._advisory_sql["acquire"],
+                                           params, lease_id=lease_id)
+                if not rows:
+                    break  # no slot was free
+                slot, token, _key = rows[0]
+                if slot >= 0:
+                    return self._keep_unless_cancelled(
+                        Grant(name, slot, holder, lease_id, token, name))
+                # A break moved the slot to a new key meanwhile: it may be free now.
         else:
             sent: list[_Session] = []
             try:
@@ -1491,52 +1650,52 @@ class PostgresStore(Backend, RecordKeeper):
 
     # -- advisory mode --------------------------------------------------------------------------
 
+    def _keep_unless_cancelled(self, grant: Grant) -> Grant:
+        """`grant`, taken by a statement that a cancellation could not interrupt (see
+        _execute); a cancellation that came meanwhile lands here, and the lease is released
+        rather than left held by a session with nobody to release it."""
+        try:
+            _shim.sleep(0)
+        except BaseException:
+            with _shim.shielded(), contextlib.suppress(StoreUnavailable):
+                self._release_advisory(grant)
+            raise
+        return grant
+
     def _release_advisory(self, grant: Grant) -> bool:
-        """Unlock on the lease's own connection, which then goes back to the pool. Its session
-        gone (broken, dropped): False, and the connection is closed (what it held went with
-        the session)."""
-        session = self._pinned.pop(grant.lease_id, None)
+        """Unlock on the session that holds the lease's lock (waiting for its turn when that
+        session runs another statement), which stays in the pool. Its session gone (closed,
+        dropped): False, its locks went with it."""
+        with self._mutex:
+            session = self._holding.get(grant.lease_id)
         if session is None:
-            return False  # released before, or not a grant of this store
-        if not _alive(session.connection):
-            self._close_quietly(session.connection)
+            return False  # released before, lost with its session, or not of this store
+        if not self._take_holding(session, grant.name):
             return False
         try:
-            rows = self._send(session, self._advisory_sql["release"], {
-                "name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,
-                "channel": self.channel, "key": name_digest(grant.name)})
-        except BaseException as exc:
-            self._close_quietly(session.connection)  # frees what the session holds
-            if isinstance(exc, _NoAnswer):  # freed once the server notices the close
-                raise self._no_answer("release", grant.name) from None
-            if isinstance(exc, psycopg.OperationalError):
-                return False  # the session ended, and its locks with it
-            if isinstance(exc, psycopg.Error):
-                raise self._failure("release", grant.name, exc) from exc
-            raise
-        if not (rows and rows[0][0]):
-            self._close_quietly(session.connection)  # not ours (broken): hold nothing
-            return False
-        with self._mutex:
-            room = self._opened < self._pool_size and not self._closed
-            if room:
-                self._opened += 1
-        if room:
+            with _shim.shielded():  # interrupted, the session would close: all its leases
+                rows = self._send(session, self._advisory_sql["release"], {
+                    "name": grant.name.encode(), "slot": grant.slot,
+                    "lease_id": grant.lease_id, "lock": session.leases[grant.lease_id][1],
+                    "channel": self.channel, "key": name_digest(grant.name)})
+            with self._mutex:
+                session.unhold(grant.lease_id)
+                self._holding.pop(grant.lease_id, None)
+            return bool(rows and rows[0][1])
+        except _NoAnswer:  # its connection is closed: the lock goes with the session
+            raise self._no_answer("release", grant.name) from None
+        except psycopg.OperationalError:
+            return False  # the session ended, and its locks with it
+        except psycopg.Error as exc:
+            raise self._failure("release", grant.name, exc) from exc
+        finally:
             self._give_back(session)
-        else:
-            self._close_quietly(session.connection)
-        return True
 
     def _break_advisory(self, name: str) -> int:
-        """Mark the live leases of `name` broken, then end the sessions that hold them (the
-        only way to take a session lock from another session: pg_terminate_backend, which
-        needs the same role as the holder's or membership in pg_signal_backend)."""
-        rows = self._execute("break", name, self._advisory_sql["break"],
-                                   {"name": name.encode()})
-        if rows:
-            self._execute("break", name, self._advisory_sql["end"], {
-                "pids": [pid for (pid,) in rows], "channel": self.channel,
-                "key": name_digest(name)})
+        """Mark the live leases of `name` broken and move their slots to new lock keys (see
+        _ADVISORY_BREAK): their holders' sessions, which hold other leases too, live on."""
+        rows = self._execute("break", name, self._advisory_sql["break"], {
+            "name": name.encode(), "channel": self.channel, "key": name_digest(name)})
         return len(rows)
 
     # -- hand-off by LISTEN/NOTIFY ------------------------------------------------------------
@@ -1839,9 +1998,6 @@ class PostgresStore(Backend, RecordKeeper):
         task, self._listen_task = self._listen_task, None
         if task is not None:
             task.stop()  # async: cancels the task; sync: the thread sees _closed within a tick
-        for session in idle:
+        for session in idle:  # advisory leases not released: their locks go with the sessions
             self._discard(session)
-        pinned, self._pinned = self._pinned, {}
-        for session in pinned.values():  # leases not released: their locks go with them
-            self._close_quietly(session.connection)
         self._wake_all()
