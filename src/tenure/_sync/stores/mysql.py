@@ -11,7 +11,8 @@ multi-statement, serialized per name by the lock on that slot-0 row. Renewal of 
 process holds is one UPDATE; release and break are one UPDATE each. A waiter sleeps on the
 server (SELECT SLEEP) with its next try sent right behind the sleep, and the release that frees
 its name ends the sleep with KILL QUERY, so the server runs that try at once (see _WAIT and
-_sleep_then_try); backoff polling remains the fallback.
+_sleep_then_try); one waiter per name and process sleeps so, the others poll with their
+backoff (see _MOST_ASLEEP).
 
 Example::
 
@@ -21,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import logging
 import math
@@ -98,7 +100,7 @@ CREATE TABLE IF NOT EXISTS `{table}` (
     token      BIGINT          NOT NULL,  -- the token of the lease on this row
     counter    BIGINT          NOT NULL,  -- slot 0 only: the last token granted for the name
     expires_at DATETIME(6)     NOT NULL,  -- UTC, by the server's clock
-    sleepers   VARBINARY(1024) NOT NULL DEFAULT ',',  -- slot 0: ',id,id,' of waiters (see _WAIT)
+    sleepers   VARBINARY(1024) NOT NULL DEFAULT ',',  -- slot 0: <> ',' when waiters (see _WAIT)
     record     BLOB,                      -- slot 0 only: the name's record (UTF-8)
     record_writes BIGINT       NOT NULL DEFAULT 0,  -- slot 0: counts writes (see _WRITE_RECORD)
     PRIMARY KEY (name_key, slot)
@@ -201,32 +203,29 @@ _WHY_LOST = (f"SELECT name, slot, lease_id, expires_at > {_NOW} FROM `{{table}}`
              "WHERE (name_key, slot) IN ({rows})")
 
 
-def _popped(sleepers: str) -> str:
-    """Slot 0's list of sleeping waiters (`sleepers`: the column, maybe qualified) without its
-    first connection id, which goes into the OK packet as LAST_INSERT_ID (0 when nobody sleeps;
-    '' is never cast to a number, which strict mode would refuse)."""
-    first = f"IF({sleepers} = ',', 0, SUBSTRING_INDEX(SUBSTRING({sleepers}, 2), ',', 1))"
-    rest = f"SUBSTRING({sleepers}, LOCATE(',', {sleepers}, 2))"
-    return f"IF(LAST_INSERT_ID({first}), {rest}, {sleepers})"
+def _flag_read(sleepers: str) -> str:
+    """Slot 0's waiters' flag (`sleepers`: the column, maybe qualified; ',' when no waiter is
+    known, see _WAIT) unchanged, its state put into the OK packet as LAST_INSERT_ID (1 when
+    someone waits, else 0)."""
+    return f"IF(LAST_INSERT_ID({sleepers} <> ','), {sleepers}, {sleepers})"
 
 
-# Release also takes the first sleeping waiter off slot 0's list (see _WAIT): its connection id
-# comes back as LAST_INSERT_ID in the OK packet, so only a release that someone waits for costs
-# one more round trip (the KILL QUERY that wakes that waiter). A semaphore's other slots free
-# their row and then, in a second autocommit statement of the same round trip, pop slot 0's list
-# when the first one freed the row (ROW_COUNT): each statement locks one row, so a release never
-# holds its slot while it waits for slot 0, which an acquire holds while it reads that slot (one
-# UPDATE of both rows by a join did, and deadlocked with acquires). A waiter that checked before
-# the slot was freed is on the list before it is popped (see _WAIT). Parameters: key, lease_id
-# (slot 0); key, slot, lease_id, key (other slots).
+# Release also reads slot 0's waiters' flag (see _WAIT): it comes back as LAST_INSERT_ID in the
+# OK packet, so only a release that someone waits for costs one more round trip (the KILL QUERY
+# that wakes a waiter). A semaphore's other slots free their row and then, in a second
+# autocommit statement of the same round trip, read slot 0's flag when the first one freed the
+# row (ROW_COUNT; the flag is left as it is, so the row does not change): each statement locks
+# one row, so a release never holds its slot while it waits for slot 0, which an acquire holds
+# while it reads that slot (one UPDATE of both rows by a join did, and deadlocked with
+# acquires). Parameters: key, lease_id (slot 0); key, slot, lease_id, key (other slots).
 _RELEASE = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
-            f"sleepers = {_popped('sleepers')} "
+            f"sleepers = {_flag_read('sleepers')} "
             "WHERE name_key = UNHEX(%(key)s) AND slot = 0 AND lease_id = %(lease_id)s "
             f"AND expires_at > {_NOW}")
 _RELEASE_SLOT = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED} "
                  "WHERE name_key = UNHEX(%s) AND slot = %s AND lease_id = %s "
                  f"AND expires_at > {_NOW}; "
-                 f"UPDATE `{{table}}` SET sleepers = {_popped('sleepers')} "
+                 f"UPDATE `{{table}}` SET sleepers = {_flag_read('sleepers')} "
                  "WHERE name_key = UNHEX(%s) AND slot = 0 AND ROW_COUNT() > 0")
 
 # The statements of an uncontended cycle, prepared on each new connection to MariaDB with
@@ -264,44 +263,53 @@ def _placeholders(statement: str) -> tuple[str, list[str]]:
     return _PARAMETER.sub(mark, statement), names
 
 
-# Waking waiters without notifications: a waiter runs the statements below on a connection of
-# the store's waiting pool. It appends its connection id to slot 0's list of sleepers (moving
-# it to the end if a killed wait left it there), then sleeps on the server while the name stays
-# taken (live slots >= limit) and no release has taken it off the list, and at last takes
-# itself off the list (a sleep ended by KILL QUERY skips that: the release took it off). A
-# release takes the first id off the list and ends that sleep with KILL QUERY, which needs no
-# privilege for the user's own connections: each release wakes the longest sleeper (waking all
-# would have them all retry for the one free slot). A release before the append is seen by the
-# sleep's check; one after it finds the sleeper. Only the waiting pool's connections sleep, so
-# a KILL QUERY for an id that stayed on the list after all (its wait was cut off) ends another
-# sleep at worst. A full list (about 90 sleepers) takes no more: those sleep until their time.
-# The waiter's next try goes out right behind these statements (see _sleep_then_try).
-# Parameters: key, limit, limit, seconds, key, key.
+# Waking waiters without notifications: a waiter sleeps on the server (SELECT SLEEP on a
+# connection of the store's waiting pool) while the name stays taken (live slots >= limit), its
+# statements tagged with a comment naming the table and the name's key. A release ends the
+# longest such sleep with KILL QUERY, found by its tag in the server's process list, which
+# shows a user its own connections and needs no privilege to KILL QUERY them: each release
+# wakes one sleeper (waking all would have them all retry for the one free slot).
+#
+# A wait writes nothing per wait. Slot 0's row is the name's hottest (every acquire and release
+# locks it), and a change to it costs a commit while its lock is held: waiters that wrote their
+# ids there (an earlier design) made a crowd of waiters stall every hand-off. The row only keeps
+# a flag, `sleepers` <> ',', set by the first waiter (the UPDATE below changes the row only
+# when the flag is clear) and read by releases, which look for a sleeper only when it is set; a
+# release that finds none clears it when no waiter's statement runs (_UNFLAG). A waiter sleeps
+# only while the flag is set, so a flag cleared between its two statements costs it no more
+# than its sleep. The waiter's next try goes out right behind these statements (see
+# _sleep_then_try). Parameters: key, key, limit, limit, seconds, key.
 _WAIT_TAG = "tenure-wait {table} {key}"
-_ME = "CONCAT(',', CONNECTION_ID(), ',')"
-_MOST_SLEEPERS = 1000  # bytes of the list, within the column's 1024
-_WAKE_TRIES = 3  # sleepers a release tries to wake when the first ones are gone
+# Waits of one name that sleep on the server at once, per store: the others poll with their
+# backoff. Each release wakes one sleeper, and a crowd of sleeping statements costs the server
+# more than it gains: with 3 processes x 20 tasks on one name, all asleep, the hand-off
+# throughput fell to a tenth of what 1 sleeper per process gives.
+_MOST_ASLEEP = 1
+# How long before the end of its caller's patience a sleep on the server ends, so that the try
+# sent behind it is answered in time (a loopback round trip is about 0.1 ms), and how late
+# that answer may come before the wait is cut off (and what the try took is undone).
+_TRY_ALLOWANCE = 0.01
 # After a release woke a waiter, this store's next try of the name within this many seconds
-# does not race it for the lease: it fails without a statement, and so waits (on the list).
+# does not race it for the lease: it fails without a statement, and so waits.
 _WAKE_HEAD_START = 0.005
-_WAIT = (f"UPDATE `{{table}}` SET sleepers = CONCAT(REPLACE(sleepers, {_ME}, ','), "
-         f"CONNECTION_ID(), ',') WHERE name_key = UNHEX(%s) AND slot = 0 "
-         f"AND LENGTH(sleepers) < {_MOST_SLEEPERS}; "
-         f"SELECT /* {_WAIT_TAG} */ SLEEP(IF((LOCATE({_ME}, z.sleepers) "
-         f"OR LENGTH(z.sleepers) >= {_MOST_SLEEPERS}) AND ("
-         "SELECT COUNT(*) FROM `{table}` AS l WHERE l.name_key = z.name_key AND l.slot < %s "
+_WAIT = (f"UPDATE /* {_WAIT_TAG} */ `{{table}}` SET sleepers = ',w,' "
+         "WHERE name_key = UNHEX(%s) AND slot = 0 AND sleepers = ','; "
+         f"SELECT /* {_WAIT_TAG} */ SLEEP(IF(z.sleepers <> ',' AND ("
+         "SELECT COUNT(*) FROM `{table}` AS l WHERE l.name_key = UNHEX(%s) AND l.slot < %s "
          f"AND l.expires_at > {_NOW}) >= %s, %s, 0)) "
-         "FROM `{table}` AS z WHERE z.name_key = UNHEX(%s) AND z.slot = 0; "
-         f"UPDATE `{{table}}` SET sleepers = REPLACE(sleepers, {_ME}, ',') "
-         "WHERE name_key = UNHEX(%s) AND slot = 0")
+         "FROM `{table}` AS z WHERE z.name_key = UNHEX(%s) AND z.slot = 0")
+# The longest sleeping waiter of a name (the tag is split so that this statement, which other
+# waits' releases also see in the process list, does not carry it). Parameters: key.
+_SLEEPER = ("(SELECT ID FROM information_schema.PROCESSLIST WHERE LOCATE(CONCAT("
+            "'/* tenure', '-wait {table} ', %s, ' */'), INFO) > 0 ORDER BY TIME DESC LIMIT 1)")
 # Sent in the same round trip as a release of a name that this store saw contended: wakes the
-# sleeper that the release took off the list (its id is LAST_INSERT_ID when the release changed
-# a row). KILL QUERY 0 when there is none fails with error 1094, which is why a release of a
-# name not seen contended sends the KILL only after its answer named a sleeper.
-_WAKE_NEXT = "; KILL QUERY IF(ROW_COUNT() > 0, LAST_INSERT_ID(), 0)"
-# The next sleeper, when the one a release took off the list is gone. Parameters: key.
-_POP = (f"UPDATE `{{table}}` SET sleepers = {_popped('sleepers')} "
-        "WHERE name_key = UNHEX(%s) AND slot = 0")
+# longest sleeper of the name. KILL takes no subquery, hence the variable; KILL QUERY 0 when
+# none sleeps fails with error 1094. Parameters: key.
+_WAKE_NEXT = f"; SET @tenure_sleeper = {_SLEEPER}; KILL QUERY COALESCE(@tenure_sleeper, 0)"
+# Clears the waiters' flag of a name when none of its waiters' statements runs. Parameters:
+# key, key.
+_UNFLAG = ("UPDATE `{table}` SET sleepers = ',' WHERE name_key = UNHEX(%s) AND slot = 0 "
+           f"AND sleepers <> ',' AND {_SLEEPER} IS NULL")
 # Undoes an acquire whose answer never came in (see _forget): frees whichever slot it took, by
 # its lease id, once the connection that sent it (its id in @tenure_alive) is gone, and says
 # whether it still ran. Parameters: connection id, key, lease_id.
@@ -311,10 +319,9 @@ _FORGET = ("SET @tenure_alive = EXISTS(SELECT 1 FROM information_schema.PROCESSL
            f"WHERE name_key = UNHEX(%s) AND lease_id = %s AND expires_at > {_NOW} "
            "AND @tenure_alive = 0; "
            "SELECT @tenure_alive")
-# Break takes the first sleeper off slot 0's list as release does (when slot 0 was held).
-# Parameters: key.
+# Break reads slot 0's waiters' flag as release does (when slot 0 was held). Parameters: key.
 _BREAK = (f"UPDATE `{{table}}` SET lease_id = 0, expires_at = {_FREED}, "
-          f"sleepers = IF(slot = 0, {_popped('sleepers')}, sleepers) "
+          f"sleepers = IF(slot = 0, {_flag_read('sleepers')}, sleepers) "
           f"WHERE name_key = UNHEX(%s) AND expires_at > {_NOW}")
 # Parameters: prefix length in bytes, prefix.
 _LIST = (f"SELECT name, slot, holder, token, TIMESTAMPDIFF(MICROSECOND, {_NOW}, expires_at) "
@@ -452,13 +459,14 @@ def _sleep_then_try(connection: Any, wait: str, then: str,
     except pymysql.OperationalError as exc:
         if _error_code(exc) != ER.QUERY_INTERRUPTED:
             raise
-        return False, None  # a release took this waiter off the list just before its check
+        return False, None  # a KILL QUERY meant for the sleep came just after it ended
     return True, _acquired(connection, limit)
 
 
 def _woke(next_answer: Any) -> bool:
-    """Read the answer to _WAKE_NEXT with `next_answer` (the connection's or the cursor's
+    """Read the answers to _WAKE_NEXT with `next_answer` (the connection's or the cursor's
     next-result call): True when its KILL QUERY ended a sleep."""
+    next_answer()  # the SET that found the sleeper
     try:
         next_answer()
     except pymysql.OperationalError as exc:
@@ -478,14 +486,26 @@ class _Attempt(NamedTuple):
 
 
 class _Prefetched(NamedTuple):
-    """The outcome of a try that was sent behind a wait (see _sleep_then_try), for the next
-    try_acquire of the name that asks for the same; `retry_id` is the lease id to try again
-    with when the outcome is unknown (an acquire with the lease id it took takes it again)."""
+    """The outcome of a try that was sent behind a wait (see _sleep_then_try), for the same
+    caller's next try_acquire; `retry_id` is the lease id to try again with when the outcome
+    is unknown (an acquire with the lease id it took takes it again)."""
 
-    attempt: _Attempt
     sent_at: float
     grant: Grant | None
     retry_id: int | None = None
+    sent_on: int = 0  # the connection the try went out on, when its outcome is unknown
+
+
+class _Waiting(NamedTuple):
+    """One caller's (task's or thread's) state between a try that found `key` taken and its
+    next try: what it asked for, and what the try sent behind its wait found. Kept per caller
+    (a context variable), never per name: many tasks of one process may wait for one name,
+    and a grant taken behind one task's wait must reach that task, not another one's try,
+    nor be overwritten by the next wait of the name (it would then be left to expire)."""
+
+    key: str
+    attempt: _Attempt
+    prefetched: _Prefetched | None = None
 
 
 class MySQLStore(Backend, RecordKeeper):
@@ -554,7 +574,9 @@ class MySQLStore(Backend, RecordKeeper):
             "slot": _ACQUIRE_SLOT.format(table=self.table),
             "release": _RELEASE.format(table=self.table),
             "release slot": _RELEASE_SLOT.format(table=self.table),
-            "pop": _POP.format(table=self.table),
+            "sleeper": f"SELECT {_SLEEPER}".format(table=self.table),
+            "unflag": _UNFLAG.format(table=self.table),
+            "wake next": _WAKE_NEXT.format(table=self.table),
             "forget": _FORGET.format(table=self.table),
             "break": _BREAK.format(table=self.table),
             "list": _LIST.format(table=self.table),
@@ -576,8 +598,14 @@ class MySQLStore(Backend, RecordKeeper):
         # Connections that sleep for waiters (see _WAIT): kept apart, so that a KILL QUERY that
         # comes after its sleep ended can only cut another sleep short, never a lease statement.
         self._sleepers: list[Any] = []
-        self._attempts: dict[str, _Attempt] = {}  # key -> the last try that found it taken
-        self._prefetched: dict[str, _Prefetched] = {}  # key -> the try sent behind a wait
+        # This caller's last try that found its name taken, and what the try behind its wait
+        # found (see _Waiting); the grants taken behind waits and not claimed yet (freed on
+        # close).
+        self._waiting: contextvars.ContextVar[_Waiting | None] = contextvars.ContextVar(
+            "tenure_mysql_waiting", default=None)
+        self._unclaimed: set[Grant] = set()
+        self._asleep: dict[str, set[object]] = {}  # key -> the waits sleeping on the server
+        self._undoing: set[tuple[str, str, int, int]] = set()  # undos running (see _undo_later)
         self._woken: dict[str, float] = {}  # key -> until when the waiter we woke goes first
         self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
         # The table is created when a statement finds it missing (then the call is retried),
@@ -594,8 +622,8 @@ class MySQLStore(Backend, RecordKeeper):
         self._idle, self._sleepers = [], []
         for connection in inherited:
             _forsake(connection)
-        self._attempts, self._prefetched, self._woken = {}, {}, {}
-        self._contended = set()
+        self._unclaimed, self._woken, self._contended = set(), {}, set()
+        self._asleep, self._undoing = {}, set()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url} table={self.table}>"
@@ -747,22 +775,31 @@ class MySQLStore(Backend, RecordKeeper):
         key = name_digest(name)
         attempt = _Attempt(holder, ttl, limit)
         lease_id: int | None = None
-        if self._prefetched:
-            prefetched = self._prefetched.pop(key, None)
-            if prefetched is not None:
-                fresh = (prefetched.attempt == attempt
-                         and _shim.monotonic() - prefetched.sent_at <= fresh_for(ttl))
-                if fresh and prefetched.retry_id is not None:
+        waiting = self._waiting.get()
+        if waiting is not None:
+            self._waiting.set(None)
+            prefetched = waiting.prefetched
+            same = waiting.key == key and waiting.attempt == attempt
+            if prefetched is not None and prefetched.retry_id is not None:
+                if same:  # a new request: its grant counts from now, however late
                     lease_id = prefetched.retry_id
-                elif fresh:
+                else:  # asked for another name: undo what that try may have taken
+                    self._undo_later(name, waiting.key, prefetched.retry_id,
+                                     prefetched.sent_on)
+            elif prefetched is not None:
+                if prefetched.grant is not None:
+                    self._unclaimed.discard(prefetched.grant)
+                fresh = same and _shim.monotonic() - prefetched.sent_at <= fresh_for(ttl)
+                if fresh:
                     if prefetched.grant is None:
-                        self._attempts[key] = attempt
+                        self._waiting.set(_Waiting(key, attempt))
                     return prefetched.grant  # the try right after the wait, already made
-                elif prefetched.grant is not None:  # not this caller's, or too old: free it
+                elif prefetched.grant is not None:  # asked for another name, or too old
                     with contextlib.suppress(StoreUnavailable):  # else it expires by itself
                         self.release(prefetched.grant)
-        if self._woken and self._woken.pop(key, -math.inf) > _shim.monotonic():
-            self._attempts[key] = attempt  # we just woke its waiter: its turn, then ours
+        if lease_id is None and self._woken and self._woken.pop(key, -math.inf) > \
+                _shim.monotonic():
+            self._waiting.set(_Waiting(key, attempt))  # we just woke its waiter: its turn
             return None
         parameters = self._parameters(key, name, attempt, lease_id)
         try:
@@ -770,13 +807,10 @@ class MySQLStore(Backend, RecordKeeper):
                 "acquire", name, self._acquire_in, parameters)
         except BaseException:
             if "sent_on" in parameters:  # the server may run it, or ran it: undo in background
-                _shim.start_soon(self._forget, name, key, parameters["lease_id"],
-                                 parameters["sent_on"])
+                self._undo_later(name, key, parameters["lease_id"], parameters["sent_on"])
             raise
         if found is None:
-            if len(self._attempts) > 10_000:  # try_acquire callers that never wait
-                self._attempts.clear()
-            self._attempts[key] = attempt  # for wait_released
+            self._waiting.set(_Waiting(key, attempt))  # for wait_released
             self._note_contended(key)
             return None
         slot, token = found
@@ -857,38 +891,40 @@ class MySQLStore(Backend, RecordKeeper):
     def release(self, grant: Grant) -> bool:
         key = name_digest(grant.name)
         contended = key in self._contended
-        released, sleeper, woken = self._call(
+        released, flagged, woken = self._call(
             "release", grant.name, self._release_in, key, grant.slot, _number_of(grant),
             contended)
-        if sleeper:
+        if flagged:  # someone waits for the name, here or elsewhere
             self._note_contended(key)
-            if not woken:  # the KILL was not sent with the release, or that sleeper was gone
-                self._wake(grant.name, key, 0 if contended else sleeper)
-            if len(self._woken) > 10_000:  # names never tried again here
-                self._woken.clear()
-            self._woken[key] = _shim.monotonic() + _WAKE_HEAD_START
+            if not woken:  # the KILL was not sent with the release, or nobody slept
+                woken = self._wake(grant.name, key)
+            if woken:
+                if len(self._woken) > 10_000:  # names never tried again here
+                    self._woken.clear()
+                self._woken[key] = _shim.monotonic() + _WAKE_HEAD_START
         elif contended:
             self._contended.discard(key)
         return bool(released)
 
     def _release_in(self, connection: Any, key: str, slot: int, lease_id: int,
-                          wake: bool = False) -> tuple[int, int, bool]:
-        """Release (slot >= 0) or break (slot -1): (rows changed, the sleeper taken off the
-        list or 0, whether it was woken). With `wake`, the KILL QUERY that wakes the sleeper
-        goes in the same round trip (see _WAKE_NEXT)."""
-        then = _WAKE_NEXT if wake else ""
+                          wake: bool = False) -> tuple[int, bool, bool]:
+        """Release (slot >= 0) or break (slot -1): (rows changed, whether slot 0's waiters'
+        flag was set, whether a sleeper was woken). With `wake`, the KILL QUERY that wakes
+        the longest sleeper goes in the same round trip (see _WAKE_NEXT)."""
+        then = self._sql["wake next"] % (f"'{key}'",) if wake else ""
         if slot == 0:
             changed = connection.query(self._cycle_statement(
                 "release", {"key": f"'{key}'", "lease_id": str(lease_id)}) + then)
-            return changed, connection.insert_id(), wake and _woke(connection.next_result)
+            flagged = bool(connection.insert_id())
+            return changed, flagged, wake and _woke(connection.next_result)
         with connection.cursor() as cursor:  # (its close would read the KILL's answer)
             if slot < 0:
                 changed = cursor.execute(self._sql["break"], (key,))
             else:
                 changed = cursor.execute(self._sql["release slot"] + then,
                                                (key, slot, lease_id, key))
-                cursor.nextset()  # the pop of slot 0's list: its LAST_INSERT_ID
-            return changed, cursor.lastrowid, wake and _woke(cursor.nextset)
+                cursor.nextset()  # the read of slot 0's flag: its LAST_INSERT_ID
+            return changed, bool(cursor.lastrowid), wake and _woke(cursor.nextset)
 
     def _note_contended(self, key: str) -> None:
         """Someone waits for this name: its releases here send the wake-up along (_WAKE_NEXT)."""
@@ -898,39 +934,39 @@ class MySQLStore(Backend, RecordKeeper):
 
     def break_lease(self, name: str) -> int:
         key = name_digest(name)
-        broken, sleeper, _ = self._call("break", name, self._release_in, key, -1, 0)
-        if sleeper:
-            self._wake(name, key, sleeper)
+        broken, flagged, _ = self._call("break", name, self._release_in, key, -1, 0)
+        if flagged:
+            self._wake(name, key)
         return int(broken)
 
     # -- waking waiters ----------------------------------------------------------------------
 
-    def _wake(self, name: str, key: str, sleeper: int) -> None:
-        """End the sleep of `sleeper`, the connection of this name's longest sleeping waiter,
-        which the release took off the list (see _WAIT). Best effort: a waiter not woken wakes
-        at the end of its backoff, so errors are only logged."""
+    def _wake(self, name: str, key: str) -> bool:
+        """End the sleep of this name's longest sleeping waiter (see _WAIT), or clear the
+        name's waiters' flag when none waits; True when one was woken. Best effort: a waiter
+        not woken wakes at the end of its backoff, so errors are only logged."""
         try:
-            self._call("wake", name, self._wake_in, key, sleeper)
+            woken: bool = self._call("wake", name, self._wake_in, key)
         except StoreUnavailable as exc:
             log.debug("tenure: %s: waking the waiters of %r failed: %s", self.url, name, exc)
+            return False
+        return woken
 
-    def _wake_in(self, connection: Any, key: str, sleeper: int) -> None:
-        """KILL QUERY `sleeper`, or the next one on the list when it is 0 or gone."""
+    def _wake_in(self, connection: Any, key: str) -> bool:
         with connection.cursor() as cursor:
-            for _ in range(_WAKE_TRIES):
-                if not sleeper:
-                    cursor.execute(self._sql["pop"], (key,))
-                    sleeper = cursor.lastrowid
-                    if not sleeper:
-                        return
-                try:
-                    cursor.execute(f"KILL QUERY {int(sleeper)}")
-                    return
-                except pymysql.OperationalError as exc:
-                    # Gone (1094), or another user's (1095: needs CONNECTION ADMIN): the next
-                    if _error_code(exc) not in (ER.NO_SUCH_THREAD, ER.KILL_DENIED_ERROR):
-                        raise
-                sleeper = 0
+            cursor.execute(self._sql["sleeper"], (key,))
+            [(sleeper,)] = cursor.fetchall()
+            if sleeper is None:
+                cursor.execute(self._sql["unflag"], (key, key))
+                return False
+            try:
+                cursor.execute(f"KILL QUERY {int(sleeper)}")
+            except pymysql.OperationalError as exc:
+                # Gone meanwhile (1094: it woke by itself), or another user's (1095)
+                if _error_code(exc) not in (ER.NO_SUCH_THREAD, ER.KILL_DENIED_ERROR):
+                    raise
+                return False
+            return True
 
     def _execute(self, connection: Any, statement: str, arguments: tuple[Any, ...]) -> int:
         with connection.cursor() as cursor:
@@ -984,15 +1020,33 @@ class MySQLStore(Backend, RecordKeeper):
         follows a wait sent right behind the sleep (see _sleep_then_try): the next
         try_acquire returns its outcome without a round trip."""
         key = name_digest(name)
-        attempt = self._attempts.pop(key, None)
+        waiting = self._waiting.get()
+        attempt = None
+        if waiting is not None and waiting.key == key and waiting.prefetched is None:
+            attempt = waiting.attempt
         # A sleep stays well inside the driver's read timeout, and short enough that a lease
         # the try behind it takes is still fresh for try_acquire; the core calls again.
         seconds = min(timeout, self.timeout * 0.8)
         if attempt is not None:
             seconds = min(seconds, fresh_for(attempt.ttl) / 2)
-        if attempt is None or seconds < 0.001:
-            _shim.sleep(timeout)  # no failed try to wait after: poll
+        # The try behind the sleep gets its answer back before the caller's acquire gives up.
+        seconds = min(seconds, (timeout if patience is None else patience) - _TRY_ALLOWANCE)
+        asleep = self._asleep.setdefault(key, set())
+        if attempt is None or seconds < 0.001 or len(asleep) >= _MOST_ASLEEP:
+            _shim.sleep(timeout)  # no failed try to wait after, or enough asleep: poll
             return
+        marker = object()
+        asleep.add(marker)
+        try:
+            self._sleep_on_server(name, key, attempt, seconds, timeout, patience)
+        finally:
+            asleep.discard(marker)
+            if not asleep:
+                self._asleep.pop(key, None)
+
+    def _sleep_on_server(self, name: str, key: str, attempt: _Attempt, seconds: float,
+                               timeout: float, patience: float | None) -> None:
+        """wait_released's sleep on the server, with the try that follows sent behind it."""
         started = _shim.monotonic()
         try:
             connection = self._sleepers.pop()
@@ -1000,12 +1054,16 @@ class MySQLStore(Backend, RecordKeeper):
             connection = None
         parameters = self._parameters(key, name, attempt)
         sent_at: float | None = None
+        # Bounded by the caller's patience too: a wait that would outlast its acquire's
+        # timeout is cut there (what the try behind it took is undone, see _forget).
+        bound = min(self.timeout,
+                    (timeout if patience is None else patience) + _TRY_ALLOWANCE)
         try:
-            with _deadline(self.timeout):
+            with _deadline(bound):
                 if connection is None:
                     connection = self._open()
                 wait = _WAIT.format(table=self.table, key=key) % (
-                    f"'{key}'", attempt.limit, attempt.limit, f"{seconds:.3f}", f"'{key}'",
+                    f"'{key}'", f"'{key}'", attempt.limit, attempt.limit, f"{seconds:.3f}",
                     f"'{key}'")
                 then = self._acquire_statement(parameters)
                 sent_at = _shim.monotonic()
@@ -1014,8 +1072,7 @@ class MySQLStore(Backend, RecordKeeper):
             if connection is not None:
                 self._discard(connection)
                 if sent_at is not None:  # the try behind the wait may still run, or it ran
-                    _shim.start_soon(self._forget, name, key, parameters["lease_id"],
-                                     connection.thread_id())
+                    self._undo_later(name, key, parameters["lease_id"], connection.thread_id())
             if not isinstance(exc, _DRIVER_ERRORS):
                 raise
             log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
@@ -1027,16 +1084,24 @@ class MySQLStore(Backend, RecordKeeper):
         lease_id = parameters["lease_id"]
         grant = None if found is None else Grant(
             name, found[0], attempt.holder, str(lease_id), found[1], name, sent_at)
-        if len(self._prefetched) > 10_000:  # never claimed: they expire by themselves
-            self._prefetched.clear()
-        self._prefetched[key] = _Prefetched(attempt, sent_at, grant,
-                                            None if answered else lease_id)
+        if grant is not None:
+            self._unclaimed.add(grant)
+        self._waiting.set(_Waiting(key, attempt, _Prefetched(
+            sent_at, grant, None if answered else lease_id, connection.thread_id())))
         # An acquire cut short may leave a transaction open (a semaphore's): closing the
         # connection rolls it back.
         if not answered or self._closed or len(self._sleepers) >= self.pool_size:
             self._discard(connection)
         else:
             self._sleepers.append(connection)
+
+    def _undo_later(self, name: str, key: str, lease_id: int, thread_id: int) -> None:
+        """Run `_forget` in the background (the caller's cancellation is never delayed); close
+        runs the undos not done yet, so that a process that closes its store and exits right
+        after an acquire was cut off leaves no lease behind."""
+        undo = (name, key, lease_id, thread_id)
+        self._undoing.add(undo)
+        _shim.start_soon(self._forget, *undo)
 
     def _forget(self, name: str, key: str, lease_id: int, thread_id: int) -> None:
         """Undo an acquire whose answer never came in (cancelled, timed out, cut off; a try
@@ -1058,6 +1123,8 @@ class MySQLStore(Backend, RecordKeeper):
                              thread_id)
         except StoreUnavailable as exc:
             log.debug("tenure: %s: %s", self.url, exc)
+        finally:
+            self._undoing.discard((name, key, lease_id, thread_id))
 
     def _forget_in(self, connection: Any, key: str, lease_id: int, thread_id: int) -> None:
         with connection.cursor() as cursor:
@@ -1079,11 +1146,12 @@ class MySQLStore(Backend, RecordKeeper):
                 pause = min(pause * 2, 0.05)
 
     def close(self) -> None:
-        prefetched, self._prefetched = self._prefetched, {}
-        for taken in prefetched.values():  # taken behind a wait, never claimed
-            if taken.grant is not None:
-                with contextlib.suppress(StoreUnavailable):  # else it expires by itself
-                    self.release(taken.grant)
+        for undo in list(self._undoing):  # started in the background, not done yet
+            self._forget(*undo)
+        unclaimed, self._unclaimed = self._unclaimed, set()
+        for grant in unclaimed:  # taken behind a wait, never claimed
+            with contextlib.suppress(StoreUnavailable):  # else it expires by itself
+                self.release(grant)
         self._closed = True
         self._discard_idle()
         sleepers, self._sleepers = self._sleepers, []
