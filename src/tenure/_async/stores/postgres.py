@@ -1070,7 +1070,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                     "overloaded, or a long transaction holding the lease rows locked?")
         elif exc.sqlstate == "53300" or any(words in str(exc) for words in _TOO_MANY):
             hint = (f"the server has no connection left (too many connections: its "
-                    f"max_connections is reached); this store has {self._opened} of its "
+                    f"max_connections, or the role's or database's connection limit, is "
+                    f"reached); this store has {self._opened} of its "
                     f"pool_size={self._pool_size} connections open{self._held_leases()}; "
                     "raise the server's max_connections, or lower pool_size here or in the "
                     "server's other clients")
