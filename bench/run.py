@@ -6,9 +6,10 @@ are measured in interleaved rounds (bench/cases.py); then, per server store, the
 hand-off with 8 processes per library (bench/handoff.py) and the renewal round trips with 1,
 100 and 1,000 held leases (bench/renewal.py); then, per store, the time to take over after a
 SIGKILL and after a clean release (bench/takeover.py) and the peak memory per 1,000 held leases
-(bench/footprint.py), tenure next to the peers; last, per server store, how soon a worker's jobs
-run again after restarts of a server of its own (bench/outage_recovery.py); bench/report.py
-writes the markdown.
+(bench/footprint.py), tenure next to the peers; then many waiters on one name (processes x
+async tasks) on Redis, PostgreSQL and MariaDB side by side (bench/many_waiters.py); last, per
+server store, how soon a worker's jobs run again after restarts of a server of its own
+(bench/outage_recovery.py); bench/report.py writes the markdown.
 
 Usage::
 
@@ -35,6 +36,7 @@ from types import ModuleType
 import azblob_cases
 import filelock
 import local_cases
+import many_waiters
 import mysql_cases
 import outage_recovery
 import postgres_cases
@@ -67,7 +69,8 @@ PEERS = {  # URL scheme -> the peers of issue #7 every multi-process benchmark m
     "mysql": {"tooz"},
 }
 QUICK = {"repeats": 3, "seconds": 0.03, "budget": 15.0, "handoff_seconds": 0.3, "processes": 4,
-         "takeover_repeats": 2, "memory_repeats": 1, "memory_leases": 100, "outage_restarts": 2}
+         "takeover_repeats": 2, "memory_repeats": 1, "memory_leases": 100, "outage_restarts": 2,
+         "crowd_seconds": 0.5}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -102,6 +105,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="fresh processes per memory measure (default 3)")
     parser.add_argument("--memory-leases", type=int, default=0,
                         help="leases each memory process holds (default: 1,000; azblob 200)")
+    parser.add_argument("--crowd-seconds", type=float, default=many_waiters.SECONDS,
+                        help="length of each store's many-waiters run (default "
+                             f"{many_waiters.SECONDS:g})")
     parser.add_argument("--outage-restarts", type=int, default=outage_recovery.RESTARTS,
                         help="restarts of each server store under a running worker (default "
                              f"{outage_recovery.RESTARTS})")
@@ -117,12 +123,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                      f"choose from {','.join(STORES)}")
     args.stores = set(stores)
     if args.repeats < 1 or args.seconds <= 0 or args.budget <= 0 or args.processes < 2 \
-            or args.handoff_seconds <= 0 or args.takeover_repeats < 1 \
+            or args.handoff_seconds <= 0 or args.takeover_repeats < 1 or args.crowd_seconds <= 0 \
             or args.memory_repeats < 1 or args.memory_leases < 0 or args.outage_restarts < 1:
         parser.error("--repeats, --takeover-repeats, --memory-repeats and --outage-restarts "
                      "must be at least 1, "
-                     "--processes at least 2, --seconds, --budget and --handoff-seconds "
-                     "positive, --memory-leases not negative")
+                     "--processes at least 2, --seconds, --budget, --handoff-seconds and "
+                     "--crowd-seconds positive, --memory-leases not negative")
     return args
 
 
@@ -322,6 +328,12 @@ def main(argv: list[str] | None = None) -> int:
                 extras.note(section.title, hook())
             contend_and_renew(section, args, directory)
             take_over_and_hold(section, args)
+        crowds = many_waiters.measure_all(
+            {name: server.url for name, server in started.items()
+             if isinstance(server, servers.Server) and name in many_waiters.STORES},
+            seconds=args.crowd_seconds, progress=progress)
+        if crowds:
+            extras.note(many_waiters.TITLE, many_waiters.markdown(crowds))
         # Last: these restart servers of their own, nothing else runs meanwhile.
         recoveries = outage_recovery.measure_all(
             [name for name in outage_recovery.STORES if name in args.stores],
@@ -353,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is not None:
         args.output.write_text(report)
         progress(f"wrote {args.output}")
-    missing = unmeasured(sections, extras) + outage_recovery.unmeasured(recoveries)
+    missing = (unmeasured(sections, extras) + many_waiters.unmeasured(crowds)
+               + outage_recovery.unmeasured(recoveries))
     for problem in missing:
         progress(f"not measured: {problem}")
     return 1 if args.check and missing else 0
