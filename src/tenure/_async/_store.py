@@ -376,6 +376,7 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
     backend: AsyncBackend
     if parsed.scheme == "memory":
         _only(options, kind="memory://")
+        _only(parsed.options)
         backend = AsyncMemoryStore()
     elif parsed.scheme == "sqlite":
         backend = AsyncSQLiteStore(parsed.location, **_merged(

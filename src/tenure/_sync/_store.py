@@ -377,6 +377,7 @@ def connect(url: str | Backend, *, holder: str | None = None,
     backend: Backend
     if parsed.scheme == "memory":
         _only(options, kind="memory://")
+        _only(parsed.options)
         backend = MemoryStore()
     elif parsed.scheme == "sqlite":
         backend = SQLiteStore(parsed.location, **_merged(
