@@ -235,3 +235,11 @@ except tenure.MissingExtra as exc:
 """
     error = run_code(code, ["aiohttp"], tmp_path)
     assert isinstance(error, str) and "pip install 'tenure[azure]'" in error, error
+
+
+def test_the_demo_without_sqlalchemy_names_the_pip_command(tmp_path: Path) -> None:
+    result = run(["-m", "tenure", "demo", "--invoices", "10"], ["sqlalchemy"], tmp_path)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1 and result.stdout == "" and len(lines) == 1, result.stderr
+    assert lines[0].startswith("tenure: error: "), lines
+    assert "pip install 'tenure[sql]'" in lines[0], lines

@@ -19,6 +19,8 @@ Example::
 
 from typing import TYPE_CHECKING, Any
 
+from tenure._errors import MissingExtra
+
 if TYPE_CHECKING:
     from tenure.demo._play import DemoSettings, print_report, run_demo
 
@@ -28,10 +30,21 @@ _PUBLIC = ("DemoSettings", "print_report", "run_demo")
 def __getattr__(name: str) -> Any:
     # Loaded on first use: the demo needs tenure[sql] (SQLAlchemy), `tenure --help` does not.
     if name in _PUBLIC:
+        _require_sqlalchemy()
         from tenure.demo import _play
 
         return getattr(_play, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _require_sqlalchemy() -> None:
+    """The one-line MissingExtra of every other extra, not a ModuleNotFoundError traceback
+    from deep in the demo (`tenure demo` on a bare install)."""
+    try:
+        import sqlalchemy  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtra("tenure demo keeps its invoices in SQLite through SQLAlchemy 2: "
+                           "install tenure[sql] (pip install 'tenure[sql]')") from exc
 
 
 __all__ = ["DemoSettings", "print_report", "run_demo"]
