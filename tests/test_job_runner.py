@@ -4,12 +4,15 @@ tests/conformance/test_jobs.py."""
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -142,6 +145,66 @@ def test_registration_mistakes_are_explained() -> None:
     with pytest.raises(tenure.InvalidArgument, match="nothing to run"):
         Worker(tenure.connect("memory://")).run()
     assert "test_job_runner.test_registration_mistakes_are_explained.<locals>.report" in worker.jobs
+
+
+def test_a_generator_job_handler_or_callback_fails_at_the_decorator() -> None:
+    """Calling a generator function runs none of its body: accepted, the job would never run
+    while every period was recorded ok."""
+    worker = Worker(tenure.connect("memory://"))
+
+    def generator_job(run: Run) -> Any:
+        print("never printed")
+        yield 1
+
+    async def async_generator_job(run: Run) -> Any:
+        yield 1
+
+    class GeneratorCall:
+        def __call__(self, run: Run) -> Any:
+            yield 1
+
+    def generator_callback() -> Any:
+        yield 1
+
+    for job in (generator_job, async_generator_job, GeneratorCall(),
+                functools.partial(generator_job)):
+        with pytest.raises(tenure.InvalidArgumentType, match=r"a job must not be a generator: "
+                           r".*generator function.*runs none of its body"):
+            worker.every(60, name="gen")(job)
+        with pytest.raises(tenure.InvalidArgumentType, match="a job must not be a generator"):
+            worker.cron("0 3 * * *", name="gen")(job)
+        with pytest.raises(tenure.InvalidArgumentType, match="a queue handler must not be a "
+                           "generator"):
+            worker.queue(object())(job)
+    with pytest.raises(tenure.InvalidArgumentType, match=r"async_generator_job\(\) is an async "
+                       "generator function"):
+        worker.every(60)(async_generator_job)
+    for argument in ("on_elected", "on_lost"):
+        with pytest.raises(tenure.InvalidArgumentType, match=f"{argument} must not be a "
+                           "generator"):
+            worker.election("primary", **{argument: generator_callback})
+    assert worker.jobs == {} and worker._elections == {}
+
+
+def test_a_name_already_taken_says_by_which_job() -> None:
+    worker = Worker(tenure.connect("memory://"))
+
+    @worker.every(60, name="billing.nightly")
+    def first(run: Run) -> None: ...
+
+    def second(run: Run) -> None: ...
+
+    with pytest.raises(tenure.InvalidArgument) as taken:
+        worker.every(60, name="billing.nightly")(second)
+    message = str(taken.value)
+    assert "name='billing.nightly' is already taken on this worker by the job " in message
+    assert "test_a_name_already_taken_says_by_which_job.<locals>.first" in message
+    assert "choose another name=" in message and "pass name=" not in message
+    with pytest.raises(tenure.InvalidArgument, match=r"\(the same function\); choose another"):
+        worker.cron("0 3 * * *", name="billing.nightly")(first)
+    with pytest.raises(tenure.InvalidArgument, match="pass name= to register the same function"):
+        worker.every(60)(second)
+        worker.every(60)(second)
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -332,6 +395,150 @@ def test_sync_worker_runs_sync_and_async_jobs_in_the_background(tmp_path: Path) 
         assert worker.health()["healthy"]
     assert store.leases() == []
     store.close()
+
+
+# -- work that never ran ----------------------------------------------------------------------
+
+
+async def _invoice_total() -> int:
+    return 42
+
+
+async def test_a_sync_job_that_returns_a_coroutine_is_recorded_failed_not_ok() -> None:
+    """The coroutine's body never runs: recording the period ok would hide that. The error
+    says how to write the job, and no "never awaited" RuntimeWarning is left behind."""
+    store = tenure.aio.connect("memory://")
+    worker = AsyncWorker(store)
+    created: list[Any] = []
+
+    @worker.every(timedelta(seconds=30), name="forgot-async", jitter=0)
+    def forgot_async(run: Run) -> Any:
+        created.append(_invoice_total())
+        return created[-1]
+
+    async with worker:
+        await wait_for(lambda: worker._runners["forgot-async"].state.last_outcome, 5)
+    record = JobRecord.parse(await store.backend.read_record("job:forgot-async") or "")
+    assert record.outcome == "failed", record
+    assert record.error is not None
+    assert record.error.startswith("TypeError: the job returned a coroutine, which nothing "
+                                   "awaits: its body did not run. Define the function with "
+                                   "async def")
+    assert created and created[0].cr_frame is None, "the coroutine must be closed"
+    assert not (await worker.health())["jobs"]["forgot-async"]["last_success"]
+
+
+class _AsyncCall:
+    """A callable object whose __call__ is an async def: an async job."""
+
+    def __init__(self) -> None:
+        self.periods: list[datetime] = []
+
+    async def __call__(self, run: Run) -> None:
+        self.periods.append(run.period_start)
+
+
+async def _record_run(seen: list[str], run: Run) -> None:
+    seen.append(run.job)
+
+
+async def test_async_callables_that_are_not_async_defs_are_awaited() -> None:
+    """A partial of an async def and an object with an async __call__ are async jobs: their
+    body runs (before: the object ran in a thread, its coroutine was dropped, the period
+    recorded ok)."""
+    store = tenure.aio.connect("memory://")
+    worker = AsyncWorker(store)
+    call, seen = _AsyncCall(), []
+    worker.every(timedelta(seconds=30), name="object", jitter=0)(call)
+    worker.every(timedelta(seconds=30), name="partial", jitter=0)(
+        functools.partial(_record_run, seen))
+    async with worker:
+        await wait_for(lambda: all(runner.state.last_outcome
+                                   for runner in worker._runners.values()), 5)
+    assert len(call.periods) == 1 and seen == ["partial"]
+    for job in ("object", "partial"):
+        record = JobRecord.parse(await store.backend.read_record(f"job:{job}") or "")
+        assert (record.outcome, record.error) == ("ok", None)
+
+
+async def test_an_election_callback_that_returns_a_coroutine_is_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    worker = AsyncWorker(tenure.aio.connect("memory://"))
+    election = worker.election("primary", on_elected=lambda: _invoice_total())
+    with caplog.at_level(logging.ERROR, logger="tenure.jobs"):
+        async with worker:
+            await wait_for(lambda: election.is_leader and "returned a coroutine" in caplog.text,
+                           5)
+    assert "the callback returned a coroutine, which nothing awaits" in caplog.text
+
+
+# -- sync jobs past the grace period -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_a_sync_job_still_running_after_the_grace_period_is_reported_abandoned(
+        api: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A thread cannot be interrupted: when the grace period ends the worker releases the
+    lease and returns; it must say which jobs still run (a warning, and `abandoned`)."""
+    release = threading.Event()
+    started = threading.Event()
+    finished = threading.Event()
+
+    def stuck(run: Run) -> None:  # never calls run.check()
+        started.set()
+        release.wait(30)
+        finished.set()
+
+    def quick(run: Run) -> None: ...
+
+    def register(worker: Any) -> None:
+        worker.every(timedelta(minutes=10), name="stuck", jitter=0)(stuck)
+        worker.every(timedelta(minutes=10), name="quick", jitter=0)(quick)
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="tenure.jobs"):
+            if api == "sync":
+                store = tenure.connect("memory://")
+                worker: Any = Worker(store, grace=0.2)
+                register(worker)
+                with worker:
+                    assert started.wait(10)
+                assert store.leases() == []
+            else:
+                async def main() -> Any:
+                    async_store = tenure.aio.connect("memory://")
+                    async_worker = AsyncWorker(async_store, grace=0.2)
+                    register(async_worker)
+                    async with async_worker:
+                        await anyio.to_thread.run_sync(started.wait, 10)
+                    assert await async_store.leases() == []
+                    return async_worker
+
+                worker = anyio.run(main)
+        assert not finished.is_set()
+        assert worker.abandoned == ["stuck"]
+        assert ("job 'stuck' still running after grace=0.2 s; its lease is released, its "
+                "run.check() now raises; it is abandoned") in caplog.text
+        assert "'quick' still running" not in caplog.text
+    finally:
+        release.set()
+    assert finished.wait(10)
+
+
+def test_a_job_that_ends_within_the_grace_period_is_not_reported_abandoned(
+        caplog: pytest.LogCaptureFixture) -> None:
+    worker = Worker(tenure.connect("memory://"), grace=10)
+    started = threading.Event()
+
+    @worker.every(timedelta(minutes=10), name="brief", jitter=0)
+    def brief(run: Run) -> None:
+        started.set()
+        wait_until(lambda: run.stopping, timeout=10, what="the stop")
+
+    with caplog.at_level(logging.WARNING, logger="tenure.jobs"), worker:
+        assert started.wait(10)
+    assert worker.abandoned == []
+    assert "still running" not in caplog.text
 
 
 # -- after the lease is gone -------------------------------------------------------------------

@@ -10,7 +10,6 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from tenure._errors import LeaseLost
 from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import Retry, describe
 from tenure.jobs._periodic import sleep_unless_stopped, until_stopped
+from tenure.jobs._signatures import is_async, refuse_unfinished
 
 log = logging.getLogger("tenure.jobs")
 
@@ -32,10 +32,11 @@ async def _notify(callback: Callable[[], Any] | None) -> None:
     if callback is None:
         return
     try:
-        if inspect.iscoroutinefunction(callback):
-            await callback()
+        if is_async(callback):
+            result = await callback()
         else:
-            await anyio.to_thread.run_sync(callback)
+            result = await anyio.to_thread.run_sync(callback)
+        refuse_unfinished(result, "the callback")
     except Exception:
         log.exception("tenure: election callback %r raised", callback)
 

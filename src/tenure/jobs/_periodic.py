@@ -27,7 +27,6 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import logging
 import random
 import time
@@ -45,6 +44,7 @@ from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import READ, Retry, describe
 from tenure.jobs._run import JobRecord, Run
 from tenure.jobs._schedule import Schedule, period_seconds
+from tenure.jobs._signatures import is_async, refuse_unfinished
 
 log = logging.getLogger("tenure.jobs")
 T = TypeVar("T")
@@ -123,18 +123,28 @@ async def sleep_unless_stopped(stopping: anyio.Event, seconds: float) -> bool:
 
 
 async def call_job(function: Callable[[Run], Any], run: Run) -> None:
-    """Await an async job; run a sync one in a worker thread (it sees a loss via run.check())."""
-    if inspect.iscoroutinefunction(function):
-        await function(run)
+    """Await an async job; run a sync one in a worker thread (it sees a loss via run.check()).
+    A job that returns a coroutine or a generator fails: its body never ran."""
+    if is_async(function):
+        refuse_unfinished(await function(run), "the job")
         return
+
+    def in_thread() -> Any:
+        try:
+            return function(run)
+        finally:
+            run._thread_done = True
+
+    run._in_thread = True
     try:
         # abandon_on_cancel: past the grace period at shutdown, or once the lease is lost, the
         # worker stops waiting for a thread it cannot interrupt and releases the lease; the
         # thread's next run.check() raises.
-        await anyio.to_thread.run_sync(function, run, abandon_on_cancel=True)
+        result = await anyio.to_thread.run_sync(in_thread, abandon_on_cancel=True)
     except anyio.get_cancelled_exc_class():
         run._abandon()
         raise
+    refuse_unfinished(result, "the job")
 
 
 class PeriodicJob:
@@ -148,6 +158,13 @@ class PeriodicJob:
                            every=period_seconds(spec.schedule))
         self._unreleased: list[tuple[AnyLease, float]] = []  # release failed; retry until
         self._pending: JobRecord | None = None  # ran here, its record not written yet
+        self._abandoned: list[Run] = []  # runs given up on whose thread may still run
+
+    def abandoned_runs(self) -> list[Run]:
+        """The runs of this job the worker gave up on (at shutdown past the grace period, or
+        when the lease was lost) whose sync function still runs in its thread, unleased."""
+        self._abandoned = [run for run in self._abandoned if run._running_unleased()]
+        return list(self._abandoned)
 
     async def run(self, stopping: anyio.Event) -> None:
         """Loop until `stopping` is set. A store that fails is retried, never fatal; raises
@@ -337,6 +354,8 @@ class PeriodicJob:
             finally:
                 self.state.running_since = None
                 self.state.runs += 1
+                if run._running_unleased():
+                    self._abandoned = [*self.abandoned_runs(), run]
         await self._record(lease, period, previous, attempt, error)
 
     async def _record(self, lease: AnyLease, period: datetime, previous: JobRecord | None,

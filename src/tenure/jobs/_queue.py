@@ -26,7 +26,6 @@ Example::
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import logging
 import math
@@ -43,6 +42,7 @@ from tenure._timing import Backoff, check_range, jittered, margin_for, to_second
 from tenure.jobs import _metrics
 from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import READ, WRITE, Outage, Retry, describe
+from tenure.jobs._signatures import is_async, refuse_unfinished
 from tenure.jobs.queues._source import Message, MessageLost, MessageSource
 
 log = logging.getLogger("tenure.jobs.queue")
@@ -118,7 +118,7 @@ class QueueConsumer:
         self.scope = scope
         self.concurrency = concurrency
         self._path = _parse_scope(scope)
-        self._is_async = _is_async(handler)
+        self._is_async = is_async(handler)
         self._set_options(options)
         self._inflight = 0
         self._local: dict[str, _LocalKey] = {}
@@ -321,18 +321,20 @@ class QueueConsumer:
         delivery.outcome = "running"
         try:
             if self._is_async:
-                await self.handler(message)
+                refuse_unfinished(await self.handler(message), "the queue handler")
             else:
-                await self._invoke_sync(message)
+                refuse_unfinished(await self._invoke_sync(message), "the queue handler")
         except Exception as exc:
             delivery.error = exc
         else:
             delivery.returned = True
 
-    async def _invoke_sync(self, message: Message) -> None:
+    async def _invoke_sync(self, message: Message) -> Any:
         """Run a sync handler in a thread. A thread cannot be cancelled: on cancellation the
-        message says so (`msg.check()` raises) and the thread is awaited."""
+        message says so (`msg.check()` raises) and the thread is awaited. Returns what the
+        handler returned."""
         returned = False
+        result: Any = None
 
         async def tell_on_cancel() -> None:
             try:
@@ -345,7 +347,8 @@ class QueueConsumer:
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(tell_on_cancel)
             try:  # anyio shields the wait for the thread from cancellation until it returns
-                await anyio.to_thread.run_sync(self.handler, message, limiter=self._threads)
+                result = await anyio.to_thread.run_sync(self.handler, message,
+                                                        limiter=self._threads)
             except Exception as exc:  # raised out of the group, it would come wrapped
                 error = exc
             finally:
@@ -353,6 +356,7 @@ class QueueConsumer:
                 tasks.cancel_scope.cancel()
         if error is not None:
             raise error
+        return result
 
     # -- the scope lock -----------------------------------------------------------------------
 
@@ -603,11 +607,6 @@ def _count(value: object, option: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise InvalidArgument(f"{option}={value} is out of range: it must be {low} to {high}")
     return value
-
-
-def _is_async(handler: Callable[..., Any]) -> bool:
-    call = getattr(handler, "__call__", None)  # noqa: B004 - an async __call__ counts too
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call)
 
 
 def _parse_scope(scope: str | None) -> tuple[str, ...] | None:

@@ -65,6 +65,8 @@ class Run:
     instance: str
     _stopping: anyio.Event | None = field(default=None, repr=False)
     _abandoned: bool = field(default=False, repr=False)
+    _in_thread: bool = field(default=False, repr=False)  # a sync job, run in a worker thread
+    _thread_done: bool = field(default=False, repr=False)  # ... whose function has returned
 
     @property
     def token(self) -> int:
@@ -98,6 +100,10 @@ class Run:
     def _abandon(self) -> None:
         """The worker stopped waiting for this run; from now on check() raises."""
         self._abandoned = True
+
+    def _running_unleased(self) -> bool:
+        """Whether the worker gave up on this run while its thread still runs the job."""
+        return self._abandoned and self._in_thread and not self._thread_done
 
 
 @dataclass(frozen=True)

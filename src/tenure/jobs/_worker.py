@@ -69,6 +69,7 @@ PROBE_PREFIX = "tenure-probe:"  # + the instance id: the lease the store check t
 PROBE_TTL = 10.0  # seconds: the probe lease expires by itself should its release fail
 
 MISFIRE_POLICIES = ("coalesce", "skip")
+_runs_started = 0  # Workers of this process that started running; see runs_started()
 
 
 def _loop_running() -> bool:
@@ -98,6 +99,17 @@ class _Registry:
         self._started: datetime | None = None
         self._serving: anyio.Event | None = None  # the stop event while the worker runs
         self._fatal: BaseException | None = None  # what stopped the worker, raised by run()
+        self.abandoned: list[str] = []
+        """The jobs whose sync function was still running, in its thread and without its lease,
+        when the worker last stopped (past the grace period, or after the lease was lost): its
+        run.check() raises, and the process exiting cuts it off. Empty while running.
+
+        Example::
+
+            worker.run()
+            if worker.abandoned:
+                sys.exit(f"cut off mid-run: {', '.join(worker.abandoned)}")
+        """
 
     @property
     def running(self) -> bool:
@@ -226,14 +238,23 @@ class _Registry:
             check_callable(function, "a job", 1, "def my_job(run: tenure.Run) -> None")
             job = self._job_name(function, name)
             if job in self.jobs:
-                raise InvalidArgument(f"job {job!r} is already registered on this worker; pass "
-                                      "name= to register the same function twice")
+                raise self._name_taken(job, name, function)
             self.jobs[job] = self._spec(schedule, job, function, options)
             self._runners[job] = PeriodicJob(self.jobs[job], self._locks)
             self._options[job] = dict(options)
             return function
 
         return register
+
+    def _name_taken(self, job: str, name: str | None,
+                    function: Callable[..., Any]) -> InvalidArgument:
+        if name is None:
+            return InvalidArgument(f"job {job!r} is already registered on this worker; pass "
+                                   "name= to register the same function twice")
+        taken_by = _qualified(self.jobs[job].function)
+        again = " (the same function)" if self.jobs[job].function is function else ""
+        return InvalidArgument(f"name={job!r} is already taken on this worker by the job "
+                               f"{taken_by}{again}; choose another name=")
 
     def _spec(self, schedule: Schedule, job: str, function: Callable[[Run], Any],
               options: dict[str, Any]) -> JobSpec:
@@ -314,8 +335,11 @@ class _Registry:
                      signals: bool = False) -> None:
         """Run everything until `stopping` is set, then allow `grace` and cancel the rest."""
         runs = self._runnable()
+        global _runs_started
+        _runs_started += 1
         finished = anyio.Event()
         self._started, self._serving, self._fatal = utc_now(), stopping, None
+        self.abandoned = []
 
         async def guarded(run: Callable[[anyio.Event], Any]) -> None:
             # Nothing may escape a task: the group would raise an ExceptionGroup from run().
@@ -347,9 +371,19 @@ class _Registry:
                 log.warning("tenure: work still running after the %g s grace period is being "
                             "cancelled", self.grace)
             group.cancel_scope.cancel()
+        self._report_abandoned()
         self._serving = None
         if self._fatal is not None:
             raise self._fatal
+
+    def _report_abandoned(self) -> None:
+        """Log and keep (in `abandoned`) each job whose thread runs on without its lease."""
+        self.abandoned = [job for job, runner in self._runners.items()
+                          if runner.abandoned_runs()]
+        for job in self.abandoned:
+            log.warning("tenure: job %r still running after grace=%g s; its lease is released, "
+                        "its run.check() now raises; it is abandoned (its thread runs on until "
+                        "the function returns, or the process exits)", job, self.grace)
 
     async def _watch_store(self, stopping: anyio.Event) -> None:
         """While an outage of the store is open, ask the store every retry interval whether it
@@ -435,6 +469,18 @@ class _Registry:
         return self._health(None)
 
 
+def runs_started() -> int:
+    """How many times a Worker of this process started running (run(), start(), `with`):
+    `tenure run` compares it around the import of APP, which must not run a worker itself.
+
+    Example::
+
+        before = runs_started(); importlib.import_module("myapp.jobs")
+        assert runs_started() == before
+    """
+    return _runs_started
+
+
 class AsyncWorker(_Registry):
     """Jobs of this instance on an async store; `tenure.aio.Worker`.
 
@@ -461,7 +507,8 @@ class AsyncWorker(_Registry):
         self._exit_error: Exception | None = None
 
     async def run(self) -> None:
-        """Run until `stop()`, SIGTERM or SIGINT (signals only from the main thread).
+        """Run until `stop()`, SIGTERM or SIGINT (signals only from the main thread). Sync jobs
+        still running in their threads when it returns are listed in `abandoned`.
 
         Example::
 
@@ -557,7 +604,8 @@ class Worker(_Registry):
         self._thread_done: Any = None
 
     def run(self) -> None:
-        """Block running the jobs until `stop()`, SIGTERM or SIGINT.
+        """Block running the jobs until `stop()`, SIGTERM or SIGINT. Jobs still running past
+        the grace period (a sync job cannot be interrupted) are listed in `abandoned`.
 
         Example::
 
@@ -664,6 +712,13 @@ class Worker(_Registry):
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.stop()
+
+
+def _qualified(function: Callable[..., Any]) -> str:
+    """`module.qualname` of a function, for messages."""
+    module = getattr(function, "__module__", None)
+    qualname = getattr(function, "__qualname__", type(function).__name__)
+    return f"{module}.{qualname}" if module else qualname
 
 
 def _main_import_name(function: Callable[..., Any]) -> str:
