@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -21,21 +22,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 import tenure
+from tenure._urls import redact
 
 NAME = "jobs/[bold] nightly"  # '[bold]' would vanish if the table treated names as markup
 SECRET = "hunter2"
 LOSS_DEADLINE = 15.0  # generous: the lease below is checked every 0.5 s
 
 
-def run(*args: str, env_store: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(*args: str, env_store: str | None = None,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != "TENURE_STORE"}
     if env_store is not None:
         env["TENURE_STORE"] = env_store
     return subprocess.run(
         [sys.executable, "-m", "tenure", *args],
-        capture_output=True, text=True, env=env, timeout=60, check=False,
+        capture_output=True, text=True, env=env, timeout=60, check=False, cwd=cwd,
     )
 
 
@@ -234,7 +238,7 @@ def test_short_and_odd_passwords_are_hidden_without_garbling_the_message(
     result = run("locks", "--store", f"redis://:{password}@127.0.0.1:{port}/0")
 
     line = assert_one_error_line(result)
-    assert line == (f"tenure: error: redis://***@127.0.0.1:{port}/0: listing of '' failed: "
+    assert line == (f"tenure: error: redis://:***@127.0.0.1:{port}/0: listing of '' failed: "
                     f"Error 111 connecting to 127.0.0.1:{port}. Connection refused; check that "
                     "the server is running and reachable at this address, and the TLS "
                     "settings; each call waits at most timeout=5 s")
@@ -283,3 +287,90 @@ def test_console_script(held: Held) -> None:
 
     assert result.returncode == 0, result.stderr
     assert [entry["token"] for entry in json.loads(result.stdout)] == [held.lease.token]
+
+
+@pytest.mark.parametrize("url", [
+    "mysql://root:{password}@127.0.0.1:{port}/tenure",
+    "redis://:{password}@127.0.0.1:{port}/0",
+    "postgresql://app:{password}@127.0.0.1:{port}/db",
+])
+def test_the_cli_redacts_a_url_as_the_library_does(url: str) -> None:
+    """One form everywhere: the user name stays, only the password is hidden."""
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    url = url.format(password=SECRET, port=port)
+    with pytest.raises(tenure.StoreUnavailable) as raised, tenure.connect(url) as store:
+        store.leases()
+    library = str(raised.value)
+
+    line = assert_one_error_line(run("locks", "--store", url))
+    shown = redact(url)
+    assert ":***@" in shown and SECRET not in line
+    assert line.startswith(f"tenure: error: {shown}: ") and library.startswith(f"{shown}: ")
+
+
+@pytest.mark.parametrize("command", [["locks"], ["locks", "break"], ["run"], ["jobs"],
+                                     ["demo"], ["chaos"]])
+def test_every_usage_line_shows_the_help_option(command: list[str]) -> None:
+    result = run(*command, "--help")
+
+    assert result.returncode == 0, result.stderr
+    usage = result.stdout.splitlines()[0]
+    assert usage.startswith(f"usage: tenure {' '.join(command)} [-h]"), usage
+
+
+@pytest.mark.parametrize("url", ["file:~/locks", "sqlite:///~/locks.db"])
+def test_a_missing_path_with_a_tilde_shows_where_it_was_looked_for(url: str,
+                                                                   tmp_path: Path) -> None:
+    result = run("locks", "--store", url, cwd=tmp_path)
+
+    line = assert_one_error_line(result)
+    looked_at = tmp_path / "~" / url.rpartition("~/")[2]
+    assert f"{looked_at} does not exist (~ is not expanded: write the full path)" in line, line
+    assert not (tmp_path / "~").exists()
+
+
+SELF_RUNNING_APP = """
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import tenure
+
+worker = tenure.Worker(tenure.connect("memory://"))
+
+
+@worker.every(timedelta(seconds=0.2))
+def beat(run: tenure.Run) -> None:
+    Path(os.environ["BEATS_FILE"]).touch()
+
+
+worker.run()
+"""
+
+
+def test_run_refuses_an_app_whose_import_ran_the_worker(tmp_path: Path) -> None:
+    """The README's jobs block copied into a module ends in worker.run(): the import runs the
+    worker; once Ctrl-C ends that run, `tenure run` must not start it again."""
+    module = f"selfrunning_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(SELF_RUNNING_APP)
+    beats = tmp_path / "beats"
+    env = {key: value for key, value in os.environ.items() if key != "TENURE_STORE"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tenure", "run", f"{module}:worker", "--store", "memory://"],
+        cwd=tmp_path, env={**env, "BEATS_FILE": str(beats)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(beats.exists, 30, "the worker started by the import to run its job")
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+    assert process.returncode == 2, err
+    errors = [line for line in err.splitlines() if line.startswith("tenure: error: ")]
+    assert errors == [f"tenure: error: importing {module} ran the worker (worker.run() at "
+                      "module level): guard it with if __name__ == '__main__':"], err

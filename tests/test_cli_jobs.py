@@ -460,7 +460,7 @@ def test_secrets_in_store_urls_are_never_printed(project: Project, checked: Any)
     assert code == 0, err
     assert SECRET not in out + err
     settings = json.loads(out)
-    assert value(settings, "store")[0] == f"postgresql://***@127.0.0.1:{closed}/db"
+    assert value(settings, "store")[0] == f"postgresql://app:***@127.0.0.1:{closed}/db"
     [warning] = settings["warnings"]
     assert warning.startswith(f"{own}:worker uses the store sqlite:")
 

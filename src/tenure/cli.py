@@ -129,7 +129,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if isinstance(exc, BrokenPipeError) and _stdout_closed():
             return _reader_gone()
         url = url or getattr(args, "resolved_store", None)
-        return _fail(f"{_safe_url(url)}: {exc}" if url else str(exc), STORE_ERROR, url)
+        return _fail(f"{redact(url)}: {exc}" if url else str(exc), STORE_ERROR, url)
     except KeyboardInterrupt:
         return _fail("interrupted", 130, url or getattr(args, "resolved_store", None))
 
@@ -184,8 +184,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     locks = commands.add_parser(
         "locks", parents=[store], help="list live leases ('locks break NAME' frees one)",
-        usage="tenure locks [--store URL] [--prefix PREFIX] [--json]\n"
-              "       tenure locks break NAME [--store URL]",
+        usage="tenure locks [-h] [--store URL] [--prefix PREFIX] [--json]\n"
+              "       tenure locks break [-h] NAME [--store URL]",
         description="List the live leases of a store, or break one with 'locks break NAME'.",
     )
     locks.add_argument("--prefix", default="", help="only names starting with PREFIX")
@@ -195,14 +195,14 @@ def _parser() -> argparse.ArgumentParser:
     actions = locks.add_subparsers(dest="action", metavar="ACTION", prog="tenure locks")
     breaker = actions.add_parser(
         "break", parents=[store], help="free NAME now, whoever holds it",
-        usage="tenure locks break NAME [--store URL]",
+        usage="tenure locks break [-h] NAME [--store URL]",
         description="Free every live lease of NAME now; its holder learns at its next check.",
     )
     breaker.add_argument("name", metavar="NAME")
     breaker.set_defaults(run=_break)
     runner = commands.add_parser(
         "run", help="run a worker's jobs until SIGTERM/SIGINT",
-        usage="tenure run APP [--store URL] [--config FILE] [--health-port N] "
+        usage="tenure run [-h] APP [--store URL] [--config FILE] [--health-port N] "
               "[--health-host HOST] [--log-level LEVEL] [--check]",
         description="Import APP (module:attribute, the attribute a tenure.Worker or "
                     "tenure.aio.Worker, or a function returning one), apply the configuration "
@@ -225,7 +225,7 @@ def _parser() -> argparse.ArgumentParser:
                              "as JSON with where each came from, and exit")
     jobs = commands.add_parser(
         "jobs", parents=[store], help="list jobs: last period, outcome, holder, next due",
-        usage="tenure jobs [APP] [--store URL] [--json]",
+        usage="tenure jobs [-h] [APP] [--store URL] [--json]",
         description="List the jobs recorded in a store: last completed period, last outcome, "
                     "current holder. With APP (as for 'tenure run') also each job's schedule "
                     "and next due time, and jobs that never ran.",
@@ -248,8 +248,12 @@ def _connect(url: str) -> tenure.Store:
     # Connecting creates a missing file or directory: an admin typo should not.
     local = parsed.scheme in ("sqlite", "file")
     if local and parsed.location and not os.path.exists(parsed.location):
+        path = os.path.abspath(parsed.location)
+        # '~/x' would read as the home directory; neither tenure nor SQLAlchemy expands it.
+        tilde = any(part.startswith("~") for part in parsed.location.split(os.sep))
+        hint = " (~ is not expanded: write the full path)" if tilde else ""
         raise _StoreError(
-            f"{_safe_url(url)}: {parsed.location} does not exist; check the path "
+            f"{redact(url)}: {path} does not exist{hint}; check the path "
             "(a store is created by the applications that use it)"
         )
     return tenure.connect(url)
@@ -293,7 +297,7 @@ def _check(worker: Any, config: Any, args: argparse.Namespace) -> int:
 
     settings = apply_config(worker, config, app=args.app)
     if "store" in settings:
-        settings["store"]["value"] = _safe_url(settings["store"]["value"])
+        settings["store"]["value"] = redact(settings["store"]["value"])
     settings["app"] = args.app
     settings["worker"] = type(worker).__name__
     settings["warnings"] = [*config.warnings, *_store_warnings(worker, config, args.app)]
@@ -351,12 +355,14 @@ def _load_worker(app: str) -> Any:
     """Import `app` (module:attribute) with the working directory on sys.path, as uvicorn
     does, and return its Worker (calling the attribute when it is a function)."""
     from tenure.jobs import AsyncWorker, Worker
+    from tenure.jobs._worker import runs_started
 
     module_name, _, attribute = app.partition(":")
     if not module_name or not attribute:
         raise _UsageError(f"APP {app!r} must be module:attribute, e.g. myapp.jobs:worker")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    runs_before = runs_started()
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -368,6 +374,9 @@ def _load_worker(app: str) -> Any:
         raise
     except Exception:
         raise _app_error(f"importing {module_name!r} failed") from None
+    if runs_started() != runs_before:  # its own run ended (Ctrl-C): do not start another
+        raise _UsageError(f"importing {module_name} ran the worker (worker.run() at module "
+                          "level): guard it with if __name__ == '__main__':")
     found: Any = module
     for part in attribute.split("."):
         if not hasattr(found, part):
@@ -399,7 +408,7 @@ def _store_warnings(worker: Any, config: Any, app: str) -> list[str]:
     configured = config.worker_value("store")
     if configured is None or _same_store(configured.value, worker.store.url):
         return []
-    return [f"{app} uses the store {worker.store.url}, not {_safe_url(configured.value)} from "
+    return [f"{app} uses the store {worker.store.url}, not {redact(configured.value)} from "
             f"{configured.source}; build the worker's store from os.environ[{ENV_VAR!r}]"]
 
 
@@ -603,20 +612,11 @@ def _as_json(info: tenure.LeaseInfo) -> dict[str, object]:
             "expires_at": expires}
 
 
-def _safe_url(url: str) -> str:
-    """The URL with everything before its last '@' hidden (redact() misses '/' or '@' in a
-    password), and secret query options redacted."""
-    scheme, separator, rest = url.partition("://")
-    if separator and "@" in rest:
-        return redact(f"{scheme}://***@{rest.rpartition('@')[2]}")
-    return redact(url)
-
-
 def _fail(message: str, code: int, url: str | None) -> int:
     if url:
-        # Structurally, by the URL and its redacted form: replacing the password's text
-        # wherever it occurs garbled messages ('e' in every word, 'redis' in 'redis://') and
-        # spelled a short password out in the gaps.
-        message = message.replace(redact(url), _safe_url(url)).replace(url, _safe_url(url))
+        # Structurally, by the URL (redact(), as the library does): replacing the password's
+        # text wherever it occurs garbled messages ('e' in every word, 'redis' in 'redis://')
+        # and spelled a short password out in the gaps.
+        message = message.replace(url, redact(url))
     print(f"tenure: error: {_printable(' '.join(redact(message).split()))}", file=sys.stderr)
     return code
