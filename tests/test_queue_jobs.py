@@ -276,6 +276,30 @@ async def _is(value: Awaitable[object], expected: object) -> bool:
     return await value == expected
 
 
+async def _settle(message: Message) -> None:
+    raise AssertionError("never awaited, so never runs")
+
+
+async def test_a_sync_handler_that_returns_a_coroutine_fails_the_message(
+        queue: QueueUnderTest, locks: LockPort) -> None:
+    """Its body never runs: completing the message would lose it (before: completed)."""
+    source = queue.source()
+    await source.send({"Order": {"Key": "k1"}, "n": 1})
+    returned: list[Any] = []
+
+    def handle(message: Message) -> Any:  # sync, but returns the coroutine of an async def
+        returned.append(_settle(message))
+        return returned[-1]
+
+    async with consuming(consumer(queue, handle, locks, max_dequeue_count=1)):
+        await until(lambda: _count(queue.poisoned(), 1), timeout=10, what="the message failed")
+    [poisoned] = await queue.poisoned()
+    assert poisoned["reason"].startswith(
+        "handler failed on delivery 1 of max_dequeue_count=1: TypeError: the queue handler "
+        "returned a coroutine, which nothing awaits: its body did not run")
+    assert returned and returned[0].cr_frame is None, "the coroutine must be closed"
+
+
 async def test_a_busy_scope_is_retried_then_released_without_counting_a_delivery(
         queue: QueueUnderTest, locks: LockPort, other_locks: LockPort,
         caplog: pytest.LogCaptureFixture) -> None:
