@@ -7,10 +7,13 @@ connections included, in test_server_faults.py)."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import json
+import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -967,6 +970,127 @@ async def test_a_missing_privilege_is_refused_at_once(postgres_server: PostgresS
     assert ROLE_PASSWORD not in message
 
 
+# -- issue 18/27: libpq configuration errors fail at once; the listener's trouble logged once --
+
+
+@pytest.fixture
+def ssl_answering_port() -> Iterator[int]:
+    """A port whose listener says yes ('S') to libpq's SSLRequest and then stays silent: enough
+    for libpq to reach its own certificate checks (which run before any TLS byte is sent), on a
+    suite server that has no SSL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            accepted.append(connection)
+            with contextlib.suppress(OSError):
+                connection.recv(8)  # SSLRequest: length 8, code 80877103
+                connection.sendall(b"S")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+    for connection in accepted:
+        connection.close()
+
+
+CONFIGURATION_ERRORS = {
+    # query of the URL: words of the message (libpq's, then the fix)
+    "sslmode=require": ["server does not support SSL", "sslmode"],
+    "sslmode=bogus": ['invalid sslmode value: "bogus"', "libpq parameter"],
+    "target_session_attrs=bogus": ['invalid target_session_attrs value', "libpq parameter"],
+    "options=-c%20no_such_setting%3D1": ['unrecognized configuration parameter',
+                                          "options"],
+}
+
+
+@pytest.mark.parametrize("query", sorted(CONFIGURATION_ERRORS))
+async def test_a_libpq_configuration_error_is_refused_at_once(
+        postgres_server: PostgresServer, api: str, query: str) -> None:
+    """sslmode=require against a server without SSL (or any other setting of the URL that
+    libpq or the server refuses) used to be retried as a transient error: acquire() with its
+    default timeout=None waited forever."""
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"{postgres_server.url}?{query}", timeout=2)
+    message = await refused_within_a_second(store, timeout=5)
+    for words in CONFIGURATION_ERRORS[query]:
+        assert words in message, message
+
+
+async def test_a_missing_root_certificate_is_refused_at_once(ssl_answering_port: int,
+                                                             api: str) -> None:
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"postgresql://postgres@127.0.0.1:{ssl_answering_port}/postgres"
+                           "?sslmode=verify-full&sslrootcert=/nonexistent/root.crt", timeout=2)
+    message = await refused_within_a_second(store, timeout=5)
+    assert 'root certificate file "/nonexistent/root.crt" does not exist' in message, message
+    assert "sslrootcert" in message and "CREATE DATABASE" not in message, message
+
+
+def listener_lines(records: list[logging.LogRecord], level: int) -> list[str]:
+    return [record.getMessage() for record in records
+            if record.levelno == level and "listen" in record.getMessage()]
+
+
+async def test_the_listener_logs_its_trouble_once_per_outage(
+        api: str, path: tuple[ProxyHost, Proxy, str], schema: str,
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listener used to log an INFO line at each try (every second or so) for as long as
+    it could not connect. Now: a WARNING when it starts failing, DEBUG at each try after
+    that, an INFO when it listens again; for an outage that begins while it listens, too."""
+    from tenure._async.stores import postgres as async_postgres
+    from tenure._sync.stores import postgres as sync_postgres
+
+    for module in (async_postgres, sync_postgres):  # each wait tries the listener again
+        monkeypatch.setattr(module, "_LISTEN_RETRY", 0.0)
+    caplog.set_level(logging.DEBUG, logger="tenure")
+    host, proxy, url = path
+    store = (tenure.aio if api == "async" else tenure).connect(f"{url}?schema={schema}",
+                                                               timeout=1)
+    backend = store.backend
+
+    def listening() -> bool:
+        task = backend._listen_task
+        return task is not None and task.alive()
+
+    async def tries(count: int) -> None:
+        for _ in range(count):
+            await call(backend.wait_released("jobs", 0.0))
+
+    # Outage 1: the listener cannot connect from its first try on.
+    host.set_mode(proxy, "reset")
+    await tries(5)
+    assert not listening()
+    assert len(listener_lines(caplog.records, logging.WARNING)) == 1, caplog.text
+    assert len(listener_lines(caplog.records, logging.DEBUG)) == 4, caplog.text
+    assert listener_lines(caplog.records, logging.INFO) == [], caplog.text
+    host.set_mode(proxy, "normal")
+    await tries(1)
+    assert listening()
+    assert len(listener_lines(caplog.records, logging.INFO)) == 1, caplog.text
+
+    # Outage 2: it begins while the listener listens (its connection is reset).
+    caplog.clear()
+    host.set_mode(proxy, "reset")
+    await eventually(lambda: not listening(), 10.0, "the listener to stop")
+    await tries(5)
+    assert not listening()
+    assert len(listener_lines(caplog.records, logging.WARNING)) == 1, caplog.text
+    assert len(listener_lines(caplog.records, logging.DEBUG)) == 5, caplog.text
+    assert listener_lines(caplog.records, logging.INFO) == [], caplog.text
+    host.set_mode(proxy, "normal")
+    await tries(1)
+    assert listening()
+    assert len(listener_lines(caplog.records, logging.INFO)) == 1, caplog.text
+    assert len(listener_lines(caplog.records, logging.WARNING)) == 1, caplog.text
+    await call(store.close())
+
+
 # -- tables of earlier versions (keyed by the name itself) ------------------------------------
 
 # The DDL of tenure before rows were keyed by a digest of the name (issue 27.4).
@@ -1086,6 +1210,25 @@ def test_a_program_limit_error_is_permanent(postgres_server: PostgresServer) -> 
         error = store.backend._failure("acquire", "jobs", caught.value)
     assert isinstance(error, tenure.StoreRefused) and error.transient is False
     assert "retrying will not help" in str(error)
+
+
+@pytest.mark.parametrize("mode", ["table", "advisory"])
+async def test_a_table_of_another_shape_is_refused_at_once(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer, schema: str,
+        mode: str) -> None:
+    """A table keyed otherwise than this version's statements expect (here by (name, slot),
+    as another version of tenure could leave it) fails each acquire with 42P10 ("no unique or
+    exclusion constraint matching the ON CONFLICT specification"). It used to be retried as a
+    transient error until the timeout (for ever with timeout=None): now refused at once."""
+    store = connect(mode=mode)
+    lease = await call(store.lock("made", ttl=30).try_acquire())  # creates the table
+    assert lease is not None and await call(lease.release()) is True
+    table = f"{schema}.{store.backend.table}"
+    execute(postgres_server, f"ALTER TABLE {table} DROP CONSTRAINT {store.backend.table}_pkey, "
+                             "ADD PRIMARY KEY (name, slot)")
+    message = await refused_within_a_second(store, timeout=5)
+    assert f'table "{schema}"."{store.backend.table}"' in message, message
+    assert "another version of tenure" in message and "upgrade" in message, message
 
 
 # -- advisory mode: many leases on few sessions -------------------------------------------------

@@ -710,6 +710,49 @@ _CONNECTION_REFUSALS = (
 )
 
 
+# A connection that libpq, or the server at startup, refuses for a setting of the URL (or of
+# libpq's environment: PGSSLMODE, PGOPTIONS, a service file): no retry can change that. Matched
+# on libpq's messages (a failed connection carries no SQLSTATE), each with what to fix; checked
+# before _CONNECTION_REFUSALS ("root certificate file ... does not exist" names no database).
+_LIBPQ_DOCS = "https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-PARAMKEYWORDS"
+_MISCONFIGURATIONS = tuple((re.compile(pattern), fix) for pattern, fix in (
+    (r"does not support SSL",
+     "the server does not accept SSL connections: enable ssl on the server, or lower sslmode "
+     "in the URL (sslmode=prefer or disable) if an unencrypted connection is acceptable"),
+    (r"certificate|private key|SSL support is not compiled|sslnegotiation",
+     "check the URL's SSL settings (sslmode, sslrootcert, sslcert, sslkey): each file must "
+     "exist and be readable, and the server's certificate must match them and the host name"),
+    (r"GSSAPI encryption required|channel binding|authentication method requirement",
+     "the server cannot meet what the URL requires (gssencmode, channel_binding or "
+     "require_auth): change that setting, or the server's pg_hba.conf"),
+    (r"unrecognized configuration parameter|invalid value for parameter|"
+     r"parameter \S+ cannot be|permission denied to set parameter",
+     "the server refused a setting the connection asks for: fix or remove it in the URL's "
+     "options parameter (or PGOPTIONS)"),
+    (r"unsupported startup parameter",
+     "the server or a pooler refuses startup parameters: behind PgBouncer in transaction "
+     "pooling mode add pgbouncer=true to the URL"),
+    (r'invalid (integer )?"?\w+"? value|invalid port number|could not parse network address|'
+     r"invalid connection option|definition of service|service file|weak sslmode",
+     f"fix this libpq parameter in the URL (or its PG* environment variable); see {_LIBPQ_DOCS}"),
+))
+
+
+def _misconfiguration(message: str) -> str | None:
+    """What to fix when a failed connection's message says a setting is wrong; else None.
+
+    Example:
+        >>> _misconfiguration('connection is bad: invalid sslmode value: "bogus"')[:30]
+        'fix this libpq parameter in th'
+        >>> _misconfiguration("connection failed: Connection refused") is None
+        True
+    """
+    for pattern, fix in _MISCONFIGURATIONS:
+        if pattern.search(message):
+            return fix
+    return None
+
+
 def _connection_sqlstate(message: str) -> str | None:
     """The SQLSTATE a failed connection's message stands for (None: none, or transient).
 
@@ -969,6 +1012,7 @@ class PostgresStore(Backend, RecordKeeper):
         self._listen_task: _shim.Background | None = None
         self._listen_starting = False
         self._listen_retry_at = -math.inf
+        self._listen_failing = False  # logged once per outage: see _listener_failed
         self._waiters: dict[str, list[_shim.Event]] = {}
         self._missed: dict[str, float] = {}  # key -> when a try_acquire that found it held began
         self._released: dict[str, float] = {}  # key -> when its last release notice arrived
@@ -1100,6 +1144,10 @@ class PostgresStore(Backend, RecordKeeper):
         or reset, a server starting up or shutting down (57P01, 57P03), a read-only server
         during a failover (25006), too many connections (53300), a deadlock or a lock wait
         (40P01, 55P03), a cancelled statement (57014)."""
+        if exc.sqlstate is None:
+            misconfigured = _misconfiguration(str(exc))
+            if misconfigured is not None:
+                return misconfigured
         state = exc.sqlstate or _connection_sqlstate(str(exc))
         if state is None:
             return None
@@ -1115,6 +1163,13 @@ class PostgresStore(Backend, RecordKeeper):
         if state == "3F000":
             return (f"schema {self.schema!r} does not exist and this user may not create it: "
                     "create it, or set the schema option to one that exists")
+        if state in ("42P10", "42703"):  # no key matching ON CONFLICT, an undefined column
+            # (a missing column made the store create or re-key the table first: still there)
+            return (f'the table "{self.schema}"."{self.table}" does not have the keys and '
+                    "columns this version of tenure uses: was it changed by another version "
+                    "of tenure? Versions that key the table differently cannot share it: see "
+                    "the upgrade notes in docs/stores/postgres.md (upgrade every process at "
+                    "once, or give the new version a table of its own with table=)")
         if state.startswith("54"):  # program limit exceeded, e.g. an index row too big
             return "the server cannot take this request as it is; retrying will not help"
         if state == "0A000" and "cached plan" in str(exc):
@@ -1160,6 +1215,7 @@ class PostgresStore(Backend, RecordKeeper):
         self._idle, self._opened, self._room, self._holding = [], 0, [], {}
         self._listener, self._listen_task, self._listen_starting = None, None, False
         self._listen_retry_at, self._listener_alive = -math.inf, False
+        self._listen_failing = False
         self._waiters, self._missed, self._released, self._asked = {}, {}, {}, {}
         self._registered, self._claimable, self._registering = {}, {}, set()
         self._orphans = []  # handed to the parent's waits: the parent frees them
@@ -1932,12 +1988,14 @@ class PostgresStore(Backend, RecordKeeper):
             self._listen_starting = False
             if not isinstance(exc, (psycopg.Error, _NoAnswer)):
                 raise
-            self._listen_retry_at = _shim.monotonic() + _LISTEN_RETRY
-            log.info("tenure: %s: cannot listen for releases (waiters poll): %s", self.url,
-                     self._clean(exc))
+            self._listener_failed("cannot listen for releases", exc)
             return False
         stale, self._listener = self._listener, connection
         self._listener_alive = alive
+        if self._listen_failing:
+            self._listen_failing = False
+            log.info("tenure: %s: listening for releases again (waiters are woken by them)",
+                     self.url)
 
         def run() -> None:
             self._listen(connection)
@@ -1964,9 +2022,7 @@ class PostgresStore(Backend, RecordKeeper):
                     self._free_orphans()
         except (psycopg.Error, OSError) as exc:
             if not self._closed:
-                self._listen_retry_at = _shim.monotonic() + _LISTEN_RETRY
-                log.info("tenure: %s: release listener stopped (waiters poll): %s", self.url,
-                         self._clean(exc))
+                self._listener_failed("the release listener stopped", exc)
         finally:
             if self._listener is connection:
                 self._listen_task = None
@@ -1974,6 +2030,19 @@ class PostgresStore(Backend, RecordKeeper):
                 self._listener_alive = False
             self._wake_all()
             self._close_quietly(connection)
+
+    def _listener_failed(self, what: str, exc: BaseException) -> None:
+        """The listener could not start, or stopped: waiters poll, and the next wait tries it
+        again after _LISTEN_RETRY. Logged once per outage (a WARNING when it begins, an INFO
+        when it listens again, DEBUG for each try in between), not at every try."""
+        self._listen_retry_at = _shim.monotonic() + _LISTEN_RETRY
+        if self._listen_failing:
+            log.debug("tenure: %s: %s, again (waiters poll): %s", self.url, what,
+                      self._clean(exc))
+            return
+        self._listen_failing = True
+        log.warning("tenure: %s: %s: %s; waiters poll (each at least once a second) until it "
+                    "listens again", self.url, what, self._clean(exc))
 
     @staticmethod
     def _close_quietly(connection: Connection) -> None:
