@@ -102,7 +102,8 @@ class _Registry:
         self.abandoned: list[str] = []
         """The jobs whose sync function was still running, in its thread and without its lease,
         when the worker last stopped (past the grace period, or after the lease was lost): its
-        run.check() raises, and the process exiting cuts it off. Empty while running.
+        run.check() raises, and it runs on until it returns (Python waits for such a thread at
+        exit; os._exit() does not). Empty while running.
 
         Example::
 
@@ -383,7 +384,7 @@ class _Registry:
         for job in self.abandoned:
             log.warning("tenure: job %r still running after grace=%g s; its lease is released, "
                         "its run.check() now raises; it is abandoned (its thread runs on until "
-                        "the function returns, or the process exits)", job, self.grace)
+                        "the function returns; Python waits for it at exit)", job, self.grace)
 
     async def _watch_store(self, stopping: anyio.Event) -> None:
         """While an outage of the store is open, ask the store every retry interval whether it
