@@ -250,3 +250,23 @@ def test_tenure_run_sees_a_relative_url_and_its_absolute_store_as_one(in_tmp: Pa
     settings = json.loads(result.stdout)
     assert settings["warnings"] == [], settings["warnings"]
     assert settings["store"]["value"] == "sqlite:///locks.db"
+
+
+def test_a_url_that_meant_an_existing_absolute_file_in_0_1_0_is_warned_of(
+        in_tmp: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """`sqlite:///x` meant `/x` in tenure 0.1.0: when that file exists and differs from what
+    the URL means now, the other instances may still use it, so connect() warns (once)."""
+    old = in_tmp / "elsewhere" / "locks.db"
+    old.parent.mkdir()
+    old.touch()
+    as_before = f"sqlite:///{str(old).lstrip('/')}"  # 0.1.0's reading: the file above
+    (in_tmp / str(old.parent).lstrip("/")).mkdir(parents=True)
+    with caplog.at_level("WARNING", logger="tenure"):
+        store = tenure.connect(as_before)
+        store.close()
+        tenure.connect(f"sqlite:///{old}").close()  # four slashes: what it meant, no warning
+        tenure.connect("sqlite:///new.db").close()  # /new.db does not exist: no warning
+    warnings = [record.getMessage() for record in caplog.records
+                if record.levelname == "WARNING"]
+    assert len(warnings) == 1, warnings
+    assert f"write sqlite:///{old}" in warnings[0] and str(in_tmp) in warnings[0]

@@ -17,6 +17,7 @@ import secrets
 import socket
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -28,7 +29,7 @@ from tenure._async._monitor import AsyncLeaseMonitor
 from tenure._async.stores._protocol import AsyncBackend, closed_store
 from tenure._async.stores.file import AsyncFileStore
 from tenure._async.stores.memory import AsyncMemoryStore
-from tenure._async.stores.sqlite import AsyncSQLiteStore
+from tenure._async.stores.sqlite import AsyncSQLiteStore, warn_of_the_old_reading
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._name_templates import NameTemplate
 from tenure._names import validate_name
@@ -379,6 +380,7 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
         _only(parsed.options)
         backend = AsyncMemoryStore()
     elif parsed.scheme == "sqlite":
+        warn_of_the_old_reading(url, Path(parsed.location))
         backend = AsyncSQLiteStore(parsed.location, **_merged(
             _only(parsed.options, "synchronous"), _only(options, "synchronous", kind="sqlite://")))
     elif parsed.scheme == "azblob":

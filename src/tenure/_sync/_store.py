@@ -18,6 +18,7 @@ import secrets
 import socket
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -29,7 +30,7 @@ from tenure._sync._monitor import LeaseMonitor
 from tenure._sync.stores._protocol import Backend, closed_store
 from tenure._sync.stores.file import FileStore
 from tenure._sync.stores.memory import MemoryStore
-from tenure._sync.stores.sqlite import SQLiteStore
+from tenure._sync.stores.sqlite import SQLiteStore, warn_of_the_old_reading
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._name_templates import NameTemplate
 from tenure._names import validate_name
@@ -380,6 +381,7 @@ def connect(url: str | Backend, *, holder: str | None = None,
         _only(parsed.options)
         backend = MemoryStore()
     elif parsed.scheme == "sqlite":
+        warn_of_the_old_reading(url, Path(parsed.location))
         backend = SQLiteStore(parsed.location, **_merged(
             _only(parsed.options, "synchronous"), _only(options, "synchronous", kind="sqlite://")))
     elif parsed.scheme == "azblob":

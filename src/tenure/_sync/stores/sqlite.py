@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import logging
 import os
 import secrets
 import sqlite3
@@ -34,6 +35,7 @@ from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from tenure import _forks
 from tenure._sync import _shim
@@ -179,6 +181,32 @@ class _Attempt:
 
 
 _URL_FORMS = "sqlite:///path is relative to the working directory, sqlite:////path absolute"
+
+
+log = logging.getLogger("tenure")
+
+
+def warn_of_the_old_reading(url: str, path: Path) -> bool:
+    """Warn once when `url` is written `sqlite:///x` (relative after tenure 0.1.0, as in
+    SQLAlchemy), `path` (what it means now) differs from `/x` (what it meant before), and a
+    file `/x` exists: it may be the database the application's other instances still use,
+    and two databases would split the leases. Returns whether it warned.
+
+    Example:
+        >>> warn_of_the_old_reading("sqlite:////tmp/locks.db", Path("/tmp/locks.db"))
+        False
+    """
+    after_scheme = url.partition(":")[2]
+    if not after_scheme.startswith("///") or after_scheme.startswith("////"):
+        return False
+    before = "/" + unquote(urlsplit(url, allow_fragments=False).path).lstrip("/")
+    if before == str(path) or not os.path.isfile(before):
+        return False
+    log.warning("tenure: %s is %s (sqlite:/// is relative to the working directory, as in "
+                "SQLAlchemy; in tenure 0.1.0 it meant %s, which exists): if %s is the lock "
+                "database your other instances use, write sqlite:///%s", local_url(
+                    "sqlite", str(path)), path, before, before, before)
+    return True
 
 
 def _database_path(path: object) -> Path:
