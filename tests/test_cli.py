@@ -216,6 +216,8 @@ def test_missing_store_is_a_usage_error(args: list[str]) -> None:
     f"sqlite://user:pw/{SECRET}@host/locks.db",  # '/' and '@' in a password fool redact()
     f"sqlite://user:pw@{SECRET}@host/locks.db",
     f"sqlite:////nonexistent/locks.db?password={SECRET}",
+    f"redis://app:two {SECRET}@127.0.0.1:1/0",  # a space: redact() cannot tell it from text
+    f"mysql://root:two {SECRET}@127.0.0.1:1/db",
 ])
 @pytest.mark.parametrize("via", ["flag", "env"])
 @pytest.mark.parametrize("command", [["locks"], ["locks", "break", "jobs"]])

@@ -76,6 +76,25 @@ def redact(url: str) -> str:
     return _SECRET_IN_QUERY.sub(r"\1***", url)
 
 
+def redact_url(url: str) -> str:
+    """Hide the password of a string known to be ONE store URL, in redact()'s form (the user
+    name stays): structurally, up to the URL's last '@', so a password with spaces (which
+    redact() cannot tell from a message's text) is hidden too.
+
+    Example:
+        >>> redact_url("redis://app:two words@cache:6379/0")
+        'redis://app:***@cache:6379/0'
+        >>> redact_url("mysql://root@db/app")
+        'mysql://root@db/app'
+    """
+    scheme, separator, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    user, colon, _password = userinfo.partition(":")
+    if separator and at and colon:
+        return redact(f"{scheme}://{user}:***@{host}")
+    return redact(url)
+
+
 def parse_store_url(url: object) -> StoreURL:
     """Split a store URL; a clear error for anything tenure cannot connect to.
 

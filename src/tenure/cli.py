@@ -44,7 +44,7 @@ from rich.table import Table
 from rich.text import Text
 
 import tenure
-from tenure._urls import parse_store_url, redact
+from tenure._urls import parse_store_url, redact, redact_url
 
 ENV_VAR = "TENURE_STORE"
 CONFIG_ENV_VAR = "TENURE_CONFIG"
@@ -129,7 +129,7 @@ def _main(argv: Sequence[str] | None) -> int:
         if isinstance(exc, BrokenPipeError) and _stdout_closed():
             return _reader_gone()
         url = url or getattr(args, "resolved_store", None)
-        return _fail(f"{redact(url)}: {exc}" if url else str(exc), STORE_ERROR, url)
+        return _fail(f"{redact_url(url)}: {exc}" if url else str(exc), STORE_ERROR, url)
     except KeyboardInterrupt:
         return _fail("interrupted", 130, url or getattr(args, "resolved_store", None))
 
@@ -253,7 +253,7 @@ def _connect(url: str) -> tenure.Store:
         tilde = any(part.startswith("~") for part in parsed.location.split(os.sep))
         hint = " (~ is not expanded: write the full path)" if tilde else ""
         raise _StoreError(
-            f"{redact(url)}: {path} does not exist{hint}; check the path "
+            f"{redact_url(url)}: {path} does not exist{hint}; check the path "
             "(a store is created by the applications that use it)"
         )
     return tenure.connect(url)
@@ -297,7 +297,7 @@ def _check(worker: Any, config: Any, args: argparse.Namespace) -> int:
 
     settings = apply_config(worker, config, app=args.app)
     if "store" in settings:
-        settings["store"]["value"] = redact(settings["store"]["value"])
+        settings["store"]["value"] = redact_url(settings["store"]["value"])
     settings["app"] = args.app
     settings["worker"] = type(worker).__name__
     settings["warnings"] = [*config.warnings, *_store_warnings(worker, config, args.app)]
@@ -408,7 +408,7 @@ def _store_warnings(worker: Any, config: Any, app: str) -> list[str]:
     configured = config.worker_value("store")
     if configured is None or _same_store(configured.value, worker.store.url):
         return []
-    return [f"{app} uses the store {worker.store.url}, not {redact(configured.value)} from "
+    return [f"{app} uses the store {worker.store.url}, not {redact_url(configured.value)} from "
             f"{configured.source}; build the worker's store from os.environ[{ENV_VAR!r}]"]
 
 
@@ -614,9 +614,10 @@ def _as_json(info: tenure.LeaseInfo) -> dict[str, object]:
 
 def _fail(message: str, code: int, url: str | None) -> int:
     if url:
-        # Structurally, by the URL (redact(), as the library does): replacing the password's
-        # text wherever it occurs garbled messages ('e' in every word, 'redis' in 'redis://')
-        # and spelled a short password out in the gaps.
-        message = message.replace(url, redact(url))
+        # Structurally, by the URL, in the library's form (a store names itself by redact(),
+        # which leaves a password with spaces as it is): replacing the password's text
+        # wherever it occurs garbled messages ('e' in every word, 'redis' in 'redis://') and
+        # spelled a short password out in the gaps.
+        message = message.replace(url, redact_url(url))
     print(f"tenure: error: {_printable(' '.join(redact(message).split()))}", file=sys.stderr)
     return code
