@@ -1392,3 +1392,50 @@ async def test_a_cancelled_advisory_acquire_spares_the_sessions_other_leases(
     assert await kept.release() is True
     await store.close()
     await probe.close()
+
+
+# -- advisory mode: review findings (issue 27.6) ------------------------------------------------
+
+
+async def test_an_advisory_acquire_never_locks_its_own_sessions_key_twice(
+        api: str, postgres_server: PostgresServer, schema: str) -> None:
+    """On the session that holds the name, a second acquire must skip the key, not take it
+    again (a session lock counts re-entries: one release would leave it held). Past psycopg's
+    prepare threshold (5 runs) the statement runs as a generic plan, whose planner once tried
+    the lock before the skip."""
+    store = advisory_store(api, postgres_server, schema, pool_size=1, notify=False)
+    other = advisory_store(api, postgres_server, schema)
+    for attempt in range(15):
+        lease = await call(store.lock("again", ttl=30).try_acquire())
+        assert lease is not None, attempt
+        assert await call(store.lock("again", ttl=30).try_acquire()) is None, attempt
+        assert await call(lease.release()) is True
+        taken = await call(other.lock("again", ttl=30).try_acquire())
+        assert taken is not None, f"still locked after release {attempt}"
+        assert await call(taken.release()) is True
+    assert await call(store.leases()) == []
+    await call(other.close())
+    await call(store.close())
+
+
+async def test_a_cancelled_advisory_release_leaves_its_session_to_the_pool(
+        postgres_server: PostgresServer, schema: str) -> None:
+    """A release waiting for its lease's session (busy with another call) is cancelled: its
+    claim must not keep the session, which then serves nobody and is never closed."""
+    store = advisory_store("async", postgres_server, schema, pool_size=1, timeout=2)
+    other = advisory_store("async", postgres_server, schema)
+    first = await store.lock("first", ttl=30).acquire()
+    second = await store.lock("second", ttl=30).acquire()
+    session = await store.backend._take()  # another call uses the only session
+    with anyio.move_on_after(0.2):
+        await first.release()
+        pytest.fail("the release did not wait for the busy session")
+    await store.backend._give_back(session)
+    assert store.backend._idle == [session] and session.handed_to is None
+    assert await second.release() is True
+    taken = await other.lock("second", ttl=30).try_acquire()
+    assert taken is not None and await taken.release() is True
+    assert await first.release() is True  # the cancelled release can be done again
+    await store.close()
+    assert session.connection.closed
+    await other.close()

@@ -464,11 +464,15 @@ _HELD_LOCKS = """held AS MATERIALIZED (
 
 # ONE statement: take the first free slot's advisory lock (the keys of slots 0..limit-1 in
 # order, each XOR its generation, skipping the keys this session holds; the scan stops at the
-# first lock taken), then bump the counter row and record the lease. The counter row is locked
-# by the upsert until commit, so tokens follow grant order. A break that moved the slot to a
-# new generation meanwhile: the lease is not recorded and the lock is given back at once (the
-# last SELECT). Nothing free: mark the name wanted (once). A session lock outlives an aborted
-# statement: a failed acquire is followed by _ADVISORY_UNLOCK_STRAYS on its session.
+# first lock taken), then bump the counter row and record the lease. The skip is a CASE, not
+# an AND: the planner may order the terms of an AND as it likes, and a generic plan (prepared
+# after psycopg's 5 runs) tried the lock first, which on the holding session locks the key a
+# second time (session locks count re-entries) and one release left it held. The counter row
+# is locked by the upsert until commit, so tokens follow grant order. A break that moved the
+# slot to a new generation meanwhile: the lease is not recorded and the lock is given back at
+# once (the last SELECT, a CASE for the same reason). Nothing free: mark the name wanted
+# (once). A session lock outlives an aborted statement: a failed acquire is followed by
+# _ADVISORY_UNLOCK_STRAYS on its session.
 _ADVISORY_ACQUIRE = """
 WITH got AS MATERIALIZED (
     SELECT s.slot, s.key, s.gen FROM (
@@ -478,7 +482,9 @@ WITH got AS MATERIALIZED (
             SELECT coalesce(max(l.counter), 0) AS gen FROM {t} AS l
             WHERE l.digest = sha256(%(name)s) AND l.slot = k.i - 1) AS g
     ) AS s
-    WHERE s.key <> ALL(%(mine)s::int8[]) AND pg_try_advisory_lock(s.key) LIMIT 1
+    WHERE CASE WHEN s.key = ANY(%(mine)s::int8[]) THEN false
+               ELSE pg_try_advisory_lock(s.key) END
+    LIMIT 1
 ), counter AS (
     INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
     SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, false FROM got
@@ -501,7 +507,8 @@ WITH got AS MATERIALIZED (
 )
 SELECT slot, token, key FROM lease
 UNION ALL
-SELECT -1, 0, key FROM got WHERE NOT EXISTS (SELECT FROM lease) AND pg_advisory_unlock(key)
+SELECT -1, 0, key FROM got
+WHERE CASE WHEN EXISTS (SELECT FROM lease) THEN false ELSE pg_advisory_unlock(key) END
 """
 
 # After a failed acquire, on its session: give back any lock the statement took (the keys of
@@ -1313,7 +1320,19 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                     return True
                 await self._discard(session)
                 return False
-            await _shim.wait_event(claim, max(0.0, deadline - _shim.monotonic()))
+            try:
+                await _shim.wait_event(claim, max(0.0, deadline - _shim.monotonic()))
+            except BaseException:  # cancelled: no claim may outlive its wait
+                with self._mutex:
+                    handed = session.handed_to is claim
+                    if handed:
+                        session.handed_to = None
+                    elif claim in session.claims:
+                        session.claims.remove(claim)
+                if handed:  # handed over meanwhile: the next claim's turn, or the pool's
+                    with _shim.shielded():
+                        await self._give_back(session)
+                raise
             with self._mutex:
                 if session.handed_to is claim:
                     session.handed_to = None
