@@ -402,6 +402,7 @@ ERRORS = {
     "app without attribute": (dict(app=""), ["must be module:attribute"]),
     "app attribute missing": (dict(app="missing"), ["has no attribute 'missing'"]),
     "app not a worker": (dict(app="tenure"), ["is a module, not a tenure.Worker"]),
+    "app an int": (dict(app="os.O_RDONLY"), ["is an int, not a tenure.Worker"]),
 }
 
 

@@ -392,7 +392,9 @@ def _load_worker(app: str) -> Any:
         except Exception:
             raise _app_error(f"calling {app} failed") from None
     if not isinstance(found, (Worker, AsyncWorker)):
-        raise _UsageError(f"{app} is a {type(found).__name__}, not a tenure.Worker or "
+        kind = type(found).__name__
+        article = "an" if kind[:1].lower() in "aeiou" else "a"
+        raise _UsageError(f"{app} is {article} {kind}, not a tenure.Worker or "
                           "tenure.aio.Worker (or a function returning one)")
     return found
 

@@ -35,7 +35,8 @@ BAD_LOCK_CALLS: list[tuple[str, dict[str, Any], type[Exception], str]] = [
     ("int holder", {"holder": 7}, tenure.InvalidArgumentType, "holder must be a str"),
     ("renew too late", {"ttl": 20, "renew_every": 11}, tenure.InvalidArgument, "renew_every=11"),
     ("zero min_wait", {"min_wait": 0}, tenure.InvalidArgument, "min_wait=0"),
-    ("max below min", {"min_wait": 1, "max_wait": 0.5}, tenure.InvalidArgument, "max_wait=0.5"),
+    ("max below min", {"min_wait": 1, "max_wait": 0.5}, tenure.InvalidArgument,
+     "max_wait=0.5 is below min_wait=1"),
     ("on_lost", {"on_lost": "print"}, tenure.InvalidArgumentType, "on_lost must be a function"),
 ]
 

@@ -227,8 +227,11 @@ class Store:
             to_seconds(renew_every, "renew_every"), "renew_every", seconds / 100, seconds / 2,
             " (a fraction of ttl: renewals must land well before the lease runs out)")
         shortest = check_range(to_seconds(min_wait, "min_wait"), "min_wait", 0.001, 60.0)
-        longest = check_range(to_seconds(max_wait, "max_wait"), "max_wait", shortest, 3600.0,
-                              " (max_wait must not be below min_wait)")
+        longest = to_seconds(max_wait, "max_wait")
+        if longest < shortest:
+            raise InvalidArgument(f"max_wait={longest:g} is below min_wait={shortest:g}: raise "
+                                  "max_wait or lower min_wait (they bound the wait between tries)")
+        longest = check_range(longest, "max_wait", shortest, 3600.0)
         if on_lost is not None and not callable(on_lost):
             raise InvalidArgumentType(
                 f"on_lost must be a function taking the lease, got {type(on_lost).__name__}"
