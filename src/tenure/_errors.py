@@ -33,13 +33,26 @@ class LockTimeout(TenureError, TimeoutError):
 
 
 class LeaseLost(TenureError):
-    """The lease is no longer held: it expired, was broken by an admin, or taken over.
+    """The lease is no longer held: it expired, was broken by an admin, or taken over (or, as
+    the subclass LeaseReleased, was released).
 
     Raised by `lease.check()`, and out of an `async with` block whose body was cancelled.
 
     Example:
         >>> LeaseLost("lease on 'jobs' lost: broken").args[0]
         "lease on 'jobs' lost: broken"
+    """
+
+
+class LeaseReleased(LeaseLost):
+    """The lease was released (by `release()`, or on leaving its `with` block): it is no longer
+    held here, though it was not lost. Raised by `lease.check()`, `run.check()` and
+    `msg.check()` after the release. A LeaseLost, so `except tenure.LeaseLost` stops the
+    protected work either way; `lease.lost` stays False and `lease.released` is True.
+
+    Example:
+        >>> isinstance(LeaseReleased("lease on 'jobs' was released"), LeaseLost)
+        True
     """
 
 

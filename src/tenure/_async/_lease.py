@@ -10,14 +10,16 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tenure._async import _shim
 from tenure._async.stores._protocol import closed_store
-from tenure._errors import LeaseLost, StoreUnavailable
+from tenure._errors import LeaseLost, LeaseReleased, StoreUnavailable
 from tenure._timing import jittered, local_deadline
 from tenure._types import Grant, LostReason
 
@@ -27,18 +29,34 @@ if TYPE_CHECKING:
 log = logging.getLogger("tenure")
 
 
+def current_owner() -> object:
+    """The running task, else the running thread: who takes a lease, and who would wait for
+    it to come back if it asked for the same lock again."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no event loop in this thread
+        task = None
+    return task if task is not None else threading.get_ident()
+
+
 class AsyncLease:
     """One holder's hold on a lock or on one semaphore slot, renewed in the background.
+
+    A lease is `held` until it is released (`released`: by `release()` or on leaving its
+    block) or lost (`lost`: expired, broken, taken over). From then on `check()` raises
+    tenure.LeaseReleased or tenure.LeaseLost (LeaseReleased is a LeaseLost). `token` stays
+    readable after the end: a write fenced by it is refused once a newer lease was granted.
 
     Example::
 
         async with lock.acquire(timeout=10) as lease:
             print(lease.name, lease.token, lease.expires_in)
             lease.check()          # raises tenure.LeaseLost once the lease is lost
+        assert lease.released and not lease.held
     """
 
-    __slots__ = ("_cancel_scope", "_lock", "_lost_reason", "_released", "deadline", "grant",
-                 "renew_at")
+    __slots__ = ("_cancel_scope", "_lock", "_lost_reason", "_owner", "_released", "deadline",
+                 "grant", "renew_at")
 
     def __init__(self, lock: AsyncLock, grant: Grant, sent_at: float) -> None:
         self._lock = lock
@@ -48,6 +66,7 @@ class AsyncLease:
         self._lost_reason: LostReason | None = None
         self._released = False
         self._cancel_scope: Any = None
+        self._owner = current_owner()  # the task or thread that took it
 
     def __repr__(self) -> str:
         state = "released" if self._released else "lost" if self.lost else "held"
@@ -91,8 +110,22 @@ class AsyncLease:
         return max(0.0, self.deadline - _shim.monotonic())
 
     @property
+    def held(self) -> bool:
+        """True while the lease is neither released nor lost: protected work may go on.
+
+        Example::
+
+            if lease.held:
+                write(record, fence=lease.token)
+        """
+        return not self._released and not self.lost
+
+    @property
     def lost(self) -> bool:
-        """True once the lease is lost: refused on renewal, broken, or past its deadline."""
+        """True once the lease is lost: refused on renewal, broken, or past its deadline.
+
+        A released lease is not lost (`released` says so): `lost` stays False after a release
+        of a lease that was held, and True after a release of one already lost."""
         if self._lost_reason is not None:
             return True
         return not self._released and _shim.monotonic() >= self.deadline
@@ -106,11 +139,15 @@ class AsyncLease:
 
     @property
     def released(self) -> bool:
-        """True once `release()` ran."""
+        """True once `release()` ran (also on leaving the lease's `with` block)."""
         return self._released
 
     def check(self) -> None:
-        """Raise tenure.LeaseLost if the lease is lost; call it before each protected step.
+        """Raise unless the lease is still held; call it before each protected step.
+
+        Raises tenure.LeaseLost (with the reason) once the lease is lost, and
+        tenure.LeaseReleased, a LeaseLost, once it was released: after `release()` or its
+        block, the lock may already be someone else's.
 
         Example::
 
@@ -120,6 +157,12 @@ class AsyncLease:
         """
         if self.lost:
             raise LeaseLost(self._loss_message())
+        if self._released:
+            raise LeaseReleased(
+                f"lease on {self.name!r} (token {self.token}) was released: this holder no "
+                "longer has it and another may; acquire the lock again before more protected "
+                "work"
+            )
 
     def _loss_message(self) -> str:
         reason = self.lost_reason or LostReason.DEADLINE
@@ -144,6 +187,8 @@ class AsyncLease:
         store = self._lock._store
         if store.closed:  # its close() released it, or gave up: it expires by itself
             raise closed_store(store.url, "release", self.name)
+        if self._lost_reason is None and self.lost:  # past its deadline: lost, and stays so
+            self._lost_reason = LostReason.DEADLINE
         self._released = True
         self._lock._monitor.forget(self)  # no renewal may race the release
         try:

@@ -10,11 +10,9 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import logging
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -22,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._async import _shim
-from tenure._async._lease import AsyncLease
+from tenure._async._lease import AsyncLease, current_owner
 from tenure._async._shim import AsyncAcquiring
 from tenure._async.stores._protocol import closed_store
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
@@ -42,13 +40,9 @@ _entered: contextvars.ContextVar[tuple[tuple[object, AsyncStore, str, AsyncLease
     contextvars.ContextVar("tenure_entered_locks", default=()))
 
 
-def _owner() -> object:
-    """The running task, else the running thread: who a `with` block's lease belongs to."""
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # no event loop in this thread
-        task = None
-    return task if task is not None else threading.get_ident()
+def _in(owner: object) -> str:
+    """'this thread' or 'this task', for messages about who holds a lease."""
+    return "this thread" if isinstance(owner, int) else "this task"
 
 
 @dataclass(frozen=True)
@@ -74,6 +68,12 @@ class AsyncLock:
     tasks: each block takes its own lease. A block nested in another block of the same name and
     store, in the same thread or task, would wait for itself: it raises InvalidArgument (a
     semaphore's blocks nest up to its `limit`).
+
+    Locks are not reentrant: a thread or task that holds the lease (every slot, for a
+    semaphore) and asks again gets no second lease. `try_acquire()` returns None;
+    `acquire()` with no timeout raises InvalidArgument at once (it would wait for itself
+    forever); `acquire(timeout=...)` waits for another thread or task to release, and its
+    LockTimeout says that this process holds the lease.
 
     Example::
 
@@ -105,10 +105,10 @@ class AsyncLock:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl:g}s limit={self.limit}>"
 
     async def __aenter__(self) -> AsyncLease:
-        owner = _owner()
+        owner = current_owner()
         own = sum(1 for who, store, name, lease in _entered.get()
                   if who == owner and store is self._store and name == self.name
-                  and not (lease.released or lease.lost))
+                  and lease.held)
         if own >= self.limit:  # it could only wait for itself, until its timeout
             held = ("is already held by an enclosing `async with` block (or @store.locked "
                     "call)" if self.limit == 1 else
@@ -129,7 +129,7 @@ class AsyncLock:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        held, owner = _entered.get(), _owner()
+        held, owner = _entered.get(), current_owner()
         mine = [index for index, (who, store, name, _) in enumerate(held)
                 if who == owner and store is self._store and name == self.name]
         if not mine:
@@ -193,6 +193,12 @@ class AsyncLock:
         None (the default) means the lock's `timeout` (given to `store.lock`; forever unless
         given there); `math.inf` waits forever whatever the lock's timeout.
 
+        Not reentrant: when the store answers busy and this thread or task holds the lease
+        already (every slot, for a semaphore) through this store, a wait with no timeout
+        raises InvalidArgument at once, since only its own release could end it; a wait with
+        a timeout goes on (another thread or task may release) and its LockTimeout says this
+        process holds the lease.
+
         Waiting polls with exponential backoff and full jitter between `min_wait` and
         `max_wait`, and wakes early on the store's release notification where it has one.
         A transient store error (StoreUnavailable) is retried until the timeout, with one
@@ -221,6 +227,7 @@ class AsyncLock:
         failing_since: float | None = None
         warned = False
         round_trip = 0.0  # how long the first try took
+        looked_for_itself = not math.isinf(timeout)  # only an endless wait is refused
         while True:
             lease = None
             tried_at = _shim.monotonic()
@@ -248,6 +255,9 @@ class AsyncLock:
                              self._kind(), self.name, self._store.url,
                              _shim.monotonic() - failing_since)
                     failing_since = None
+                if lease is None and not looked_for_itself:  # busy: on the first answer only
+                    looked_for_itself = True
+                    self._refuse_a_wait_for_itself()
             if lease is not None:
                 return lease
             if backoff is None:
@@ -257,12 +267,54 @@ class AsyncLock:
             if remaining <= 0:
                 if last_error is not None:
                     raise last_error
-                raise LockTimeout(
-                    f"{self._kind()} {self.name!r} was not acquired within {timeout:g} s: "
-                    "another holder has it; wait longer, or use try_acquire() to skip the work"
-                )
+                raise LockTimeout(f"{self._kind()} {self.name!r} was not acquired within "
+                                  f"{timeout:g} s: {self._who_has_it()}")
             await self._backend.wait_released(self.name, min(backoff.next_delay(), remaining),
                                               remaining)
+
+    def _held_here(self) -> list[AsyncLease]:
+        """The leases of this name held through this store object now, oldest first."""
+        return sorted((lease for lease in self._monitor.held()
+                       if lease.name == self.name and lease.held),
+                      key=lambda lease: lease.token)
+
+    def _refuse_a_wait_for_itself(self) -> None:
+        """Raise InvalidArgument when this thread or task holds every slot: an endless wait
+        could only end by its own release, which it cannot make while it waits."""
+        owner = current_owner()
+        own = [lease for lease in self._held_here() if lease._owner == owner]
+        if len(own) < self.limit:
+            return
+        tokens = ", ".join(str(lease.token) for lease in own)
+        held = (f"{_in(owner)} holds it already (lease token {tokens}, taken through this "
+                "store)" if self.limit == 1 else
+                f"{_in(owner)} holds all {self.limit} slots already (tokens {tokens}, taken "
+                "through this store)")
+        raise InvalidArgument(
+            f"{self._kind()} {self.name!r}: {held}, so acquire() with no timeout would wait "
+            "for its own lease forever: tenure locks are not reentrant. Use the lease you "
+            "hold, release it first, or give acquire() a timeout if another thread or task "
+            "will release it"
+        )
+
+    def _who_has_it(self) -> str:
+        """Why a timed-out acquire found no free slot, naming this process's own leases."""
+        here = self._held_here()
+        if not here:
+            return "another holder has it; wait longer, or use try_acquire() to skip the work"
+        owner = current_owner()
+        where = ", ".join(
+            f"token {lease.token} taken in "
+            f"{_in(owner) if lease._owner == owner else 'another thread or task'}"
+            for lease in here[:3]) + (", ..." if len(here) > 3 else "")
+        if len(here) < self.limit:
+            return (f"this process holds {len(here)} of its {self.limit} slots through this "
+                    f"store ({where}) and other holders the rest; wait longer, or use "
+                    "try_acquire() to skip the work")
+        held = ("this process holds it" if self.limit == 1 else
+                f"this process holds all {self.limit} slots")
+        return (f"{held} through this store ({where}); tenure locks are not reentrant: use "
+                "the lease held, or release it before acquiring again")
 
     @staticmethod
     def _until(timeout: float) -> str:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tenure._errors import LeaseLost
+from tenure._errors import LeaseLost, LeaseReleased
 
 if TYPE_CHECKING:
     import anyio
@@ -82,20 +82,22 @@ class Run:
         """Raise tenure.LeaseLost once the run may no longer work under its lease: the lease
         was lost, or released (whoever released it), or the worker gave up on the run (a sync
         run still going after the grace period at shutdown, or after its lease was lost).
-        Call it between steps.
+        Call it between steps. A lease released by the job itself raises tenure.LeaseReleased,
+        a LeaseLost.
 
         Example::
 
             run.check()
         """
-        self.lease.check()  # lost: raises with the reason
+        if self.lease.lost:
+            self.lease.check()  # raises with the reason
         if self._abandoned:
             raise LeaseLost(f"the worker gave up on this run of job {self.job!r} (token "
                             f"{self.token}) and released its lease: stop the protected work, "
                             "it may now run elsewhere")
         if self.lease.released:
-            raise LeaseLost(f"the lease of job {self.job!r} (token {self.token}) was released: "
-                            "stop the protected work, it may now run elsewhere")
+            raise LeaseReleased(f"the lease of job {self.job!r} (token {self.token}) was "
+                                "released: stop the protected work, it may now run elsewhere")
 
     def _abandon(self) -> None:
         """The worker stopped waiting for this run; from now on check() raises."""

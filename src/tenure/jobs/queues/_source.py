@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from tenure._errors import LeaseLost, TenureError
+from tenure._errors import LeaseLost, LeaseReleased, TenureError
 
 if TYPE_CHECKING:
     from tenure.jobs._locks import AnyLease
@@ -103,7 +103,7 @@ class Message:
         if self._stop_reason is not None:
             raise LeaseLost(f"message {self.id!r}: {self._stop_reason}")
         if self.lease is not None and self.lease.released:
-            raise LeaseLost(f"message {self.id!r}: the scope lock was released")
+            raise LeaseReleased(f"message {self.id!r}: the scope lock was released")
 
     def _stop(self, reason: str) -> None:
         if self._stop_reason is None:
