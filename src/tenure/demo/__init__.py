@@ -3,12 +3,16 @@
 Five instances of one app share a SQLite database of invoices. A singleton job runs every
 second on one of them and pays what is pending, through four layers: the job's lease (with a
 fencing token), a fenced claim per invoice, an idempotency key for the charge, and an outbox
-for the "invoice paid" mail. Meanwhile the demo kills the instance that is paying (SIGKILL, then
-restarts it) and freezes it for longer than its lease (SIGSTOP, then SIGCONT: a GC pause), and
-at the end checks: no duplicate charge, no unpaid invoice, one mail per paid invoice.
+for the "invoice paid" mail. Meanwhile the demo freezes the instance that is paying right after
+it claimed an invoice, for longer than its lease (SIGSTOP, then SIGCONT: a GC pause), and kills
+it right after a payment's commit, before its mail (SIGKILL, then a restart), and at the end
+checks: no duplicate charge, no unpaid invoice, one mail per paid invoice.
 
-Switching layers off (`--no-fencing`, `--no-idempotency`, `--no-outbox`, `--no-lease`) replays
-the same faults without them, to show what each one prevents.
+Switching layers off replays the same faults without them: `--no-fencing` lets the woken
+holder's late write land (a second mail), `--no-idempotency` lets it charge again, and
+`--no-outbox` loses the killed instance's mail. `--no-lease` breaks no invariant: the
+instances race for the same invoices and the per-invoice claims keep each to one payer (defence
+in depth); the report's notes say so, and say why when fewer faults landed than were asked.
 
 Example::
 

@@ -5,6 +5,7 @@ Example::
 
     $ tenure demo                       # 500 invoices, 5 instances, every layer on
     $ tenure demo --no-fencing --no-idempotency   # the same faults: duplicates appear
+    $ tenure demo --no-outbox                     # a kill after a commit: a mail is lost
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from typing import Any
 from rich.console import Console
 
 LAYER_SWITCHES = {
-    "lease": "every instance pays at once (each has a lock of its own)",
-    "fencing": "claims and the final write ignore fencing tokens",
-    "idempotency": "charges carry no idempotency key",
-    "outbox": "the mail is sent after the commit (a dual write)",
+    "lease": "every instance runs the job at once (each has a lock of its own); the claims "
+             "still keep each invoice to one payer, and the report says so",
+    "fencing": "claims and the final write ignore fencing tokens: a frozen holder's late write "
+               "lands and mails the invoice again",
+    "idempotency": "charges carry no idempotency key: a frozen holder charges again",
+    "outbox": "the mail is sent after the commit (a dual write): a kill between the two loses it",
 }
 
 
@@ -36,7 +39,9 @@ def add_parser(commands: Any) -> None:
     demo.add_argument("--invoices", type=int, default=500, help="default 500")
     demo.add_argument("--instances", type=int, default=5, help="default 5")
     demo.add_argument("--faults", type=int, default=4,
-                      help="faults to inject, alternating freeze and kill (default 4)")
+                      help="faults to inject, spread over the run: a freeze of the paying "
+                           "instance right after a claim, then a kill right after a payment's "
+                           "commit, by turns (default 4)")
     demo.add_argument("--store", metavar="URL", default=None,
                       help="the locks' store (default: SQLite in the run's directory), e.g. "
                            "redis://localhost:6379/0 or file:///tmp/locks")

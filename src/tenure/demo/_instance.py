@@ -11,10 +11,16 @@ invoices through the four layers, each of which the demo can switch off:
 4. outbox: the "invoice paid" mail is written in the same transaction as the payment and
    delivered by a relay (a leader job); without it the mail is sent after the commit.
 
-Events go to the shared events file, one JSON line each. On SIGUSR1 the instance freezes
-itself (SIGSTOP) at its next invoice, after claiming it and before charging it: the worst
-moment for a GC pause; SIGUSR2 withdraws a request that has not taken effect. The demo wakes
-it (SIGCONT) well after its lease has expired.
+Events go to the shared events file, one JSON line each. The demo aims each fault at the
+moment a layer is there for: on SIGUSR1 the instance reads its request file (`fault-PID` in
+the run's directory) and then, at its next invoice,
+
+- "freeze": stops itself (SIGSTOP) after claiming the invoice and before charging it, the worst
+  moment for a GC pause; the demo wakes it (SIGCONT) well after its lease has expired;
+- "kill": dies (SIGKILL) right after the payment's commit and before the mail is sent, the
+  worst moment for a dual write; the demo restarts it.
+
+SIGUSR2 withdraws a request that has not taken effect.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ class InvoiceApp:
         self.stale = float(settings["stale"])
         self.batch = int(settings["batch"])
         self.latency = float(settings["latency"])
-        self.freeze_requested = False
+        self.fault_requested: str | None = None  # "freeze" or "kill", see the module's docstring
 
     def process_invoices(self, run: tenure.Run) -> None:
         """Pay what is pending or stale, a batch per period."""
@@ -69,10 +75,12 @@ class InvoiceApp:
                 return
             run.check()  # a lost lease stops here, between invoices
             if not self._claim(row.id, run.token):
+                # Another instance claimed it first: with the lease on, only after a takeover.
+                self.events.emit("claim_lost", invoice=row.id, token=run.token)
                 continue
             self.events.emit("claimed", invoice=row.id, token=run.token)
-            if self.freeze_requested:
-                self.freeze_requested = False
+            if self.fault_requested == "freeze":
+                self.fault_requested = None
                 self.events.emit("frozen", invoice=row.id, token=run.token)
                 # The GC pause; the demo sends SIGCONT. Sent to this thread, not the process: a
                 # process-wide SIGSTOP may be taken by another thread while this one runs on.
@@ -133,6 +141,9 @@ class InvoiceApp:
             if written and "outbox" in self.layers:
                 outbox.add(conn, "invoice.paid", {"invoice": invoice, "charge": charge_id},
                            key=str(invoice))
+        if written and self.fault_requested == "kill":
+            self.events.emit("killed", invoice=invoice, token=token)
+            os.kill(os.getpid(), signal.SIGKILL)  # the crash between commit and mail
         if written and "outbox" not in self.layers:
             self.world.notify(invoice, None)  # a dual write: lost if we die right before it
         return bool(written)
@@ -144,8 +155,10 @@ def main(argv: list[str]) -> int:
     world = World(directory)
     events = Events(directory / "events.jsonl", settings["instance"])
     app = InvoiceApp(world, events, settings)
-    signal.signal(signal.SIGUSR1, lambda *_: setattr(app, "freeze_requested", True))
-    signal.signal(signal.SIGUSR2, lambda *_: setattr(app, "freeze_requested", False))
+    request = directory / f"fault-{os.getpid()}"
+    signal.signal(signal.SIGUSR1, lambda *_: setattr(app, "fault_requested",
+                                                     request.read_text().strip()))
+    signal.signal(signal.SIGUSR2, lambda *_: setattr(app, "fault_requested", None))
 
     store = tenure.connect(settings["store"])
     worker = tenure.Worker(store, grace=1.0)

@@ -1,12 +1,14 @@
-"""The demo's instances as OS processes, and the faults it injects into them: SIGKILL of the
-holder mid-invoice (then a restart), and a freeze of the holder longer than its ttl (SIGSTOP
-until well after the lease expired, then SIGCONT: the GC-pause case).
+"""The demo's instances as OS processes, and the faults it injects into them, each aimed at
+the moment a layer is there for (see `tenure.demo._instance`): a freeze of the holder right
+after it claimed an invoice, longer than its ttl (SIGSTOP until well after the lease expired,
+then SIGCONT: the GC-pause case), and a SIGKILL of the holder right after a payment's commit,
+before its mail (then a restart).
 
 Example::
 
     fleet = Fleet(settings, count=5)
     fleet.start()
-    fleet.kill(fleet.holder(events))
+    fleet.request(holder, "kill")
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+FAULT_KINDS = ("freeze", "kill")
+PATIENCE = 3.0  # seconds a request may wait for its moment before it is withdrawn
+
 
 @dataclass
 class Instance:
@@ -28,11 +33,11 @@ class Instance:
 
     number: int
     process: subprocess.Popen[bytes] | None = None
-    state: str = "starting"  # running, freezing (asked), frozen, thawing, killed
+    state: str = "starting"  # running, freezing/killing (asked), frozen, thawing, killed
     kills: int = 0
     freezes: int = 0
     frozen_until: float = 0.0
-    freeze_asked_at: float = 0.0
+    asked_at: float = 0.0
     restart_at: float = 0.0
 
     @property
@@ -42,7 +47,7 @@ class Instance:
 
 @dataclass
 class Fault:
-    """A fault the demo injected: when (monotonic), what, into which instance and process."""
+    """A fault that took effect: when (monotonic), what, in which instance and process."""
 
     at: float
     kind: str  # "kill" or "freeze"
@@ -58,7 +63,6 @@ class Fleet:
     count: int
     instances: list[Instance] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
-    lapsed_freezes: int = 0  # freeze requests withdrawn before they took effect
     log: Path | None = None
 
     def start(self) -> None:
@@ -79,62 +83,62 @@ class Fleet:
         """The instance whose current process is `pid`."""
         return next((i for i in self.instances if i.pid == pid), None)
 
-    def kill(self, instance: Instance, restart_after: float) -> None:
-        """SIGKILL the instance now; it is restarted after `restart_after` seconds."""
-        assert instance.process is not None
-        if instance.state == "freezing":  # a kill would lose the request with the process
-            self._withdraw_freeze(instance)
-        self.faults.append(Fault(time.monotonic(), "kill", instance.number, instance.process.pid))
-        instance.process.kill()
-        instance.process.wait()
-        instance.state, instance.kills = "killed", instance.kills + 1
-        instance.restart_at = time.monotonic() + restart_after
+    def request(self, instance: Instance, kind: str) -> None:
+        """Ask a running instance to freeze or die at the fault's moment (SIGUSR1 after
+        writing its request file); `saw` learns when it did."""
+        assert instance.process is not None and kind in FAULT_KINDS
+        pid = instance.process.pid
+        (Path(self.settings["directory"]) / f"fault-{pid}").write_text(kind)
+        os.kill(pid, signal.SIGUSR1)
+        instance.state, instance.asked_at = ("freezing" if kind == "freeze" else "killing",
+                                             time.monotonic())
 
-    def freeze(self, instance: Instance) -> None:
-        """Ask the instance to freeze itself at its next invoice (SIGUSR1); `saw` learns when
-        it did, and `tick` thaws it `freeze_for` seconds later."""
-        assert instance.process is not None
-        asked_at = time.monotonic()
-        self.faults.append(Fault(asked_at, "freeze", instance.number, instance.process.pid))
-        os.kill(instance.process.pid, signal.SIGUSR1)
-        instance.state, instance.freeze_asked_at = "freezing", asked_at
+    @property
+    def pending(self) -> list[str]:
+        """The kinds of the requests that have not taken effect yet."""
+        return [{"freezing": "freeze", "killing": "kill"}[i.state] for i in self.instances
+                if i.state in ("freezing", "killing")]
 
     def saw(self, event: dict[str, Any], freeze_for: float) -> None:
-        """Follow an instance's own report that it froze or thawed."""
+        """Follow an instance's own report that it froze, thawed or is dying."""
+        if event["event"] == "killed":  # by number: it may have been restarted since
+            instance = self.instances[event["instance"] - 1]
+            self.faults.append(Fault(event["t"], "kill", instance.number, event["pid"]))
+            instance.kills += 1
+            return
         instance = self.by_pid(event["pid"])
         if instance is None:
             return
         if event["event"] == "frozen":
+            self.faults.append(Fault(event["t"], "freeze", instance.number, event["pid"]))
             instance.state, instance.freezes = "frozen", instance.freezes + 1
             instance.frozen_until = event["t"] + freeze_for
         elif event["event"] == "thawed" and instance.state == "thawing":
             instance.state = "running"
 
-    def tick(self) -> None:
-        """Thaw and restart instances whose time has come."""
+    def tick(self, restart_after: float = 1.0) -> None:
+        """Thaw, restart and withdraw as their time comes."""
         now = time.monotonic()
         for instance in self.instances:
-            if instance.state == "frozen" and now >= instance.frozen_until:
-                assert instance.process is not None
+            assert instance.process is not None
+            if instance.state != "killed" and instance.process.poll() is not None:
+                instance.state, instance.restart_at = "killed", now + restart_after
+            elif instance.state == "frozen" and now >= instance.frozen_until:
                 os.kill(instance.process.pid, signal.SIGCONT)
                 instance.state = "thawing"  # until it reports "thawed"
             elif instance.state == "thawing" and now - instance.frozen_until > 3.0:
                 instance.state = "running"  # woken, though its "thawed" report went missing
-            elif instance.state == "freezing" and now - instance.freeze_asked_at > 3.0:
-                self._withdraw_freeze(instance)  # it paid nothing since
-                instance.state = "running"
+            elif (instance.state in ("freezing", "killing")
+                  and now - instance.asked_at > PATIENCE):
+                self._withdraw(instance)  # it paid nothing since: the demo asks who pays now
             elif instance.state == "killed" and now >= instance.restart_at:
                 self._spawn(instance)
 
-    def _withdraw_freeze(self, instance: Instance) -> None:
-        """Take back a freeze request that did not take effect (SIGUSR2), so that it counts
-        in `lapsed_freezes` and can be asked of the instance that pays now instead."""
+    def _withdraw(self, instance: Instance) -> None:
+        """Take back a request that did not take effect (SIGUSR2)."""
         assert instance.process is not None
         os.kill(instance.process.pid, signal.SIGUSR2)
-        self.faults = [fault for fault in self.faults if not (
-            fault.kind == "freeze" and fault.pid == instance.process.pid
-            and fault.at == instance.freeze_asked_at)]
-        self.lapsed_freezes += 1
+        instance.state = "running"
 
     @property
     def settled(self) -> bool:

@@ -3,8 +3,9 @@ and its invariants (no duplicate charge, no unpaid invoice, one mail per paid in
 
 Example::
 
-    report = Report.build(events, faults, world.counts(), world.provider.summary(), seconds)
-    print(report.failures())
+    report = Report.build(events, faults, world.counts(), world.provider.summary(), seconds,
+                          layers=("lease", "fencing"), faults_asked=4, timed_out=False)
+    print(report.failures(), report.notes())
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from typing import Any
 from tenure.demo._instances import Fault
 from tenure.demo._world import Counts
 from tenure.exactly_once.provider import ProviderSummary
+
+LAYERS = ("lease", "fencing", "idempotency", "outbox")
+# What each layer's absence does under the fault aimed at it (a freeze after a claim for
+# fencing and idempotency, a kill between a payment's commit and its mail for the outbox).
+LAYER_HARM = {
+    "fencing": "the woken holder's late write was applied and mailed the invoice again",
+    "idempotency": "the woken holder charged the invoice again",
+    "outbox": "the instance killed between the payment's commit and its mail never sent it",
+}
 
 
 def takeovers(events: list[dict[str, Any]], faults: list[Fault]) -> list[float]:
@@ -43,17 +53,23 @@ class Report:
     freezes: int
     takeover_seconds: list[float]
     layers: tuple[str, ...]
+    claims_lost: int = 0  # claims another instance won first
+    faults_asked: int = 0
+    timed_out: bool = False
 
     @classmethod
     def build(cls, events: list[dict[str, Any]], faults: list[Fault], counts: Counts,
-              provider: ProviderSummary, seconds: float, layers: tuple[str, ...]) -> Report:
-        """The report of a finished run."""
+              provider: ProviderSummary, seconds: float, layers: tuple[str, ...],
+              faults_asked: int, timed_out: bool) -> Report:
+        """The report of a finished run (`faults`: those that took effect)."""
         return cls(seconds=seconds, counts=counts, provider=provider,
                    rejected_writes=sum(e["event"] == "rejected" for e in events),
                    replays=sum(e["event"] == "replayed" for e in events),
                    kills=sum(f.kind == "kill" for f in faults),
-                   freezes=sum(e["event"] == "frozen" for e in events),  # that took effect
-                   takeover_seconds=takeovers(events, faults), layers=layers)
+                   freezes=sum(f.kind == "freeze" for f in faults),
+                   takeover_seconds=takeovers(events, faults), layers=layers,
+                   claims_lost=sum(e["event"] == "claim_lost" for e in events),
+                   faults_asked=faults_asked, timed_out=timed_out)
 
     @property
     def unpaid(self) -> int:
@@ -78,6 +94,40 @@ class Report:
             broken.append(f"{self.missing_notifications} paid invoice(s) without a mail")
         return broken
 
+    def notes(self) -> list[str]:
+        """What the run shows beyond its invariants: faults that could not be injected, and
+        for each layer switched off, the harm its absence did or why there was none."""
+        notes = []
+        injected = self.kills + self.freezes
+        if injected < self.faults_asked:
+            why = ("the run timed out" if self.timed_out
+                   else "every invoice was paid before the next fault's moment came; "
+                        "ask for more --invoices")
+            notes.append(f"{injected} of {self.faults_asked} fault(s) injected: {why}.")
+        off = [layer for layer in LAYERS if layer not in self.layers]
+        notes += [self._layer_note(layer) for layer in off]
+        return notes
+
+    def _layer_note(self, layer: str) -> str:
+        if layer == "lease":
+            return (f"lease off: the instances paid side by side and raced for the same "
+                    f"invoices ({self.claims_lost} claim(s) lost to another instance); the "
+                    "per-invoice claims, not the lease, kept each invoice to one payer: that "
+                    "is defence in depth. The lease keeps the job on one instance at a time.")
+        harm, fault, why_none = {
+            "fencing": (self.counts.duplicate_notifications,
+                        self.freezes, "no frozen holder woke up to write late"),
+            "idempotency": (self.provider.duplicate_charges,
+                            self.freezes, "no frozen holder woke up to charge again"),
+            "outbox": (self.missing_notifications,
+                       self.kills, "no instance died between a payment's commit and its mail"),
+        }[layer]
+        if harm:
+            return f"{layer} off: {LAYER_HARM[layer]} ({harm}): that is what {layer} prevents."
+        if not fault:
+            return f"{layer} off, but nothing to show: {why_none} (no such fault injected)."
+        return f"{layer} off: the faults did no visible harm this run."
+
     def rows(self) -> list[tuple[str, str, str]]:
         """(figure, value, must be) rows for the report table."""
         takeover = self.takeover_seconds
@@ -91,7 +141,10 @@ class Report:
              str(self.counts.duplicate_notifications + self.missing_notifications), "0"),
             ("stale late writes rejected by fencing", str(self.rejected_writes), ""),
             ("idempotent replays", str(self.replays), ""),
-            ("faults injected", f"{self.kills} kill(s), {self.freezes} freeze(s)", ""),
+            ("faults injected", f"{self.kills} kill(s), {self.freezes} freeze(s)"
+             + (f" of {self.faults_asked} asked" if self.kills + self.freezes
+                < self.faults_asked else ""), ""),
+            ("claims lost to another instance", str(self.claims_lost), ""),
             ("time to takeover p50 / max",
              f"{statistics.median(takeover):.2f} s / {max(takeover):.2f} s" if takeover
              else "-", ""),
@@ -109,7 +162,8 @@ class Report:
             "duplicate_notifications": self.counts.duplicate_notifications,
             "missing_notifications": self.missing_notifications,
             "rejected_writes": self.rejected_writes, "replays": self.replays,
-            "kills": self.kills, "freezes": self.freezes,
+            "kills": self.kills, "freezes": self.freezes, "faults_asked": self.faults_asked,
+            "claims_lost": self.claims_lost,
             "takeover_seconds": [round(value, 3) for value in self.takeover_seconds],
-            "failures": self.failures(),
+            "failures": self.failures(), "notes": self.notes(),
         }
