@@ -1212,20 +1212,28 @@ def test_a_program_limit_error_is_permanent(postgres_server: PostgresServer) -> 
     assert "retrying will not help" in str(error)
 
 
+SHAPE_CHANGES = {
+    "keyed by name": "DROP CONSTRAINT {table}_pkey, ADD PRIMARY KEY (name, slot)",  # 42P10
+    "a column gone": "DROP COLUMN wanted",  # 42703, also after trying to create or re-key
+}
+
+
+@pytest.mark.parametrize("change", sorted(SHAPE_CHANGES))
 @pytest.mark.parametrize("mode", ["table", "advisory"])
 async def test_a_table_of_another_shape_is_refused_at_once(
         api: str, connect: Callable[..., Any], postgres_server: PostgresServer, schema: str,
-        mode: str) -> None:
-    """A table keyed otherwise than this version's statements expect (here by (name, slot),
-    as another version of tenure could leave it) fails each acquire with 42P10 ("no unique or
-    exclusion constraint matching the ON CONFLICT specification"). It used to be retried as a
-    transient error until the timeout (for ever with timeout=None): now refused at once."""
+        mode: str, change: str) -> None:
+    """A table keyed otherwise than this version's statements expect (by (name, slot), as
+    another version of tenure could leave it) fails each acquire with 42P10 ("no unique or
+    exclusion constraint matching the ON CONFLICT specification"), one without a column they
+    use with 42703. Both used to be retried as transient errors until the timeout (for ever
+    with timeout=None): now refused at once."""
     store = connect(mode=mode)
     lease = await call(store.lock("made", ttl=30).try_acquire())  # creates the table
     assert lease is not None and await call(lease.release()) is True
     table = f"{schema}.{store.backend.table}"
-    execute(postgres_server, f"ALTER TABLE {table} DROP CONSTRAINT {store.backend.table}_pkey, "
-                             "ADD PRIMARY KEY (name, slot)")
+    execute(postgres_server, f"ALTER TABLE {table} "
+                             + SHAPE_CHANGES[change].format(table=store.backend.table))
     message = await refused_within_a_second(store, timeout=5)
     assert f'table "{schema}"."{store.backend.table}"' in message, message
     assert "another version of tenure" in message and "upgrade" in message, message
