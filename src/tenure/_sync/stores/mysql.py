@@ -275,7 +275,7 @@ def _placeholders(statement: str) -> tuple[str, list[str]]:
 # ids there (an earlier design) made a crowd of waiters stall every hand-off. The row only keeps
 # a flag, `sleepers` <> ',', set by the first waiter (the UPDATE below changes the row only
 # when the flag is clear) and read by releases, which look for a sleeper only when it is set; a
-# release that finds none clears it when no waiter's statement runs (_UNFLAG). A waiter sleeps
+# release that finds none clears it (_UNFLAG). A waiter sleeps
 # only while the flag is set, so a flag cleared between its two statements costs it no more
 # than its sleep. The waiter's next try goes out right behind these statements (see
 # _sleep_then_try). Parameters: key, key, limit, limit, seconds, key.
@@ -306,10 +306,13 @@ _SLEEPER = ("(SELECT ID FROM information_schema.PROCESSLIST WHERE LOCATE(CONCAT(
 # longest sleeper of the name. KILL takes no subquery, hence the variable; KILL QUERY 0 when
 # none sleeps fails with error 1094. Parameters: key.
 _WAKE_NEXT = f"; SET @tenure_sleeper = {_SLEEPER}; KILL QUERY COALESCE(@tenure_sleeper, 0)"
-# Clears the waiters' flag of a name when none of its waiters' statements runs. Parameters:
-# key, key.
+# Clears the waiters' flag of a name, once a look at the process list found no sleeper. Not
+# in one statement with that look: the UPDATE would hold slot 0's lock while the server reads
+# its process list, which waits behind any KILL in progress (a second or more, measured), and
+# every acquire and release of the name would wait too. A waiter that sets the flag between
+# the look and the clear sleeps unwoken at worst until its backoff ends. Parameters: key.
 _UNFLAG = ("UPDATE `{table}` SET sleepers = ',' WHERE name_key = UNHEX(%s) AND slot = 0 "
-           f"AND sleepers <> ',' AND {_SLEEPER} IS NULL")
+           "AND sleepers <> ','")
 # Undoes an acquire whose answer never came in (see _forget): frees whichever slot it took, by
 # its lease id, once the connection that sent it (its id in @tenure_alive) is gone, and says
 # whether it still ran. Parameters: connection id, key, lease_id.
@@ -957,7 +960,7 @@ class MySQLStore(Backend, RecordKeeper):
             cursor.execute(self._sql["sleeper"], (key,))
             [(sleeper,)] = cursor.fetchall()
             if sleeper is None:
-                cursor.execute(self._sql["unflag"], (key, key))
+                cursor.execute(self._sql["unflag"], (key,))
                 return False
             try:
                 cursor.execute(f"KILL QUERY {int(sleeper)}")
