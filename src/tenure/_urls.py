@@ -110,7 +110,13 @@ def parse_store_url(url: object) -> StoreURL:
         raise InvalidArgumentType(
             f"url must be a str such as 'sqlite:////var/lib/app/locks.db', got {type(url).__name__}"
         )
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # e.g. "Invalid IPv6 URL": an unclosed '['
+        raise InvalidArgument(
+            f"url {redact(url)!r} cannot be parsed ({exc}); write an IPv6 address in brackets, "
+            "e.g. postgresql://app@[::1]:5432/app"
+        ) from None
     scheme = parts.scheme.lower()
     if not scheme:
         raise InvalidArgument(

@@ -89,3 +89,10 @@ def test_redact_keeps_a_whole_message_readable() -> None:
 def test_parse_store_url(url: str, scheme: str, location: str) -> None:
     parsed = parse_store_url(url)
     assert (parsed.scheme, parsed.location) == (scheme, location)
+
+
+@pytest.mark.parametrize("url", ["postgresql://u@[::1/db", "redis://[::1/0", "mysql://u@[::1"])
+def test_an_unparsable_url_is_invalid_argument_not_value_error(url: str) -> None:
+    with pytest.raises(InvalidArgument, match=r"cannot be parsed \(Invalid IPv6 URL\); write "
+                                              r"an IPv6 address in brackets"):
+        parse_store_url(url)
