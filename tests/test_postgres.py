@@ -1447,3 +1447,144 @@ async def test_a_cancelled_advisory_release_leaves_its_session_to_the_pool(
     await store.close()
     assert session.connection.closed
     await other.close()
+
+
+def cancel_the_lock_waiter(server: PostgresServer, pids: set[int]) -> None:
+    """Cancel the statement of one of the backends `pids` once it waits for a row lock."""
+    def waiting() -> list[tuple[Any, ...]]:
+        return query(server, "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                             "AND pid = ANY(%s)", list(pids))
+
+    wait_until(waiting, 10, "the release to wait for the locked row")
+    query(server, "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = ANY(%s)",
+          list(pids))
+
+
+async def test_an_advisory_release_cancelled_on_the_server_still_frees_the_lease(
+        api: str, postgres_server: PostgresServer, schema: str) -> None:
+    """The release statement fails on a session that lives on (here cancelled while it waits
+    for its row, which another transaction locked): whether its unlock ran is unknown, so the
+    store unlocks for sure on that session; the release says it freed the lease, the lease
+    is free for everyone, and the session keeps its other leases."""
+    store = advisory_store(api, postgres_server, schema, pool_size=1)
+    other = advisory_store(api, postgres_server, schema)
+    lease = await call(store.lock("released", ttl=30).acquire())
+    kept = await call(store.lock("kept", ttl=30).acquire())
+    pids = backends_of(postgres_server, store.application_name)
+    with psycopg.connect(postgres_server.url) as blocker:  # a transaction: the row stays locked
+        blocker.execute(f"SELECT FROM {schema}.tenure_advisory WHERE name = 'released' "
+                        "AND slot = 0 FOR UPDATE")
+        canceller = threading.Thread(target=cancel_the_lock_waiter,
+                                     args=(postgres_server, pids))
+        canceller.start()
+        released = await call(lease.release())
+        canceller.join()
+    assert released is True
+    assert list(store.backend._holding) == [kept.grant.lease_id]
+    taken = await call(other.lock("released", ttl=30).try_acquire())
+    assert taken is not None and taken.token > lease.token
+    assert [info.name for info in await call(other.leases())] == ["kept", "released"]
+    assert await call(store.backend.renew([kept.grant], 30.0)) == [kept.grant]
+    assert backends_of(postgres_server, store.application_name) == pids
+    assert await call(taken.release()) is True
+    again = await call(store.lock("released", ttl=30).try_acquire())
+    assert again is not None and await call(again.release()) is True
+    assert await call(kept.release()) is True
+    await call(other.close())
+    await call(store.close())
+
+
+async def test_a_statement_past_the_timeout_is_cancelled_and_spares_the_sessions_leases(
+        api: str, postgres_server: PostgresServer, schema: str) -> None:
+    """An acquire of an unrelated name waits past `timeout` for a row another transaction
+    locked (the server's own statement_timeout set longer, so that the client's bound ends
+    it): the store cancels the statement and keeps the session, whose other leases live on
+    (closing it would free them on the server, unknown to their holders until their next
+    renewal), and gives back the lock the cancelled statement took."""
+    module = tenure.aio if api == "async" else tenure
+    application_name = "t" + uuid.uuid4().hex[:12]
+    store = module.connect(
+        f"{postgres_server.url}?schema={schema}&mode=advisory&application_name="
+        f"{application_name}&options=-cstatement_timeout%3D20000", pool_size=1, timeout=1)
+    other = advisory_store(api, postgres_server, schema)
+    held = [await call(store.lock(f"held-{i}", ttl=30).acquire()) for i in range(5)]
+    first = await call(store.lock("slow", ttl=30).acquire())
+    assert await call(first.release()) is True  # the name's counter row exists
+    pids = backends_of(postgres_server, application_name)
+    with psycopg.connect(postgres_server.url) as blocker:
+        blocker.execute(f"SELECT FROM {schema}.tenure_advisory WHERE name = 'slow' "
+                        "AND slot = -1 FOR UPDATE")
+        failure = await within(api, 10, lambda: store.lock("slow", ttl=30).try_acquire())
+    assert isinstance(failure, tenure.StoreUnavailable), failure
+    assert "got no answer within timeout=1 s, so it was cancelled" in str(failure), failure
+    assert not any(lease.lost for lease in held)
+    assert backends_of(postgres_server, application_name) == pids
+    grants = [lease.grant for lease in held]
+    assert await call(store.backend.renew(grants, 30.0)) == grants
+    for lease in held:
+        assert await call(other.lock(lease.name, ttl=30).try_acquire()) is None, lease.name
+    slow = await call(other.lock("slow", ttl=30).try_acquire())  # no lock left behind
+    assert slow is not None and await call(slow.release()) is True
+    for lease in held:
+        assert await call(lease.release()) is True
+    await call(other.close())
+    await call(store.close())
+
+
+async def test_holders_learn_at_once_that_a_closed_advisory_session_lost_their_leases(
+        api: str, path: tuple[ProxyHost, Proxy, str], postgres_server: PostgresServer,
+        schema: str) -> None:
+    """A statement on the path gone silent cannot be cancelled (the cancel request goes the
+    same way): its session is closed, the last resort, and the holders of the leases it held
+    are told before that, not at their next renewal (ttl/3 later, when another process may
+    hold the name already)."""
+    host, proxy, url = path
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"{url}?schema={schema}&mode=advisory", pool_size=1, timeout=1)
+    other = advisory_store(api, postgres_server, schema)
+    told: list[str] = []
+    held = [await call(store.lock(f"held-{i}", ttl=30, on_lost=lambda lease: told.append(
+        lease.name)).acquire()) for i in range(3)]
+    host.set_mode(proxy, "blackhole")
+    failure = await within(api, 10, lambda: store.lock("unrelated", ttl=30).try_acquire())
+    assert isinstance(failure, tenure.StoreUnavailable), failure
+    assert "so its connection was closed" in str(failure), failure
+    assert [lease.lost_reason for lease in held] == [tenure.LostReason.EXPIRED] * 3
+    # Still held on the server while the path is frozen: the holders knew first.
+    assert await call(other.lock("held-0", ttl=30).try_acquire()) is None
+    await eventually(lambda: sorted(told) == ["held-0", "held-1", "held-2"], 5, "on_lost")
+    host.set_mode(proxy, "normal")
+
+    async def taken() -> bool:
+        lease = await call(other.lock("held-0", ttl=30).try_acquire())
+        return lease is not None and await call(lease.release()) is True
+
+    await eventually(taken, 10, "the closed session's locks to be freed")
+    await call(other.close())
+    await call(store.close())
+
+
+@pytest.mark.parametrize("mode", ["table", "advisory"])
+@pytest.mark.parametrize("key", ["PRIMARY KEY (name, slot)", "UNIQUE (name, slot)"])
+async def test_a_table_that_is_not_tenures_is_refused_untouched(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer, schema: str,
+        mode: str, key: str) -> None:
+    """table= naming someone else's table with a `name bytea` column: the re-keying of an
+    earlier version's table (which drops the primary key) must not touch it; nor fail
+    obscurely when it has no primary key at all."""
+    execute(postgres_server, f"CREATE SCHEMA {schema}")
+    execute(postgres_server, f"CREATE TABLE {schema}.theirs (name bytea NOT NULL, slot integer "
+                             f"NOT NULL, payload text, {key})")
+    execute(postgres_server, f"INSERT INTO {schema}.theirs VALUES ('a', 0, 'kept')")
+    store = connect(mode=mode, table="theirs", timeout=30)
+    started = time.monotonic()
+    with pytest.raises(tenure.StoreRefused) as caught:
+        await call(store.lock("jobs", ttl=30).try_acquire())
+    assert time.monotonic() - started < 5  # at once, not retried until the timeout
+    assert f'"{schema}"."theirs" is not a lease table of tenure' in str(caught.value)
+    assert "table=" in str(caught.value)
+    expected = ["name", "slot"] if key.startswith("PRIMARY") else []
+    assert primary_key(postgres_server, f"{schema}.theirs") == expected
+    assert query(postgres_server, f"SELECT * FROM {schema}.theirs") == [(b"a", 0, "kept")]
+    if api == "async":
+        await store.close()

@@ -19,6 +19,7 @@ import logging
 import math
 import threading
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from contextlib import suppress
 from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
@@ -66,6 +67,11 @@ class LeaseMonitor:
         # line per retry: an outage of a few seconds retries many times per held lease.
         self._failing_since: float | None = None
         _shim.release_at_exit(self)  # sync: a clean interpreter exit frees the leases at once
+        # A store that learns outside a renewal that leases are gone (PostgreSQL advisory mode:
+        # it had to close the session holding them) says so at once, not at the next renewal.
+        report_losses_to = getattr(backend, "report_losses_to", None)
+        if report_losses_to is not None:
+            report_losses_to(self.lost)
         _forks.in_child_after_fork(self, LeaseMonitor._start_afresh_in_child)
 
     # watch/forget/held run on every acquire and release: plain dict operations, which are
@@ -90,6 +96,18 @@ class LeaseMonitor:
                     self._background = _shim.spawn(self._run, "tenure-renewal")
         if lease.renew_at < self._next_wake:  # renew_at always comes before the deadline
             self._wakeup.set()
+
+    def lost(self, lease_ids: Iterable[str]) -> None:
+        """The store says these leases are gone, outside a renewal: each is lost now.
+
+        Example::
+
+            monitor.lost([lease.grant.lease_id])  # lease.lost is True from now on
+        """
+        for lease_id in lease_ids:
+            lease = self._leases.get(lease_id)
+            if lease is not None:
+                lease.mark_lost(LostReason.EXPIRED)
 
     def forget(self, lease: Lease) -> None:
         """Stop renewing `lease` (released or lost)."""

@@ -28,7 +28,7 @@ import re
 import secrets
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -94,6 +94,10 @@ _KEEP_AT_LEAST = 0.01
 _WAIT_INTERVAL = 0.1
 # The undo of a cancelled acquire looks this often whether the request's backend is gone.
 _UNDO_POLL = 0.01
+# Advisory mode: a statement that got no answer within `timeout` on a session holding leases is
+# cancelled, and the session kept when it is idle again within this many seconds (at most
+# `timeout`); else it is closed, and its leases with it.
+_SETTLE = 0.5
 
 # -- the statements ---------------------------------------------------------------------------
 # {t} is the lease table (schema-qualified, quoted). Slot 0's row of a name also keeps the
@@ -129,13 +133,25 @@ CREATE TABLE IF NOT EXISTS {t} (
 # meets it fails on the missing column, and the store re-keys it in place (_MIGRATE, in the
 # create-tables path). The first of several processes doing so at once takes the table's lock
 # and migrates; the others wait for it, then find the column and leave. Live leases keep their
-# rows, counters and tokens.
+# rows, counters and tokens. Only a table of tenure's earlier shape is altered: its columns
+# ({shape}: name and type of each) all there and its primary key (name, slot); any other table
+# (table= naming someone else's) is refused untouched, before it is even locked (42809).
 _MIGRATE = """
 DO $tenure$
 BEGIN
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = {regclass}::regclass
                AND attname = 'digest' AND NOT attisdropped) THEN
         RETURN;
+    END IF;
+    IF (SELECT count(*) FROM pg_attribute WHERE attrelid = {regclass}::regclass
+        AND attnum > 0 AND NOT attisdropped
+        AND (attname::text, format_type(atttypid, NULL)) IN ({shape})) <> {columns}
+       OR (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
+           FROM pg_index AS i JOIN pg_attribute AS a
+             ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+           WHERE i.indrelid = {regclass}::regclass AND i.indisprimary)
+          IS DISTINCT FROM ARRAY['name', 'slot'] THEN
+        RAISE EXCEPTION 'tenure: not a lease table of tenure' USING ERRCODE = 'wrong_object_type';
     END IF;
     LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE;
     IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = {regclass}::regclass
@@ -149,6 +165,12 @@ BEGIN
 END
 $tenure$
 """
+# The columns (name, type) a table of an earlier version has, whose shape _MIGRATE checks.
+_COMMON_SHAPE = (("name", "bytea"), ("slot", "integer"), ("holder", "bytea"),
+                 ("lease_id", "text"), ("token", "bigint"), ("counter", "bigint"),
+                 ("wanted", "boolean"))
+_TABLE_SHAPE = (*_COMMON_SHAPE, ("expires_at", "timestamp with time zone"))
+_ADVISORY_SHAPE = (*_COMMON_SHAPE, ("pid", "integer"), ("key", "bigint"))
 
 # A missing counter starts at the server's clock in microseconds, so tokens keep growing even
 # when the table was dropped or the database restored from an old backup.
@@ -539,6 +561,24 @@ SELECT pg_advisory_unlock(%(lock)s), EXISTS (SELECT FROM freed),
                 SELECT c.wanted FROM {t} AS c
                 WHERE c.digest = sha256(%(name)s) AND c.slot = -1)
             THEN pg_notify(%(channel)s, %(key)s) END
+"""
+
+# After a release that failed or got no answer on a session that lives on (its statement
+# cancelled, refused, or out of time: whether its unlock ran is unknown), on that session:
+# unlock the lease's key if the session still holds it, reading pg_locks and rows only (no row
+# lock to wait for, unlike the release's UPDATE), and notify when someone waits. The row keeps
+# the lease id, harmlessly: without the lock no renewal, listing or break counts it, and the
+# slot's next acquire overwrites it. Answers whether the row was still the lease's.
+_ADVISORY_UNLOCK_AFTER = """
+SELECT (SELECT bool_or(pg_advisory_unlock(%(lock)s)) FROM pg_locks AS h
+        WHERE h.locktype = 'advisory' AND h.granted AND h.objsubid = 1
+          AND h.pid = pg_backend_pid()
+          AND h.classid = ((%(lock)s::int8 >> 32) & 4294967295)::oid
+          AND h.objid = (%(lock)s::int8 & 4294967295)::oid),
+       EXISTS (SELECT FROM {t} WHERE digest = sha256(%(name)s) AND slot = %(slot)s
+               AND lease_id = %(lease_id)s AND pid = pg_backend_pid()),
+       (SELECT pg_notify(%(channel)s, %(key)s) FROM {t} AS c
+        WHERE c.digest = sha256(%(name)s) AND c.slot = -1 AND c.wanted)
 """
 
 # Checked in ONE statement for the whole batch, from any connection: a lease lives while its
@@ -967,8 +1007,13 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
 
         table = sql.Identifier(self.schema, self.table)
         self._ddl = _render(_ADVISORY_DDL if self._advisory else _DDL, table)
+        shape = _ADVISORY_SHAPE if self._advisory else _TABLE_SHAPE
         self._migrate = sql.SQL(_MIGRATE.strip()).format(
-            t=table, regclass=sql.Literal(f'"{self.schema}"."{self.table}"')).as_bytes(None)
+            t=table, regclass=sql.Literal(f'"{self.schema}"."{self.table}"'),
+            shape=sql.SQL(", ").join(sql.SQL("({}, {})").format(sql.Literal(column),
+                                                                   sql.Literal(kind))
+                                     for column, kind in shape),
+            columns=sql.Literal(len(shape))).as_bytes(None)
         self._create_schema = sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
             sql.Identifier(self.schema)).as_bytes(None)
         lease = [("name", _BYTEA), ("holder", _BYTEA), ("lease_id", _TEXT), ("ttl", _FLOAT8)]
@@ -998,11 +1043,15 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         self._advisory_sql = {
             name: _render(template, table) for name, template in (
                 ("acquire", _ADVISORY_ACQUIRE), ("strays", _ADVISORY_UNLOCK_STRAYS),
-                ("release", _ADVISORY_RELEASE), ("renew", _ADVISORY_RENEW),
+                ("release", _ADVISORY_RELEASE), ("unlock after", _ADVISORY_UNLOCK_AFTER),
+                ("renew", _ADVISORY_RENEW),
                 ("break", _ADVISORY_BREAK), ("list", _ADVISORY_LIST))}
         self._namespace = hashlib.blake2b(f"{self.schema}.{self.table}".encode(),
                                           digest_size=32).digest()
         self._holding: dict[str, _Session] = {}  # lease id -> the session holding its lock
+        # Who is told at once when this store closes, or finds broken, a session holding
+        # advisory leases (see report_losses_to): the lease monitor of each Store on it.
+        self._loss_listeners: list[Callable[[list[str]], object]] = []
         self.channel = _channel(self.schema, self.table)
 
         self._ids = itertools.count()
@@ -1184,11 +1233,14 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             return "the server does not accept this client or request; see its log"
         return None
 
-    def _no_answer(self, operation: str, name: str) -> StoreUnavailable:
+    def _no_answer(self, operation: str, name: str, kept: bool = False) -> StoreUnavailable:
+        what = ("so it was cancelled (its connection, and the advisory leases it holds, live "
+                "on)" if kept else "so its connection was closed")
         return StoreUnavailable(
             f"{self.url}: {operation} of {name!r} got no answer within timeout="
-            f"{self._timeout:g} s, so its connection was closed; is the server, or a pooler or "
-            "proxy on the way to it, frozen or overloaded, or the network path silent?")
+            f"{self._timeout:g} s, {what}; is the server, or a pooler or proxy on the way to "
+            "it, frozen or overloaded, a long transaction holding the lease rows locked, or "
+            "the network path silent?")
 
     # -- connections --------------------------------------------------------------------------
 
@@ -1265,8 +1317,12 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
 
     async def _give_back(self, session: _Session) -> None:
         connection = session.connection
-        if connection.closed or connection.pgconn.transaction_status != TransactionStatus.IDLE:
-            await self._discard(session)  # broken, or interrupted mid-statement
+        # Broken, or no answer came: closed, unless its statement can be cancelled and the
+        # leases it holds (advisory mode) kept.
+        if (connection.closed or connection.pgconn.transaction_status != TransactionStatus.IDLE
+                ) and (connection.closed or not session.leases
+                       or not await self._settle(session)):
+            await self._discard(session)
             return
         room: list[_shim.Event] = []
         with self._mutex:
@@ -1285,20 +1341,79 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
 
     async def _discard(self, session: _Session) -> None:
         self._forget_one()
-        with self._mutex:
-            session.gone = True  # and the locks it held (advisory mode) with its session
-            for lease_id in session.leases:
-                self._holding.pop(lease_id, None)
-            claims, session.claims = session.claims, []
-        for event in claims:
-            event.set()
-        if session.leases:
-            log.info("tenure: %s: a connection holding %d advisory lease(s) was closed: they "
-                     "are lost (their renewal says so)", self.url, len(session.leases))
+        self._lose(session)
         try:
             await session.connection.close()
         except (psycopg.Error, OSError):
             log.debug("tenure: closing a broken PostgreSQL connection failed", exc_info=True)
+
+    def report_losses_to(self, listener: Callable[[list[str]], object]) -> None:
+        """Call `listener(lease_ids)` at once whenever this store closes, or finds broken, a
+        session that holds advisory leases: they are lost (the server frees their locks with the
+        session), and their holders learn it before the session is closed rather than at their
+        next renewal, up to ttl/3 later, when another process may hold the name already. The
+        lease monitor of each Store on this backend listens.
+
+        Example::
+
+            backend.report_losses_to(lambda lease_ids: print("lost:", lease_ids))
+        """
+        with self._mutex:
+            self._loss_listeners.append(listener)
+
+    def _lose(self, session: _Session) -> None:
+        """`session` is about to be closed, or was found broken: the advisory leases it holds
+        go with it, and their holders are told now (see report_losses_to). Idempotent."""
+        with self._mutex:
+            if session.gone:
+                return
+            session.gone = True
+            lost = list(session.leases)
+            for lease_id in lost:
+                self._holding.pop(lease_id, None)
+            claims, session.claims = session.claims, []
+            listeners = list(self._loss_listeners)
+        for event in claims:
+            event.set()
+        if not lost:
+            return
+        log.log(logging.INFO if self._closed else logging.WARNING,
+                "tenure: %s: a connection holding %d advisory lease(s) is closed: they are "
+                "lost, their holders are told now", self.url, len(lost))
+        for listener in listeners:
+            try:
+                listener(lost)
+            except Exception:  # a listener's bug must not keep the others from hearing it
+                log.exception("tenure: %s: telling of lost leases failed", self.url)
+
+    async def _settle(self, session: _Session) -> bool:
+        """A statement on `session`, which holds advisory leases, got no answer within
+        `timeout`: cancel it on the server and read the rest of its answer (an error, or
+        late rows: dropped), within _SETTLE seconds, so that the session, and every lease on
+        it, lives on. False: it is not idle again in time (a silent path, a stalled server);
+        the caller closes it, the last resort."""
+        connection = session.connection
+        if connection.closed or connection.broken or not isinstance(connection, _Connection):
+            return False
+        until = _shim.monotonic() + min(_SETTLE, self._timeout)
+        bound = connection.bound
+        try:
+            with _shim.shielded():
+                await connection.cancel_safe(timeout=max(0.001, until - _shim.monotonic()))
+                connection.bound = max(0.001, until - _shim.monotonic())
+                await connection.wait(generators.execute(connection.pgconn))
+        except (psycopg.Error, _NoAnswer, OSError) as exc:
+            log.debug("tenure: %s: a statement with no answer could not be cancelled: %s",
+                      self.url, self._clean(exc))
+            return False
+        finally:
+            connection.bound = bound
+        settled = connection.pgconn.transaction_status == TransactionStatus.IDLE
+        if settled:
+            log.info("tenure: %s: a statement with no answer within timeout=%g s was cancelled;"
+                     " its connection and the %d advisory lease(s) it holds live on",
+                     self.url, self._timeout, len(session.leases))
+        return settled
 
     async def _take_holding(self, session: _Session, name: str) -> bool:
         """The session that holds a lease's lock, for this caller alone (a release must unlock
@@ -1358,7 +1473,9 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         A _Statement answers libpq's result, any other query the rows psycopg fetched.
 
         Each wait for the server is bounded by `timeout` (see _Connection): past it, the
-        connection is closed (it is in an unknown state) and StoreUnavailable raised.
+        connection is closed (it is in an unknown state) and StoreUnavailable raised; in
+        advisory mode a connection that holds leases is first tried to be kept, its statement
+        cancelled (see _settle), and its leases' holders told at once when it is closed.
 
         Advisory mode: a statement is not interrupted by a cancellation (it runs to its answer,
         within `timeout`), because a connection interrupted mid-statement is closed, and its
@@ -1384,10 +1501,11 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                         with _shim.shielded():
                             return await self._send_creating(session, query, params)
                     return await self._send_creating(session, query, params)
-                finally:  # closed there when no answer came (not IDLE)
+                finally:  # closed there when no answer came (not IDLE), unless cancelled
                     await self._give_back(session)
             except _NoAnswer:
-                raise self._no_answer(operation, name) from None
+                kept = session is not None and not session.connection.closed
+                raise self._no_answer(operation, name, kept) from None
             except psycopg.OperationalError as exc:
                 if attempt == 2 or session is None or not session.connection.broken:
                     raise self._failure(operation, name, exc) from exc
@@ -1412,13 +1530,19 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         (a session lock is re-entrant), and a grant is recorded as held by this session. A
         statement that failed, or was interrupted (psycopg then cancels it on the server and
         waits until the connection is idle: it may have run to its end), may have taken a lock,
-        which outlives the statement: given back before the session serves anyone else."""
+        which outlives the statement: given back before the session serves anyone else. One
+        that got no answer within `timeout` is cancelled first when the session holds leases
+        (see _settle); else the session is closed, and the lock with it."""
         name = params["name"].decode()
         params["mine"] = list(session.keys.get(name, ()))
         try:
             rows = await self._send_creating(session, query, params)
-        except BaseException:
+        except BaseException as exc:
             connection = session.connection
+            if (isinstance(exc, _NoAnswer) and session.leases
+                    and not await self._settle(session)):
+                self._lose(session)  # its holders are told before the server frees them
+                await self._close_quietly(connection)
             if (not connection.closed
                     and connection.pgconn.transaction_status == TransactionStatus.IDLE):
                 try:
@@ -1427,6 +1551,7 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 except BaseException:  # (the first exception is the one raised)
                     # A stray lock would keep its name until the store closes: end the session,
                     # even though the leases it holds go with it.
+                    self._lose(session)
                     await self._close_quietly(connection)
             raise
         if rows and rows[0][0] >= 0:
@@ -1495,6 +1620,12 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                     await cursor.execute(self._ddl)
                 await cursor.execute(self._migrate)
                 return
+            except errors.WrongObjectType as exc:  # see _MIGRATE: not a table of ours
+                raise StoreRefused(
+                    f'{self.url}: the table "{self.schema}"."{self.table}" is not a lease '
+                    "table of tenure: it lacks the columns or the primary key (name, slot) of "
+                    "one, so the store leaves it untouched; name another table with table= (or "
+                    "schema=), or drop it if it is a leftover") from exc
             except (errors.UniqueViolation, errors.DuplicateTable, errors.DuplicateObject,
                     errors.DuplicateSchema):
                 if attempt >= 5:
@@ -1747,24 +1878,54 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
             return False  # released before, lost with its session, or not of this store
         if not await self._take_holding(session, grant.name):
             return False
+        params = {"name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,
+                  "lock": session.leases[grant.lease_id][1], "channel": self.channel,
+                  "key": name_digest(grant.name)}
         try:
             with _shim.shielded():  # interrupted, the session would close: all its leases
-                rows = await self._send(session, self._advisory_sql["release"], {
-                    "name": grant.name.encode(), "slot": grant.slot,
-                    "lease_id": grant.lease_id, "lock": session.leases[grant.lease_id][1],
-                    "channel": self.channel, "key": name_digest(grant.name)})
+                try:
+                    rows = await self._send(session, self._advisory_sql["release"], params)
+                except (_NoAnswer, psycopg.Error) as exc:
+                    rows = await self._unlock_after(session, grant, params, exc)
             with self._mutex:
-                session.unhold(grant.lease_id)
+                if grant.lease_id in session.leases:
+                    session.unhold(grant.lease_id)
                 self._holding.pop(grant.lease_id, None)
             return bool(rows and rows[0][1])
-        except _NoAnswer:  # its connection is closed: the lock goes with the session
-            raise self._no_answer("release", grant.name) from None
-        except psycopg.OperationalError:
-            return False  # the session ended, and its locks with it
-        except psycopg.Error as exc:
-            raise self._failure("release", grant.name, exc) from exc
         finally:
             await self._give_back(session)
+
+    async def _unlock_after(self, session: _Session, grant: Grant, params: dict[str, Any],
+                            exc: _NoAnswer | psycopg.Error) -> Any:
+        """The release statement of `grant` failed, or got no answer, so whether its unlock
+        ran is unknown. A broken connection: the session ended, and its locks with it (no
+        rows: False). Else, once the session is idle again (a statement with no answer is
+        cancelled first, see _settle), the lock is given back for sure (_ADVISORY_UNLOCK_AFTER,
+        whose rows answer for the release). When that cannot be done, the session is closed,
+        the last resort (its other leases are lost, their holders told at once), and the
+        failure raised."""
+        connection = session.connection
+        if connection.broken or connection.closed:
+            return []
+        if isinstance(exc, _NoAnswer):
+            settled = await self._settle(session)
+        else:
+            settled = connection.pgconn.transaction_status == TransactionStatus.IDLE
+        if settled:
+            try:
+                rows = await self._send(session, self._advisory_sql["unlock after"], params)
+            except (_NoAnswer, psycopg.Error) as again:
+                log.debug("tenure: %s: release of %r: unlocking after a failure failed too: %s",
+                          self.url, grant.name, self._clean(again))
+            else:
+                log.debug("tenure: %s: release of %r failed (%s); its lock was given back",
+                          self.url, grant.name, self._clean(exc))
+                return rows
+        self._lose(session)  # its other leases: their holders are told before the close
+        await self._close_quietly(connection)
+        if isinstance(exc, _NoAnswer):
+            raise self._no_answer("release", grant.name) from None
+        raise self._failure("release", grant.name, exc) from exc
 
     async def _break_advisory(self, name: str) -> int:
         """Mark the live leases of `name` broken and move their slots to new lock keys (see
