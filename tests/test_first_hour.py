@@ -51,7 +51,7 @@ def test_locks_break_usage_and_its_error_point_at_the_right_command() -> None:
     result = subprocess.run([sys.executable, "-m", "tenure", "locks", "break", "--help"],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0
-    assert result.stdout.startswith("usage: tenure locks break NAME [--store URL]\n")
+    assert result.stdout.startswith("usage: tenure locks break [-h] NAME [--store URL]\n")
 
     missing = subprocess.run([sys.executable, "-m", "tenure", "locks", "break", "--store",
                               "memory://"], capture_output=True, text=True, timeout=60,
