@@ -82,38 +82,84 @@ async def test_with_lock_waits_up_to_the_lock_timeout(target: Target, make_lock:
         await call(lock.acquire(timeout=0))
 
 
+class CountingTries:
+    """A lock's backend that counts its try_acquire calls (everything else passes through)."""
+
+    def __init__(self, inner: Any, is_async: bool) -> None:
+        self.inner, self.tries = inner, 0
+        if is_async:
+            async def try_acquire(*args: Any) -> Any:
+                self.tries += 1
+                return await inner.try_acquire(*args)
+        else:
+            def try_acquire(*args: Any) -> Any:  # type: ignore[misc]
+                self.tries += 1
+                return inner.try_acquire(*args)
+        self.try_acquire = try_acquire
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 async def test_with_lock_without_a_timeout_waits_for_the_release(target: Target) -> None:
     ttl = target.ttl(5)
     held = await call(target.connect().lock("jobs", ttl=ttl).try_acquire())
     lock = target.connect().lock("jobs", ttl=ttl, min_wait=0.01, max_wait=0.1)
     assert lock.timeout is None
+    spy = lock._backend = CountingTries(lock._backend, target.is_async)
     got: list[int] = []
-    waiting = threading.Event()
 
     if target.is_async:
         async def wait() -> None:
-            waiting.set()
             async with lock as lease:
                 got.append(lease.token)
 
         async with anyio.create_task_group() as group:
             group.start_soon(wait)
-            await eventually(waiting.is_set, 5, "the waiter to start")
+            # It tried, found the lease held, and waits (it has not given up).
+            await eventually(lambda: spy.tries >= 2, 5, "the waiter to try twice")
             assert got == []
             await held.release()
     else:
         def wait_in_thread() -> None:
-            waiting.set()
             with lock as lease:
                 got.append(lease.token)
 
         thread = threading.Thread(target=wait_in_thread)
         thread.start()
-        await eventually(waiting.is_set, 5, "the waiter to start")
-        assert got == []
+        await eventually(lambda: spy.tries >= 2, 5, "the waiter to try twice")
+        assert got == [] and thread.is_alive()
         held.release()
         thread.join(timeout=30)
     assert len(got) == 1 and got[0] > held.token
+
+
+async def test_with_lock_left_in_another_thread_or_task_releases_its_lease(
+        target: Target) -> None:
+    """An `async with` torn down in another task (an async fixture's teardown) or a `with`
+    left in another thread: the lease is released all the same, not renewed for ever."""
+    lock = target.connect().lock("jobs", ttl=target.ttl(5), timeout=5)
+    if target.is_async:
+        lease = await lock.__aenter__()
+        errors: list[BaseException] = []
+
+        async def leave() -> None:
+            try:
+                await lock.__aexit__(None, None, None)
+            except RuntimeError as exc:  # anyio: a cancel scope is left in another task
+                errors.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(leave)
+        assert [str(error) for error in errors] == [
+            "Attempted to exit cancel scope in a different task than it was entered in"]
+    else:
+        lease = lock.__enter__()
+        thread = threading.Thread(target=lock.__exit__, args=(None, None, None))
+        thread.start()
+        thread.join(timeout=30)
+    assert lease.released
+    assert await free(target, "jobs")
 
 
 async def test_nested_with_of_one_name_is_refused(target: Target, make_lock: Any) -> None:

@@ -241,14 +241,19 @@ class AsyncLease:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        cancelled_by_loss = _shim.close_cancel_scope(self._cancel_scope, exc_type, exc, traceback)
-        self._cancel_scope = None
-        lost = self.lost
-        with _shim.shielded():
-            try:
-                await self.release()
-            except StoreUnavailable as release_error:
-                log.warning("tenure: release of %r failed, it expires by itself: %s",
-                            self.name, release_error)
+        try:
+            # Raises when the block is left in another task than it was entered in (anyio's
+            # cancel scopes belong to one task): the lease is released all the same.
+            cancelled_by_loss = _shim.close_cancel_scope(self._cancel_scope, exc_type, exc,
+                                                         traceback)
+        finally:
+            self._cancel_scope = None
+            lost = self.lost
+            with _shim.shielded():
+                try:
+                    await self.release()
+                except StoreUnavailable as release_error:
+                    log.warning("tenure: release of %r failed, it expires by itself: %s",
+                                self.name, release_error)
         if cancelled_by_loss or (lost and exc_type is None):
             raise LeaseLost(self._loss_message())

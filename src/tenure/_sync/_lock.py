@@ -100,6 +100,7 @@ class Lock:
         self._store = store
         self._backend = store.backend
         self._monitor = store._monitor
+        self._entered_leases: list[Lease] = []  # by `with` on this object, in order
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl:g}s limit={self.limit}>"
@@ -121,6 +122,7 @@ class Lock:
         lease = self.acquire()
         entered: Lease = lease.__enter__()
         _entered.set((*_entered.get(), (owner, self._store, self.name, lease)))
+        self._entered_leases.append(lease)
         return entered
 
     def __exit__(
@@ -132,11 +134,19 @@ class Lock:
         held, owner = _entered.get(), current_owner()
         mine = [index for index, (who, store, name, _) in enumerate(held)
                 if who == owner and store is self._store and name == self.name]
-        if not mine:
-            raise RuntimeError(f"{self._kind()} {self.name!r}: `with` left in a thread or "
-                               "task other than the one that entered it")
-        lease = held[mine[-1]][3]
-        _entered.set(held[:mine[-1]] + held[mine[-1] + 1:])
+        if mine:
+            lease = held[mine[-1]][3]
+            _entered.set(held[:mine[-1]] + held[mine[-1] + 1:])
+        elif self._entered_leases:
+            # Left in another thread or task than the one that entered it (an async fixture
+            # torn down in another task, a context manager handed on): the lease this object
+            # entered last is released all the same, not renewed for ever.
+            lease = self._entered_leases[-1]
+        else:
+            raise RuntimeError(f"{self._kind()} {self.name!r}: `with` left without "
+                               "being entered")
+        self._entered_leases = [entered for entered in self._entered_leases
+                                if entered is not lease]
         lease.__exit__(exc_type, exc, traceback)
 
     def leases(self) -> list[LeaseInfo]:
@@ -214,7 +224,8 @@ class Lock:
         seconds = self._default_timeout if timeout is None else to_seconds(timeout, "timeout")
         if seconds < 0:
             raise InvalidArgument(
-                f"timeout={seconds:g} is negative; use 0 to try once, or None to wait forever"
+                f"timeout={seconds:g} is negative; use 0 to try once, or math.inf to wait "
+                "forever"
             )
         return self._acquire_within(seconds)
 
