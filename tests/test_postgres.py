@@ -1588,3 +1588,17 @@ async def test_a_table_that_is_not_tenures_is_refused_untouched(
     assert query(postgres_server, f"SELECT * FROM {schema}.theirs") == [(b"a", 0, "kept")]
     if api == "async":
         await store.close()
+
+
+def test_a_libpq_option_with_a_space_reaches_the_server(postgres_server: PostgresServer,
+                                                         schema: str) -> None:
+    """`options=-c%20statement_timeout%3D...`: the space stays a space for libpq (it was sent
+    as '+', and the server refused "+statement_timeout")."""
+    store = tenure.connect(f"{postgres_server.url}?schema={schema}"
+                           "&options=-c%20statement_timeout%3D20001")
+    try:
+        lease = store.lock("spaced").try_acquire()
+        assert lease is not None
+        lease.release()
+    finally:
+        store.close()

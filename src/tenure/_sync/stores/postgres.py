@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from tenure import _forks
 from tenure._sync import _shim
@@ -1112,7 +1112,8 @@ class PostgresStore(Backend, RecordKeeper):
             else:
                 libpq.append((key, value))
         settings.update(keywords)
-        return base + ("?" + urlencode(libpq) if libpq else ""), settings
+        # quote, not quote_plus: libpq does not read '+' as a space (options=-c%20x=1).
+        return base + ("?" + urlencode(libpq, quote_via=quote) if libpq else ""), settings
 
     def _libpq_params(self, dsn: str) -> dict[str, Any]:
         """libpq's parameters (parsed locally, no I/O) with tenure's defaults where unset."""
