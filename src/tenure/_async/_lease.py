@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from tenure._async._lock import AsyncLock
 
 log = logging.getLogger("tenure")
+# A loss may be reported by the renewal loop and by a store (a session it closed) at once, from
+# two threads: one of them records it and runs on_lost.
+_LOSS_RECORDED = threading.Lock()
 
 
 def current_owner() -> object:
@@ -219,9 +222,10 @@ class AsyncLease:
 
     def mark_lost(self, reason: LostReason) -> None:
         """Record the loss, cancel an async body, and run `on_lost`."""
-        if self._released or self._lost_reason is not None:
-            return
-        self._lost_reason = reason
+        with _LOSS_RECORDED:
+            if self._released or self._lost_reason is not None:
+                return
+            self._lost_reason = reason
         self._lock._monitor.forget(self)
         log.warning("tenure: %s", self._loss_message())
         _shim.cancel(self._cancel_scope)

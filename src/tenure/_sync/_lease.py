@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from tenure._sync._lock import Lock
 
 log = logging.getLogger("tenure")
+# A loss may be reported by the renewal loop and by a store (a session it closed) at once, from
+# two threads: one of them records it and runs on_lost.
+_LOSS_RECORDED = threading.Lock()
 
 
 def current_owner() -> object:
@@ -220,9 +223,10 @@ class Lease:
 
     def mark_lost(self, reason: LostReason) -> None:
         """Record the loss, cancel an async body, and run `on_lost`."""
-        if self._released or self._lost_reason is not None:
-            return
-        self._lost_reason = reason
+        with _LOSS_RECORDED:
+            if self._released or self._lost_reason is not None:
+                return
+            self._lost_reason = reason
         self._lock._monitor.forget(self)
         log.warning("tenure: %s", self._loss_message())
         _shim.cancel(self._cancel_scope)
