@@ -35,6 +35,7 @@ import psycopg
 
 import tenure
 
+TITLE = "PostgreSQL advisory mode: leases per connection"
 LEVELS = (0, 1_000, 10_000)
 QUICK_LEVELS = (0, 100, 1_000)
 CYCLES, QUICK_CYCLES = 300, 30
@@ -293,6 +294,21 @@ def markdown(levels: list[Level]) -> str:
         lines.append(f"| {level.held:,} | {level.connections} | {per} | "
                      f"{level.acquire_ms:.3f} ms | {level.release_ms:.3f} ms | {renewal} |")
     return "\n".join(lines)
+
+
+def section(url: str, quick: bool = False) -> str:
+    """The whole section for BENCHMARKS.md: the levels' table, then the concurrent run.
+
+    Example::
+
+        extras.note(TITLE, section("postgresql://postgres@127.0.0.1/postgres"))
+    """
+    concurrent = concurrent_rows(measure_concurrent(url, quick))
+    return "\n".join([
+        f"One store, `?mode=advisory&pool_size={POOL_SIZE}`, one thread; each lease is a session "
+        "advisory lock held by one of the pool's connections:", "",
+        markdown(measure_levels(url, quick)), "",
+        *(f"- {label}: {value}" for label, value in concurrent)])
 
 
 def main(argv: list[str] | None = None) -> int:

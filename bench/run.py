@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
 
+import advisory_capacity
 import azblob_cases
 import filelock
 import local_cases
@@ -334,6 +335,11 @@ def main(argv: list[str] | None = None) -> int:
             seconds=args.crowd_seconds, progress=progress)
         if crowds:
             extras.note(many_waiters.TITLE, many_waiters.markdown(crowds))
+        postgres = started.get("postgres")
+        if isinstance(postgres, servers.Server):
+            progress("postgres advisory mode: leases per connection")
+            extras.note(advisory_capacity.TITLE,
+                        advisory_capacity.section(postgres.url, args.quick))
         # Last: these restart servers of their own, nothing else runs meanwhile.
         recoveries = outage_recovery.measure_all(
             [name for name in outage_recovery.STORES if name in args.stores],
