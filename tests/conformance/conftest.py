@@ -301,3 +301,22 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
         for stream in (process.stdin, process.stdout):
             if stream is not None:
                 stream.close()
+
+
+class CountingTries:
+    """A lock's backend that counts its try_acquire calls (everything else passes through)."""
+
+    def __init__(self, inner: Any, is_async: bool) -> None:
+        self.inner, self.tries = inner, 0
+        if is_async:
+            async def try_acquire(*args: Any) -> Any:
+                self.tries += 1
+                return await inner.try_acquire(*args)
+        else:
+            def try_acquire(*args: Any) -> Any:  # type: ignore[misc]
+                self.tries += 1
+                return inner.try_acquire(*args)
+        self.try_acquire = try_acquire
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Target, call, eventually
+from conftest import CountingTries, Target, call, eventually
 
 import tenure
 
@@ -80,25 +80,6 @@ async def test_with_lock_waits_up_to_the_lock_timeout(target: Target, make_lock:
         await call(lock.acquire())
     with pytest.raises(tenure.LockTimeout, match=r"within 0 s"):
         await call(lock.acquire(timeout=0))
-
-
-class CountingTries:
-    """A lock's backend that counts its try_acquire calls (everything else passes through)."""
-
-    def __init__(self, inner: Any, is_async: bool) -> None:
-        self.inner, self.tries = inner, 0
-        if is_async:
-            async def try_acquire(*args: Any) -> Any:
-                self.tries += 1
-                return await inner.try_acquire(*args)
-        else:
-            def try_acquire(*args: Any) -> Any:  # type: ignore[misc]
-                self.tries += 1
-                return inner.try_acquire(*args)
-        self.try_acquire = try_acquire
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 async def test_with_lock_without_a_timeout_waits_for_the_release(target: Target) -> None:
@@ -402,3 +383,62 @@ async def test_bad_lock_timeout_fails_at_the_call(target: Target, timeout: objec
         store.lock("jobs", timeout=timeout)
     with pytest.raises(error, match=message):
         store.semaphore("jobs", 2, timeout=timeout)
+
+
+async def test_leaving_one_of_several_open_blocks_elsewhere_releases_none(
+        target: Target) -> None:
+    """Two threads (tasks) are inside blocks of one shared semaphore; a third leaves a block of
+    it: which one cannot be told, so it raises and releases neither (releasing the other's
+    lease would let a third holder in while it still works)."""
+    sem = target.connect().semaphore("shared", 2, ttl=target.ttl(5), timeout=5)
+    inside = [threading.Event(), threading.Event()]
+    leave = threading.Event()
+    leases: list[Any] = []
+    errors: list[BaseException] = []
+
+    if target.is_async:
+        async def holder(index: int) -> None:
+            async with sem as lease:
+                leases.append(lease)
+                inside[index].set()
+                await eventually(leave.is_set, 30, "the test to let the holders go")
+
+        async def stranger() -> None:
+            try:
+                await sem.__aexit__(None, None, None)
+            except RuntimeError as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(holder, 0)
+            group.start_soon(holder, 1)
+            await eventually(lambda: all(event.is_set() for event in inside), 10, "two holders")
+            await stranger()
+            assert all(lease.held for lease in leases)
+            leave.set()
+    else:
+        def holder_thread(index: int) -> None:
+            with sem as lease:
+                leases.append(lease)
+                inside[index].set()
+                leave.wait(30)
+
+        threads = [threading.Thread(target=holder_thread, args=(index,)) for index in (0, 1)]
+        for thread in threads:
+            thread.start()
+        await eventually(lambda: all(event.is_set() for event in inside), 10, "two holders")
+        def leave_elsewhere() -> None:
+            try:
+                sem.__exit__(None, None, None)
+            except RuntimeError as exc:
+                errors.append(exc)
+
+        stranger = threading.Thread(target=leave_elsewhere)
+        stranger.start()
+        stranger.join(timeout=30)
+        assert all(lease.held for lease in leases)
+        leave.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert len(errors) == 1 and "2 blocks of this object are open" in str(errors[0])
+    assert len(leases) == 2 and all(lease.released for lease in leases)

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 import anyio
 import pytest
-from conftest import Target, call, eventually
+from conftest import CountingTries, Target, call, eventually
+from waiting import wait_until
 
 import tenure
 from tenure.jobs import AsyncWorker, Run, Worker
@@ -334,3 +335,39 @@ async def test_a_semaphore_s_timeout_counts_the_slots_this_process_holds(
         await call(store.semaphore("jobs", limit=2, ttl=ttl).acquire(timeout=0))
     for lease in (mine, theirs):
         await call(lease.release())
+
+
+async def test_a_new_thread_is_not_the_holder_of_an_ended_threads_lease(target: Target) -> None:
+    """Linux gives an ended thread's ident to the next thread: a lease taken by a thread that
+    ended (and handed on to be released) must not make a new thread's endless wait refused as
+    a wait for its own lease."""
+    if target.is_async:
+        pytest.skip("threads own leases in the sync API; tasks in the async one")
+    lock = target.connect().lock("handed-on", ttl=target.ttl(5))
+    spy = lock._backend = CountingTries(lock._backend, is_async=False)
+    taken: list[Any] = []
+    first = threading.Thread(target=lambda: taken.append(lock.acquire(timeout=5)))
+    first.start()
+    first.join(timeout=30)
+    outcome: list[object] = []
+
+    def waiter() -> None:
+        def release_after_a_busy_try() -> None:
+            tries = spy.tries
+            wait_until(lambda: spy.tries > tries + 1, 10, "the waiter to find it busy")
+            taken[0].release()
+
+        releaser = threading.Thread(target=release_after_a_busy_try)
+        try:
+            releaser.start()  # another thread releases it: the wait below ends
+            lease = lock.acquire()
+            outcome.append(lease.token)
+            lease.release()
+        except Exception as exc:  # checked below
+            outcome.append(exc)
+        releaser.join(timeout=30)
+
+    second = threading.Thread(target=waiter)
+    second.start()
+    second.join(timeout=30)
+    assert len(outcome) == 1 and isinstance(outcome[0], int), outcome

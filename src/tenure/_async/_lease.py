@@ -39,7 +39,9 @@ def current_owner() -> object:
         task = asyncio.current_task()
     except RuntimeError:  # no event loop in this thread
         task = None
-    return task if task is not None else threading.get_ident()
+    # The Thread object, not its ident: Linux gives an ended thread's ident to the next one,
+    # which would then pass for the holder of a lease it never took.
+    return task if task is not None else threading.current_thread()
 
 
 class AsyncLease:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,7 +43,7 @@ _entered: contextvars.ContextVar[tuple[tuple[object, AsyncStore, str, AsyncLease
 
 def _in(owner: object) -> str:
     """'this thread' or 'this task', for messages about who holds a lease."""
-    return "this thread" if isinstance(owner, int) else "this task"
+    return "this thread" if isinstance(owner, threading.Thread) else "this task"
 
 
 @dataclass(frozen=True)
@@ -137,14 +138,18 @@ class AsyncLock:
         if mine:
             lease = held[mine[-1]][3]
             _entered.set(held[:mine[-1]] + held[mine[-1] + 1:])
-        elif self._entered_leases:
+        elif len(self._entered_leases) == 1:
             # Left in another thread or task than the one that entered it (an async fixture
-            # torn down in another task, a context manager handed on): the lease this object
-            # entered last is released all the same, not renewed for ever.
-            lease = self._entered_leases[-1]
+            # torn down in another task, a context manager handed on): the one block of this
+            # object is the one being left, and its lease is released, not renewed for ever.
+            lease = self._entered_leases[0]
         else:
-            raise RuntimeError(f"{self._kind()} {self.name!r}: `async with` left without "
-                               "being entered")
+            # Several blocks of this object are open in other threads or tasks: which one is
+            # left cannot be told, and releasing another's lease would make two holders.
+            raise RuntimeError(
+                f"{self._kind()} {self.name!r}: `async with` left in a thread or task that did "
+                f"not enter it, while {len(self._entered_leases)} blocks of this object are "
+                "open; nothing was released. Leave a block where it was entered")
         self._entered_leases = [entered for entered in self._entered_leases
                                 if entered is not lease]
         await lease.__aexit__(exc_type, exc, traceback)
