@@ -74,3 +74,18 @@ def test_unfinished_results_are_refused_and_closed() -> None:
     assert generator.gi_frame is None
     for value in (None, 0, "done", [1]):
         refuse_unfinished(value, "the job")
+
+
+def test_a_returned_task_or_future_is_not_refused() -> None:
+    """A Task (or any awaitable that is no coroutine) runs by itself once scheduled: failing
+    the run would retry work that is already going on."""
+    import asyncio
+
+    async def scheduled() -> None: ...
+
+    async def main() -> None:
+        task = asyncio.ensure_future(scheduled())
+        refuse_unfinished(task, "the job")  # no TypeError
+        await task
+
+    asyncio.run(main())

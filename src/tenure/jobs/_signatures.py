@@ -85,7 +85,7 @@ def refuse_unfinished(result: object, what: str) -> None:
     """
     if inspect.iscoroutine(result) or inspect.isgenerator(result):
         result.close()  # never started: closing runs nothing (an async generator needs no close)
-    if inspect.isawaitable(result):
+    if inspect.iscoroutine(result):  # not any awaitable: a returned Task runs by itself
         raise TypeError(f"{what} returned a coroutine, which nothing awaits: its body did not "
                         "run. Define the function with async def (and await inside it), or "
                         "run the coroutine yourself, e.g. with asyncio.run()")
