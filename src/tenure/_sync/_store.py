@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
 import secrets
 import socket
@@ -228,7 +229,7 @@ class Store:
             " (a fraction of ttl: renewals must land well before the lease runs out)")
         shortest = check_range(to_seconds(min_wait, "min_wait"), "min_wait", 0.001, 60.0)
         longest = to_seconds(max_wait, "max_wait")
-        if longest < shortest:
+        if math.isfinite(longest) and 0.001 <= longest < shortest:  # else: the range below
             raise InvalidArgument(f"max_wait={longest:g} is below min_wait={shortest:g}: raise "
                                   "max_wait or lower min_wait (they bound the wait between tries)")
         longest = check_range(longest, "max_wait", shortest, 3600.0)

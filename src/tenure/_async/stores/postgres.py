@@ -151,6 +151,10 @@ BEGIN
              ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
            WHERE i.indrelid = {regclass}::regclass AND i.indisprimary)
           IS DISTINCT FROM ARRAY['name', 'slot'] THEN
+        IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = {regclass}::regclass
+                   AND attname = 'digest' AND NOT attisdropped) THEN
+            RETURN;  -- another process migrated it since the first look (its primary key
+        END IF;      -- is (digest, slot) now)
         RAISE EXCEPTION 'tenure: not a lease table of tenure' USING ERRCODE = 'wrong_object_type';
     END IF;
     LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE;
