@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from handoff import percentile
+
 TITLE = "Many waiters on one name"
 LABELS = {"mysql": "mysql:// (MariaDB)", "postgres": "postgresql://", "redis": "redis://"}
 STORES = ("mysql", "postgres", "redis")
@@ -75,19 +77,6 @@ class Crowd:
     @property
     def timeouts(self) -> int:
         return len(self.gave_up)
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """The nearest-rank value below which `fraction` of `values` fall (nan when empty).
-
-    Example:
-        >>> percentile([3.0, 1.0, 2.0], 0.5)
-        2.0
-    """
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 def measure(store: str, url: str, processes: int = PROCESSES, tasks: int = TASKS,

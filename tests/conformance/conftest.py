@@ -9,6 +9,7 @@ run instead of skipping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import select
@@ -320,3 +321,14 @@ class CountingTries:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+@contextlib.asynccontextmanager
+async def entered(target: Target, context: Any) -> AsyncIterator[Any]:
+    """`with context as lease:` (sync) or `async with context as lease:` (async)."""
+    if target.is_async:
+        async with context as lease:
+            yield lease
+    else:
+        with context as lease:
+            yield lease

@@ -4,30 +4,17 @@ decorator."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
-from conftest import CountingTries, Target, call, eventually
+from conftest import CountingTries, Target, call, entered, eventually
 
 import tenure
 
 pytestmark = pytest.mark.anyio
-
-
-@contextlib.asynccontextmanager
-async def entered(target: Target, lock: Any) -> AsyncIterator[Any]:
-    """`with lock as lease:` (sync) or `async with lock as lease:` (async)."""
-    if target.is_async:
-        async with lock as lease:
-            yield lease
-    else:
-        with lock as lease:
-            yield lease
 
 
 async def free(target: Target, name: str) -> bool:

@@ -9,16 +9,15 @@ itself), and a timed-out wait says that this process holds the lease.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import anyio
 import pytest
-from conftest import CountingTries, Target, call, eventually
+from conftest import CountingTries, Target, call, entered, eventually
 from waiting import wait_until
 
 import tenure
@@ -29,17 +28,6 @@ pytestmark = pytest.mark.anyio
 T = TypeVar("T")
 
 NOT_REENTRANT = "would wait for its own lease forever: tenure locks are not reentrant"
-
-
-@contextlib.asynccontextmanager
-async def entered(target: Target, context: Any) -> AsyncIterator[Any]:
-    """`with context as lease:` (sync) or `async with context as lease:` (async)."""
-    if target.is_async:
-        async with context as lease:
-            yield lease
-    else:
-        with context as lease:
-            yield lease
 
 
 def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
