@@ -68,6 +68,18 @@ def make_async():
     return worker
 
 
+def make_stuck():
+    worker = Worker(tenure.connect(os.environ["TENURE_STORE"]), grace=0.5)
+
+    @worker.every(60, name="app.stuck")
+    def stuck(run):
+        record("app.stuck", run)
+        import time
+        time.sleep(3)  # ignores run.check(): outlives the grace period
+
+    return worker
+
+
 def make_failing():
     worker = Worker(tenure.connect(os.environ["TENURE_STORE"]), grace=5)
 
@@ -474,3 +486,14 @@ from tenure.jobs import Worker
 worker = Worker(tenure.connect(os.environ["OWN_STORE"]))
 worker.every(60, name="app.own")(lambda run: None)
 '''
+
+
+def test_run_exits_1_when_a_sync_job_outlives_the_grace_period(project: Project,
+                                                              running: list[Any]) -> None:
+    process = start(project, running, "make_stuck", "--store", project.store)
+    wait_until(lambda: project.ran("app.stuck"), 30, "the stuck job to start")
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=STOP_DEADLINE)
+    assert process.returncode == 1, stderr
+    assert "still running after grace=0.5 s" in stderr
+    assert "stopped with 1 sync job(s) still running past the grace period (app.stuck)" in stderr

@@ -324,6 +324,11 @@ def _serve(worker: Any, config: Any, args: argparse.Namespace) -> int:
     else:
         with _health_server(worker, config, None):
             worker.run()
+    abandoned = list(getattr(worker, "abandoned", ()))
+    if abandoned:  # each was logged by name when the grace period ended
+        log.error("tenure: %s stopped with %d sync job(s) still running past the grace period "
+                  "(%s): exit status 1", args.app, len(abandoned), ", ".join(abandoned))
+        return 1
     log.info("tenure: %s stopped", args.app)
     return 0
 
