@@ -1282,3 +1282,100 @@ def test_ctrl_c_of_an_async_waiter_leaves_no_lease_behind(
             wait_until(free, 5, f"{name} to be free after the waiter's Ctrl-C")
     finally:
         store.close()
+
+
+async def test_a_store_closed_while_its_waiter_sleeps_leaves_no_lease_behind(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """close() while a waiter of the store sleeps on the server: the waiter gets the
+    closed-store error, and when the holder then releases (which would wake that sleep, and
+    run the try sent behind it), the name is free for a third store at once, not held by
+    nobody for a ttl (a review found the lease left behind 3 of 3)."""
+    url = f"{mariadb_server.url}?table={table}"
+    module = tenure.aio if api == "async" else tenure
+    holder, waiter, third = module.connect(url), module.connect(url), module.connect(url)
+    got: dict[str, Any] = {}
+    lock = waiter.lock("closing", ttl=30, min_wait=3, max_wait=3)
+
+    def asleep() -> bool:
+        return sleepers(admin, table) == 1
+
+    try:
+        held = await call(holder.lock("closing", ttl=30).acquire(timeout=5))
+        if api == "async":
+            async def wait() -> None:
+                try:
+                    got["lease"] = await lock.acquire(timeout=20)
+                except tenure.StoreRefused as exc:
+                    got["error"] = exc
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(wait)
+                await eventually(asleep, 5, "the waiter to sleep on the server")
+                await waiter.close()
+                assert await held.release() is True
+        else:
+            def wait_in_thread() -> None:
+                try:
+                    got["lease"] = lock.acquire(timeout=20)
+                except tenure.StoreRefused as exc:
+                    got["error"] = exc
+
+            thread = threading.Thread(target=wait_in_thread)
+            thread.start()
+            await eventually(asleep, 5, "the waiter to sleep on the server")
+            waiter.close()
+            assert held.release() is True
+            thread.join(timeout=30)
+            assert not thread.is_alive()
+        assert "lease" not in got, f"a closed store handed out {got['lease']!r}"
+        assert "the store was closed" in str(got.get("error")), got
+        lease = await call(third.lock("closing", ttl=30).acquire(timeout=5))
+        assert await call(lease.release()) is True
+    finally:
+        await call(holder.close())
+        await call(waiter.close())
+        await call(third.close())
+
+
+async def test_a_release_wakes_a_sleeper_of_its_own_database_only(
+        mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """The same table and name in two databases: a release in one wakes that database's
+    sleeper, not the other's even when the other has slept longer (found in review)."""
+    admin.sql("CREATE DATABASE IF NOT EXISTS tenure_other")
+    url = f"{mariadb_server.url}?table={table}"
+    other_url = url.replace("/tenure?", "/tenure_other?")
+    holder, waiter = AsyncMySQLStore(url), AsyncMySQLStore(url)
+    other_holder, other_waiter = AsyncMySQLStore(other_url), AsyncMySQLStore(other_url)
+    woken: dict[str, float] = {}
+
+    def oldest_sleep_seconds() -> int:
+        return max((int(seconds) for seconds, in admin.sql(
+            "SELECT TIME FROM information_schema.PROCESSLIST WHERE INFO LIKE "
+            f"CONCAT('%tenure', '-wait {table} %')")), default=0)
+
+    async def waiting(store: AsyncMySQLStore, which: str) -> None:
+        # A long ttl: the sleep lasts 3.5 s (it ends while a grant taken behind it is fresh).
+        assert await store.try_acquire("twin", which, 600.0, 1) is None
+        await store.wait_released("twin", 10.0)
+        woken[which] = time.monotonic()
+
+    try:
+        lease = await holder.try_acquire("twin", "holder", 30.0, 1)
+        other = await other_holder.try_acquire("twin", "holder", 30.0, 1)
+        assert lease is not None and other is not None
+        async with anyio.create_task_group() as group:
+            group.start_soon(waiting, other_waiter, "other")
+            await eventually(lambda: sleepers(admin, table) == 1, 5, "the other to sleep")
+            await eventually(lambda: oldest_sleep_seconds() >= 1, 5, "a second of its sleep")
+            group.start_soon(waiting, waiter, "ours")
+            await eventually(lambda: sleepers(admin, table) == 2, 5, "ours to sleep")
+            released_at = time.monotonic()
+            assert await holder.release(lease) is True
+            await eventually(lambda: "ours" in woken, 5, "our waiter to wake")
+            assert woken["ours"] - released_at < 1.0, "woken by its sleep's end, not the release"
+            assert "other" not in woken
+            assert await other_holder.release(other) is True
+    finally:
+        for store in (holder, waiter, other_holder, other_waiter):
+            await store.close()
+        admin.sql(f"DROP TABLE IF EXISTS tenure_other.`{table}`")

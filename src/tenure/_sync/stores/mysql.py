@@ -300,8 +300,10 @@ _WAIT = (f"UPDATE /* {_WAIT_TAG} */ `{{table}}` SET sleepers = ',w,' "
          "FROM `{table}` AS z WHERE z.name_key = UNHEX(%s) AND z.slot = 0")
 # The longest sleeping waiter of a name (the tag is split so that this statement, which other
 # waits' releases also see in the process list, does not carry it). Parameters: key.
-_SLEEPER = ("(SELECT ID FROM information_schema.PROCESSLIST WHERE LOCATE(CONCAT("
-            "'/* tenure', '-wait {table} ', %s, ' */'), INFO) > 0 ORDER BY TIME DESC LIMIT 1)")
+# Only this database's: a table of the same name in another database has sleepers of its own.
+_SLEEPER = ("(SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND "
+            "LOCATE(CONCAT('/* tenure', '-wait {table} ', %s, ' */'), INFO) > 0 "
+            "ORDER BY TIME DESC LIMIT 1)")
 # Sent in the same round trip as a release of a name that this store saw contended: wakes the
 # longest sleeper of the name. KILL takes no subquery, hence the variable; KILL QUERY 0 when
 # none sleeps fails with error 1094. Parameters: key.
@@ -601,12 +603,17 @@ class MySQLStore(Backend, RecordKeeper):
         # Connections that sleep for waiters (see _WAIT): kept apart, so that a KILL QUERY that
         # comes after its sleep ended can only cut another sleep short, never a lease statement.
         self._sleepers: list[Any] = []
+        # Sleeper connections in use by a wait right now: close() ends them (see close).
+        self._sleeping: set[Any] = set()
         # This caller's last try that found its name taken, and what the try behind its wait
         # found (see _Waiting); the grants taken behind waits and not claimed yet (freed on
         # close).
         self._waiting: contextvars.ContextVar[_Waiting | None] = contextvars.ContextVar(
             "tenure_mysql_waiting", default=None)
         self._unclaimed: set[Grant] = set()
+        # Tries behind waits whose outcome is unknown, until their caller tries again with
+        # their lease id (see _Prefetched.retry_id): close() undoes those left.
+        self._unsure: set[tuple[str, str, int, int]] = set()
         self._asleep: dict[str, set[object]] = {}  # key -> the waits sleeping on the server
         self._undoing: set[tuple[str, str, int, int]] = set()  # undos running (see _undo_later)
         self._woken: dict[str, float] = {}  # key -> until when the waiter we woke goes first
@@ -615,6 +622,7 @@ class MySQLStore(Backend, RecordKeeper):
         # so a store costs no round trip for it, and needs no CREATE privilege once it exists.
         self._table_missing = False
         self._closed = False
+        self._closing = False  # close() began: waits end, and what they take is freed
         _forks.in_child_after_fork(self, MySQLStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -626,7 +634,7 @@ class MySQLStore(Backend, RecordKeeper):
         for connection in inherited:
             _forsake(connection)
         self._unclaimed, self._woken, self._contended = set(), {}, set()
-        self._asleep, self._undoing = {}, set()
+        self._asleep, self._undoing, self._sleeping, self._unsure = {}, set(), set(), set()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url} table={self.table}>"
@@ -775,6 +783,9 @@ class MySQLStore(Backend, RecordKeeper):
     # -- operations --------------------------------------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        if self._closing:
+            self._waiting.set(None)
+            raise closed_store(self.url, "acquire", name)
         key = name_digest(name)
         attempt = _Attempt(holder, ttl, limit)
         lease_id: int | None = None
@@ -784,6 +795,8 @@ class MySQLStore(Backend, RecordKeeper):
             prefetched = waiting.prefetched
             same = waiting.key == key and waiting.attempt == attempt
             if prefetched is not None and prefetched.retry_id is not None:
+                self._unsure.discard((name, waiting.key, prefetched.retry_id,
+                                      prefetched.sent_on))
                 if same:  # a new request: its grant counts from now, however late
                     lease_id = prefetched.retry_id
                 else:  # asked for another name: undo what that try may have taken
@@ -791,7 +804,10 @@ class MySQLStore(Backend, RecordKeeper):
                                      prefetched.sent_on)
             elif prefetched is not None:
                 if prefetched.grant is not None:
-                    self._unclaimed.discard(prefetched.grant)
+                    try:  # one atomic step, also against close() freeing it meanwhile
+                        self._unclaimed.remove(prefetched.grant)
+                    except KeyError:
+                        raise closed_store(self.url, "acquire", name) from None
                 fresh = same and _shim.monotonic() - prefetched.sent_at <= fresh_for(ttl)
                 if fresh:
                     if prefetched.grant is None:
@@ -855,7 +871,14 @@ class MySQLStore(Backend, RecordKeeper):
         statement = self._acquire_statement(parameters)
         parameters["sent_on"] = connection.thread_id()  # from here on, undone if cut short
         connection.query(statement)
-        return _acquired(connection, parameters["limit"])
+        found = _acquired(connection, parameters["limit"])
+        if self._closing:  # close() began meanwhile: nobody could release this grant later
+            if found is not None:
+                self._release_in(connection, parameters["key"], found[0],
+                                       parameters["lease_id"])
+            del parameters["sent_on"]  # answered, and freed: nothing to undo
+            raise closed_store(self.url, "acquire", parameters["name"])
+        return found
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
@@ -1022,6 +1045,8 @@ class MySQLStore(Backend, RecordKeeper):
         """Sleep on the server until a release of `name` wakes this waiter, with the try that
         follows a wait sent right behind the sleep (see _sleep_then_try): the next
         try_acquire returns its outcome without a round trip."""
+        if self._closing:
+            raise closed_store(self.url, "acquire", name)
         key = name_digest(name)
         waiting = self._waiting.get()
         attempt = None
@@ -1065,6 +1090,9 @@ class MySQLStore(Backend, RecordKeeper):
             with _deadline(bound):
                 if connection is None:
                     connection = self._open()
+                self._sleeping.add(connection)
+                if self._closing:  # after the add: close() ends it, or this sees the flag
+                    raise closed_store(self.url, "acquire", name)
                 wait = _WAIT.format(table=self.table, key=key) % (
                     f"'{key}'", f"'{key}'", attempt.limit, attempt.limit, f"{seconds:.3f}",
                     f"'{key}'")
@@ -1076,6 +1104,9 @@ class MySQLStore(Backend, RecordKeeper):
                 self._discard(connection)
                 if sent_at is not None:  # the try behind the wait may still run, or it ran
                     self._undo_later(name, key, parameters["lease_id"], connection.thread_id())
+                self._sleeping.discard(connection)
+            if self._closing:  # ended by close() (KILL CONNECTION), or refused above
+                raise closed_store(self.url, "acquire", name) from None
             if not isinstance(exc, _DRIVER_ERRORS):
                 raise
             log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
@@ -1089,6 +1120,12 @@ class MySQLStore(Backend, RecordKeeper):
             name, found[0], attempt.holder, str(lease_id), found[1], name, sent_at)
         if grant is not None:
             self._unclaimed.add(grant)
+        if self._closing:  # close() began during the wait: free what its try took, here
+            self._let_go(connection, name, key, grant, answered, lease_id)
+            raise closed_store(self.url, "acquire", name)
+        self._sleeping.discard(connection)
+        if not answered:
+            self._unsure.add((name, key, lease_id, connection.thread_id()))
         self._waiting.set(_Waiting(key, attempt, _Prefetched(
             sent_at, grant, None if answered else lease_id, connection.thread_id())))
         # An acquire cut short may leave a transaction open (a semaphore's): closing the
@@ -1097,6 +1134,54 @@ class MySQLStore(Backend, RecordKeeper):
             self._discard(connection)
         else:
             self._sleepers.append(connection)
+
+    def _let_go(self, connection: Any, name: str, key: str, grant: Grant | None,
+                      answered: bool, lease_id: int) -> None:
+        """A wait that ended after close() began: free the grant its try took, on the wait's
+        own connection (close() refuses new ones), unless close() freed it already; undo a
+        try whose outcome is unknown. The connection is closed either way."""
+        try:
+            if grant is not None:
+                try:
+                    self._unclaimed.remove(grant)  # else close() has it, and frees it
+                except KeyError:
+                    grant = None
+            if grant is not None:
+                try:
+                    with _deadline(self.timeout):
+                        self._release_in(connection, key, grant.slot, lease_id)
+                except _DRIVER_ERRORS:  # killed by close(): it frees the grant on another
+                    self._unclaimed.add(grant)
+        finally:
+            self._discard(connection)
+            if not answered:
+                self._undo_later(name, key, lease_id, connection.thread_id())
+            self._sleeping.discard(connection)
+
+    def _end_waits(self) -> None:
+        """End the connections of waits sleeping on the server (KILL CONNECTION: the try
+        sent behind a sleep then never runs, or its undo frees what it took), and wait, up
+        to the store's timeout, until those waits let go of them. A wait that already woke
+        frees what its try took itself (see _let_go)."""
+        give_up, pause = _shim.monotonic() + self.timeout, 0.005
+        killed: set[int] = set()
+        while self._sleeping and _shim.monotonic() < give_up:
+            ids = {connection.thread_id() for connection in list(self._sleeping)} - killed
+            if ids:
+                with contextlib.suppress(StoreUnavailable):
+                    self._call("closing", "waits", self._kill_in, sorted(ids))
+                killed |= ids
+            _shim.sleep(pause)  # the waits run meanwhile, in their threads or tasks
+            pause = min(pause * 2, 0.05)
+
+    def _kill_in(self, connection: Any, ids: list[int]) -> None:
+        with connection.cursor() as cursor:
+            for thread_id in ids:
+                try:
+                    cursor.execute(f"KILL CONNECTION {int(thread_id)}")
+                except pymysql.OperationalError as exc:
+                    if _error_code(exc) != ER.NO_SUCH_THREAD:  # gone meanwhile
+                        raise
 
     def _undo_later(self, name: str, key: str, lease_id: int, thread_id: int) -> None:
         """Run `_forget` in the background (the caller's cancellation is never delayed); close
@@ -1149,10 +1234,18 @@ class MySQLStore(Backend, RecordKeeper):
                 pause = min(pause * 2, 0.05)
 
     def close(self) -> None:
+        """Free what waits took and never handed out, end the waits sleeping on the server
+        now (their callers get the closed-store error), then close every connection."""
+        self._closing = True
+        self._end_waits()
+        self._undoing |= self._unsure  # their callers will only be refused now
         for undo in list(self._undoing):  # started in the background, not done yet
             self._forget(*undo)
-        unclaimed, self._unclaimed = self._unclaimed, set()
-        for grant in unclaimed:  # taken behind a wait, never claimed
+        while self._unclaimed:  # taken behind a wait, never claimed
+            try:
+                grant = self._unclaimed.pop()  # atomic: try_acquire may claim one meanwhile
+            except KeyError:
+                break
             with contextlib.suppress(StoreUnavailable):  # else it expires by itself
                 self.release(grant)
         self._closed = True
