@@ -565,8 +565,8 @@ def test_the_cli_without_credentials_prints_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0 and result.stdout == ""
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("tenure: error: azblob://myaccount/locks: listing of '' refused: "
-                               "no credential could get a token"), lines
+    assert lines[0].startswith("tenure: error: azblob://myaccount/locks: listing of all leases "
+                               "refused: no credential could get a token"), lines
     for words in ("managed identity", "az login", "AZURE_STORAGE_CONNECTION_STRING"):
         assert words in lines[0], lines
     assert elapsed < 10, elapsed

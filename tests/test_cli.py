@@ -240,9 +240,9 @@ def test_short_and_odd_passwords_are_hidden_without_garbling_the_message(
     result = run("locks", "--store", f"redis://:{password}@127.0.0.1:{port}/0")
 
     line = assert_one_error_line(result)
-    assert line == (f"tenure: error: redis://:***@127.0.0.1:{port}/0: listing of '' failed: "
-                    f"Error 111 connecting to 127.0.0.1:{port}. Connection refused; check that "
-                    "the server is running and reachable at this address, and the TLS "
+    assert line == (f"tenure: error: redis://:***@127.0.0.1:{port}/0: listing of all leases "
+                    f"failed: Error 111 connecting to 127.0.0.1:{port}. Connection refused; "
+                    "check that the server is running and reachable at this address, and the TLS "
                     "settings; each call waits at most timeout=5 s")
     unsupported = assert_one_error_line(run("locks", "--store", "ftp://x"))
     assert "sqlite:////absolute/locks.db" in unsupported and "***" not in unsupported

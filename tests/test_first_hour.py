@@ -256,7 +256,7 @@ def test_closing_a_sqlite_store_while_other_threads_use_it(tmp_path: Path) -> No
 
     assert result.returncode == 0, result  # -11 before: close() closed connections in use
     assert result.stdout.splitlines() == [
-        f"StoreRefused: {url}: listing of '' refused: "
+        f"StoreRefused: {url}: listing of all leases refused: "
         "the store was closed; open a new one with tenure.connect(...)"]
 
 

@@ -47,6 +47,19 @@ def record_bytes(record: object) -> bytes:
     return encoded
 
 
+def subject(operation: str, name: str) -> str:
+    """What a store call did, for its error messages: the operation and the lock name; a
+    listing says which leases it listed.
+
+    Example:
+        >>> subject("acquire", "jobs"), subject("listing", ""), subject("listing", "job:")
+        ("acquire of 'jobs'", 'listing of all leases', "listing of the leases named 'job:...'")
+    """
+    if operation == "listing":
+        return f"listing of the leases named {name + '...'!r}" if name else "listing of all leases"
+    return f"{operation} of {name!r}"
+
+
 def closed_store(url: str, operation: str = "", name: str = "") -> StoreRefused:
     """The error of every call on a store object already closed: retrying cannot clear it.
 
@@ -54,7 +67,7 @@ def closed_store(url: str, operation: str = "", name: str = "") -> StoreRefused:
         >>> str(closed_store("sqlite:////tmp/x.db", "acquire", "jobs")).partition(";")[0]
         "sqlite:////tmp/x.db: acquire of 'jobs' refused: the store was closed"
     """
-    what = f"{operation} of {name!r} refused: " if operation else ""
+    what = f"{subject(operation, name)} refused: " if operation else ""
     return StoreRefused(f"{url}: {what}the store was closed; open a new one with "
                         "tenure.aio.connect(...)")
 

@@ -56,6 +56,7 @@ from tenure._async.stores._protocol import (
     AsyncRecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import (
     InvalidArgument,
@@ -319,7 +320,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
                 yield
         except TimeoutError:
             raise StoreUnavailable(redact(
-                f"{self.url}: {operation} of {name!r} failed: no answer within "
+                f"{self.url}: {subject(operation, name)} failed: no answer within "
                 f"timeout={self.timeout:g} s; check the network and the blob service")) from None
 
     # -- helpers ------------------------------------------------------------------------------
@@ -338,7 +339,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         status, code = _status(exc), _code(exc)
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(redact(f"{self.url}: {operation} of {name!r} refused: {fix}"))
+            return StoreRefused(redact(f"{self.url}: {subject(operation, name)} refused: {fix}"))
         if status == 404:
             hint = f"not found (HTTP 404 {code}): check the account, container and endpoint"
         elif isinstance(exc, ServiceRequestError):
@@ -349,7 +350,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
             hint = "the blob service did not answer in time"
         else:
             hint = f"the blob service answered HTTP {status} {code}".rstrip()
-        return StoreUnavailable(redact(f"{self.url}: {operation} of {name!r} failed: {hint}"))
+        return StoreUnavailable(redact(f"{self.url}: {subject(operation, name)} failed: {hint}"))
 
     def _refusal(self, exc: AzureError) -> str | None:
         """What to fix when `exc` is permanent: access refused (401, 403: a wrong key or SAS,

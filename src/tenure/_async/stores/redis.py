@@ -54,6 +54,7 @@ from tenure._async.stores._protocol import (
     AsyncRecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import (
     InvalidArgument,
@@ -694,7 +695,7 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
             detail = detail.replace(self._password, "***")
         fix = _refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: {detail}; {fix}")
+            return StoreRefused(f"{self.url}: {subject(operation, name)} refused: {detail}; {fix}")
         if isinstance(exc, ReadOnlyError):
             hint = ("this server is a read-only replica (or failing over): point the URL at the "
                     "primary")
@@ -704,7 +705,7 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         else:
             hint = ("check that the server is running and reachable at this address, and the "
                     f"TLS settings; each call waits at most timeout={self.timeout:g} s")
-        return StoreUnavailable(f"{self.url}: {operation} of {name!r} failed: {detail}; {hint}")
+        return StoreUnavailable(f"{self.url}: {subject(operation, name)} failed: {detail}; {hint}")
 
     def _closed_error(self) -> StoreRefused:
         return closed_store(self.url)

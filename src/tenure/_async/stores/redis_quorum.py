@@ -48,6 +48,7 @@ from tenure._async.stores._protocol import (
     AsyncRecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._async.stores.redis import AsyncRedisStore
 from tenure._errors import (
@@ -215,7 +216,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         refused = sum(not down.error.transient for down in errors)
         kind = StoreRefused if len(self.nodes) - refused < self.quorum else StoreUnavailable
         return kind(
-            f"{self.url}: {operation} of {name!r} needs {self.quorum} of {len(self.nodes)} "
+            f"{self.url}: {subject(operation, name)} needs {self.quorum} of {len(self.nodes)} "
             f"masters, {answered} answered: {details}")
 
     def _refuse_if_closed(self, operation: str, name: str) -> None:

@@ -43,6 +43,7 @@ from tenure._async.stores._protocol import (
     AsyncRecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, host_monotonic, wall_us
@@ -400,9 +401,9 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             return StoreRefused(str(exc))
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: {exc}; {fix}")
+            return StoreRefused(f"{self.url}: {subject(operation, name)} refused: {exc}; {fix}")
         return StoreUnavailable(
-            f"{self.url}: {operation} of {name!r} failed: {exc}; check that the database "
+            f"{self.url}: {subject(operation, name)} failed: {exc}; check that the database "
             "file and its directory are writable and not on a network file system"
         )
 

@@ -58,6 +58,7 @@ from tenure._sync.stores._protocol import (
     RecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import MissingExtra, StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
@@ -357,10 +358,10 @@ class FileStore(Backend, RecordKeeper):
             return self._out_of_files(operation, name, exc)
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self._where}: {operation} of {name!r} refused: "
+            return StoreRefused(f"{self._where}: {subject(operation, name)} refused: "
                                 f"{exc.strerror or exc}; {fix}")
         return StoreUnavailable(
-            f"{self._where}: {operation} of {name!r} failed: {exc.strerror or exc}; check that "
+            f"{self._where}: {subject(operation, name)} failed: {exc.strerror or exc}; check that "
             "the directory exists, is writable and is on a local file system"
         )
 
@@ -379,7 +380,7 @@ class FileStore(Backend, RecordKeeper):
                  f"{self._idle_count} more open for reuse")
         if exc.errno == errno.ENFILE:
             return StoreRefused(
-                f"{self._where}: {operation} of {name!r} refused: the system's table of open "
+                f"{self._where}: {subject(operation, name)} refused: the system's table of open "
                 f"files is full (ENFILE); {usage}; raise the system's limit (sysctl fs.file-max "
                 "on Linux, kern.maxfiles on macOS) or close files in other processes")
         suggested = max(65536, 4 * soft)
@@ -390,7 +391,7 @@ class FileStore(Backend, RecordKeeper):
         else:
             in_process = " (the hard limit too: as root, or in /etc/security/limits.conf)"
         return StoreRefused(
-            f"{self._where}: {operation} of {name!r} refused: too many open files in this "
+            f"{self._where}: {subject(operation, name)} refused: too many open files in this "
             f"process (EMFILE): its limit is {_limit(soft)} (RLIMIT_NOFILE, hard limit "
             f"{_limit(hard)}) and {usage}; raise the limit: `ulimit -n {suggested}` in the "
             f"shell that starts it or LimitNOFILE={suggested} in its systemd unit{in_process}; "

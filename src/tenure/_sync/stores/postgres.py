@@ -41,6 +41,7 @@ from tenure._sync.stores._protocol import (
     RecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import (
     InvalidArgument,
@@ -1169,7 +1170,7 @@ class PostgresStore(Backend, RecordKeeper):
         check; StoreRefused when retrying cannot clear it (see `_refusal`)."""
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: "
+            return StoreRefused(f"{self.url}: {subject(operation, name)} refused: "
                                 f"{self._clean(exc)}; {fix}")
         if isinstance(exc, errors.QueryCanceled):
             hint = (f"the statement ran past timeout={self._timeout:g} s: is the server "
@@ -1191,7 +1192,7 @@ class PostgresStore(Backend, RecordKeeper):
                     "user, password (PGPASSWORD or ~/.pgpass) and database")
         else:
             hint = "check the server's log for this error"
-        return StoreUnavailable(f"{self.url}: {operation} of {name!r} failed: "
+        return StoreUnavailable(f"{self.url}: {subject(operation, name)} failed: "
                                 f"{self._clean(exc)}; {hint}")
 
     def _held_leases(self) -> str:
@@ -1243,7 +1244,7 @@ class PostgresStore(Backend, RecordKeeper):
         what = ("so it was cancelled (its connection, and the advisory leases it holds, live "
                 "on)" if kept else "so its connection was closed")
         return StoreUnavailable(
-            f"{self.url}: {operation} of {name!r} got no answer within timeout="
+            f"{self.url}: {subject(operation, name)} got no answer within timeout="
             f"{self._timeout:g} s, {what}; is the server, or a pooler or proxy on the way to "
             "it, frozen or overloaded, a long transaction holding the lease rows locked, or "
             "the network path silent?")

@@ -55,6 +55,7 @@ from tenure._sync.stores._protocol import (
     RecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import (
     InvalidArgument,
@@ -695,7 +696,7 @@ class RedisStore(Backend, RecordKeeper):
             detail = detail.replace(self._password, "***")
         fix = _refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: {detail}; {fix}")
+            return StoreRefused(f"{self.url}: {subject(operation, name)} refused: {detail}; {fix}")
         if isinstance(exc, ReadOnlyError):
             hint = ("this server is a read-only replica (or failing over): point the URL at the "
                     "primary")
@@ -705,7 +706,7 @@ class RedisStore(Backend, RecordKeeper):
         else:
             hint = ("check that the server is running and reachable at this address, and the "
                     f"TLS settings; each call waits at most timeout={self.timeout:g} s")
-        return StoreUnavailable(f"{self.url}: {operation} of {name!r} failed: {detail}; {hint}")
+        return StoreUnavailable(f"{self.url}: {subject(operation, name)} failed: {detail}; {hint}")
 
     def _closed_error(self) -> StoreRefused:
         return closed_store(self.url)

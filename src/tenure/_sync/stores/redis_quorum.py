@@ -49,6 +49,7 @@ from tenure._sync.stores._protocol import (
     RecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._sync.stores.redis import RedisStore
 from tenure._errors import (
@@ -216,7 +217,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
         refused = sum(not down.error.transient for down in errors)
         kind = StoreRefused if len(self.nodes) - refused < self.quorum else StoreUnavailable
         return kind(
-            f"{self.url}: {operation} of {name!r} needs {self.quorum} of {len(self.nodes)} "
+            f"{self.url}: {subject(operation, name)} needs {self.quorum} of {len(self.nodes)} "
             f"masters, {answered} answered: {details}")
 
     def _refuse_if_closed(self, operation: str, name: str) -> None:

@@ -44,6 +44,7 @@ from tenure._sync.stores._protocol import (
     RecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, host_monotonic, wall_us
@@ -401,9 +402,9 @@ class SQLiteStore(Backend, RecordKeeper):
             return StoreRefused(str(exc))
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {operation} of {name!r} refused: {exc}; {fix}")
+            return StoreRefused(f"{self.url}: {subject(operation, name)} refused: {exc}; {fix}")
         return StoreUnavailable(
-            f"{self.url}: {operation} of {name!r} failed: {exc}; check that the database "
+            f"{self.url}: {subject(operation, name)} failed: {exc}; check that the database "
             "file and its directory are writable and not on a network file system"
         )
 
