@@ -1379,3 +1379,54 @@ async def test_a_release_wakes_a_sleeper_of_its_own_database_only(
         for store in (holder, waiter, other_holder, other_waiter):
             await store.close()
         admin.sql(f"DROP TABLE IF EXISTS tenure_other.`{table}`")
+
+
+async def test_an_acquire_answered_after_close_began_frees_what_it_took(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """An acquire in flight when another thread or task closes the store: its grant, which
+    the answer brings after the close, is freed on the acquire's connection and the caller
+    gets the closed-store error, instead of a lease from a closed store that nobody can
+    release (found in review: acquire() returned a held Lease whose release() was refused)."""
+    with Forwarder(mariadb_server.port) as forwarder:
+        url = f"{mariadb_server.url}?table={table}"
+        store = backend(api, url.replace(f":{mariadb_server.port}/", f":{forwarder.port}/"))
+        other = backend(api, url)
+        got: dict[str, Any] = {}
+        try:
+            assert await call(store.leases("in-flight")) == []  # a connection, open and idle
+            forwarder.freeze()
+            if api == "async":
+                async def acquire() -> None:
+                    try:
+                        got["grant"] = await store.try_acquire("in-flight", "late", 30.0, 1)
+                    except tenure.StoreRefused as exc:
+                        got["error"] = exc
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(acquire)
+                    await eventually(lambda: forwarder.pending > 0, 5, "the acquire to be sent")
+                    await store.close()
+                    forwarder.thaw()
+            else:
+                def acquire_in_thread() -> None:
+                    try:
+                        got["grant"] = store.try_acquire("in-flight", "late", 30.0, 1)
+                    except tenure.StoreRefused as exc:
+                        got["error"] = exc
+
+                thread = threading.Thread(target=acquire_in_thread)
+                thread.start()
+                await eventually(lambda: forwarder.pending > 0, 5, "the acquire to be sent")
+                store.close()
+                forwarder.thaw()
+                thread.join(timeout=10)
+                assert not thread.is_alive()
+            assert "grant" not in got, f"a closed store handed out {got['grant']!r}"
+            assert "the store was closed" in str(got.get("error")), got
+            grant = await call(other.try_acquire("in-flight", "other", 30.0, 1))
+            assert grant is not None, "the late acquire's grant was left held"
+            assert await call(other.release(grant)) is True
+        finally:
+            forwarder.thaw()
+            await call(store.close())
+            await call(other.close())
