@@ -41,6 +41,7 @@ from tenure._async.stores._protocol import (
     AsyncRecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import (
     InvalidArgument,
@@ -745,7 +746,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             detail = detail.replace(self._password, "***")
         fix = self._refusal(code)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {operation} of {label!r} refused ({detail}); {fix}")
+            return StoreRefused(
+                f"{self.url}: {subject(operation, label)} refused ({detail}); {fix}")
         if isinstance(exc, TimeoutError) or isinstance(exc.__context__, TimeoutError):
             hint = (f"no answer within timeout={self.timeout:g} s; check that the server at "
                     f"{where} is up and not overloaded")
@@ -753,7 +755,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             hint = f"check that the server at {where} is running and reachable"
         else:
             hint = f"check the server at {where} and its error log"
-        return StoreUnavailable(f"{self.url}: {operation} of {label!r} failed ({detail}); {hint}")
+        return StoreUnavailable(
+            f"{self.url}: {subject(operation, label)} failed ({detail}); {hint}")
 
     def _refusal(self, code: int | None) -> str | None:
         """What to fix when the server's error `code` is permanent; None when it is transient:

@@ -42,6 +42,7 @@ from tenure._sync.stores._protocol import (
     RecordKeeper,
     closed_store,
     record_bytes,
+    subject,
 )
 from tenure._errors import (
     InvalidArgument,
@@ -746,7 +747,8 @@ class MySQLStore(Backend, RecordKeeper):
             detail = detail.replace(self._password, "***")
         fix = self._refusal(code)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {operation} of {label!r} refused ({detail}); {fix}")
+            return StoreRefused(
+                f"{self.url}: {subject(operation, label)} refused ({detail}); {fix}")
         if isinstance(exc, TimeoutError) or isinstance(exc.__context__, TimeoutError):
             hint = (f"no answer within timeout={self.timeout:g} s; check that the server at "
                     f"{where} is up and not overloaded")
@@ -754,7 +756,8 @@ class MySQLStore(Backend, RecordKeeper):
             hint = f"check that the server at {where} is running and reachable"
         else:
             hint = f"check the server at {where} and its error log"
-        return StoreUnavailable(f"{self.url}: {operation} of {label!r} failed ({detail}); {hint}")
+        return StoreUnavailable(
+            f"{self.url}: {subject(operation, label)} failed ({detail}); {hint}")
 
     def _refusal(self, code: int | None) -> str | None:
         """What to fix when the server's error `code` is permanent; None when it is transient:
