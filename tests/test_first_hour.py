@@ -21,6 +21,7 @@ import pytest
 import tenure
 import tenure.stores
 from tenure import cli
+from tenure._sync.stores._protocol import subject
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -222,7 +223,7 @@ def test_a_closed_backend_refuses_every_call_with_one_plain_message(
         with pytest.raises(tenure.StoreRefused) as refused:
             call()
         message = str(refused.value)
-        assert message == (f"{backend.url}: {operation} of {name!r} refused: the store was "
+        assert message == (f"{backend.url}: {subject(operation, name)} refused: the store was "
                            "closed; open a new one with tenure.connect(...)"), message
 
 
