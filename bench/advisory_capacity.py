@@ -29,7 +29,9 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 
@@ -87,6 +89,47 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000.0
 
 
+@contextlib.contextmanager
+def _advisory_store(url: str) -> Iterator[tuple[tenure.Store, str]]:
+    """An advisory-mode store in a schema of its own, and its application_name (to count its
+    connections); closed, and the schema dropped, on exit."""
+    schema = "bench_advisory_" + uuid.uuid4().hex[:8]
+    application_name = "tenure-bench-" + uuid.uuid4().hex[:8]
+    joiner = "&" if "?" in url else "?"
+    store = tenure.connect(f"{url}{joiner}schema={schema}&mode=advisory"
+                           f"&application_name={application_name}",
+                           pool_size=POOL_SIZE, notify=False)
+    try:
+        yield store, application_name
+    finally:
+        store.close()
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _time_cycles(backend: Any, prefix: str, cycles: int) -> tuple[list[float], list[float]]:
+    """The durations (s) of `cycles` acquires and of their releases, of names under `prefix`
+    (10 names in turn)."""
+    acquires, releases = [], []
+    for cycle in range(cycles):
+        started = time.perf_counter()
+        grant = backend.try_acquire(f"{prefix}/{cycle % 10}", "bench", 60.0, 1)
+        acquired = time.perf_counter()
+        assert grant is not None and backend.release(grant)
+        releases.append(time.perf_counter() - acquired)
+        acquires.append(acquired - started)
+    return acquires, releases
+
+
+def _release_all(backend: Any, grants: list[tenure.Grant]) -> None:
+    """Release `grants` until one fails (closing the store frees the rest with its sessions)."""
+    for grant in grants:
+        try:
+            backend.release(grant)
+        except tenure.TenureError:
+            break
+
+
 def measure_levels(url: str, quick: bool = False) -> list[Level]:
     """Hold each level's leases in one advisory store and time acquire/release cycles of
     another name next to them.
@@ -95,12 +138,12 @@ def measure_levels(url: str, quick: bool = False) -> list[Level]:
 
         levels = measure_levels("postgresql://postgres@127.0.0.1:5432/postgres", quick=True)
     """
-    schema = "bench_advisory_" + uuid.uuid4().hex[:8]
-    application_name = "tenure-bench-" + uuid.uuid4().hex[:8]
-    joiner = "&" if "?" in url else "?"
-    store = tenure.connect(f"{url}{joiner}schema={schema}&mode=advisory"
-                           f"&application_name={application_name}",
-                           pool_size=POOL_SIZE, notify=False)
+    with _advisory_store(url) as (store, application_name):
+        return _measure_levels(url, quick, store, application_name)
+
+
+def _measure_levels(url: str, quick: bool, store: tenure.Store,
+                    application_name: str) -> list[Level]:
     backend = store.backend
     cycles = QUICK_CYCLES if quick else CYCLES
     held = []
@@ -117,14 +160,7 @@ def measure_levels(url: str, quick: bool = False) -> list[Level]:
             except tenure.TenureError as exc:
                 level.held, level.error = len(held), str(exc).split("; ", 1)[-1][:200]
                 break
-            acquires, releases = [], []
-            for cycle in range(cycles):
-                started = time.perf_counter()
-                grant = backend.try_acquire(f"probe/{cycle % 10}", "bench", 60.0, 1)
-                acquired = time.perf_counter()
-                assert grant is not None and backend.release(grant)
-                releases.append(time.perf_counter() - acquired)
-                acquires.append(acquired - started)
+            acquires, releases = _time_cycles(backend, "probe", cycles)
             level.acquire_ms, level.release_ms = _median_ms(acquires), _median_ms(releases)
             if held:
                 samples = []
@@ -136,14 +172,7 @@ def measure_levels(url: str, quick: bool = False) -> list[Level]:
                 level.renewal_ms = _median_ms(samples)
             level.connections = _backends(url, application_name)
     finally:
-        for grant in held:
-            try:
-                backend.release(grant)
-            except tenure.TenureError:
-                break  # closing the store frees the rest with its sessions
-        store.close()
-        with psycopg.connect(url, autocommit=True) as db:
-            db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        _release_all(backend, held)
     return levels
 
 
@@ -156,12 +185,12 @@ def measure_concurrent(url: str, quick: bool = False, threads: int = THREADS) ->
 
         result = measure_concurrent("postgresql://postgres@127.0.0.1:5432/postgres", quick=True)
     """
-    schema = "bench_advisory_" + uuid.uuid4().hex[:8]
-    application_name = "tenure-bench-" + uuid.uuid4().hex[:8]
-    joiner = "&" if "?" in url else "?"
-    store = tenure.connect(f"{url}{joiner}schema={schema}&mode=advisory"
-                           f"&application_name={application_name}",
-                           pool_size=POOL_SIZE, notify=False)
+    with _advisory_store(url) as (store, application_name):
+        return _measure_concurrent(url, quick, threads, store, application_name)
+
+
+def _measure_concurrent(url: str, quick: bool, threads: int, store: tenure.Store,
+                        application_name: str) -> Concurrent:
     backend = store.backend
     per_thread = QUICK_HELD_PER_THREAD if quick else HELD_PER_THREAD
     cycles = QUICK_CYCLES if quick else CYCLES
@@ -182,14 +211,7 @@ def measure_concurrent(url: str, quick: bool = False, threads: int = THREADS) ->
                 assert grant is not None
                 held[index].append(grant)
             holding.wait()
-            mine_acquire, mine_release = [], []
-            for cycle in range(cycles):
-                started = time.perf_counter()
-                grant = backend.try_acquire(f"probe/{index:03}/{cycle % 10}", "bench", 60.0, 1)
-                acquired = time.perf_counter()
-                assert grant is not None and backend.release(grant)
-                mine_release.append(time.perf_counter() - acquired)
-                mine_acquire.append(acquired - started)
+            mine_acquire, mine_release = _time_cycles(backend, f"probe/{index:03}", cycles)
             acquires.extend(mine_acquire)
             releases.extend(mine_release)
         except BaseException as exc:
@@ -223,14 +245,7 @@ def measure_concurrent(url: str, quick: bool = False, threads: int = THREADS) ->
         result.cycles_per_s = threads * cycles / elapsed
     finally:
         for grants in held:
-            for grant in grants:
-                try:
-                    backend.release(grant)
-                except tenure.TenureError:
-                    break  # closing the store frees the rest with its sessions
-        store.close()
-        with psycopg.connect(url, autocommit=True) as db:
-            db.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            _release_all(backend, grants)
     return result
 
 
