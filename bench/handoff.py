@@ -124,7 +124,7 @@ def run_contender(contender: Contender, processes: int = PROCESSES, seconds: flo
                 assert worker.stdin is not None
                 worker.stdin.write(json.dumps({**spec, "out": str(out)}) + "\n")
                 worker.stdin.flush()
-            _wait_ready(workers, contender.library)
+            wait_ready(workers, f"{contender.library} contender")
             start = time.monotonic() + 0.05
             for worker in workers:
                 assert worker.stdin is not None
@@ -148,15 +148,15 @@ def run_contender(contender: Contender, processes: int = PROCESSES, seconds: flo
     return result
 
 
-def _wait_ready(workers: list[subprocess.Popen[str]], library: str) -> None:
-    """Wait until every worker printed "ready" (each connected and warmed up)."""
+def wait_ready(workers: list[subprocess.Popen[str]], what: str) -> None:
+    """Wait until every worker printed "ready" (each connected and warmed up); `what` names a
+    worker in the errors (e.g. "redis-py contender")."""
     deadline = time.monotonic() + READY_TIMEOUT
     waiting = {worker.stdout: worker for worker in workers if worker.stdout is not None}
     while waiting:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise RuntimeError(f"{len(waiting)} {library} contender(s) not ready in "
-                               f"{READY_TIMEOUT:g} s")
+            raise RuntimeError(f"{len(waiting)} {what}(s) not ready in {READY_TIMEOUT:g} s")
         readable, _, _ = select.select(list(waiting), [], [], left)
         for stream in readable:
             line = stream.readline()
@@ -164,8 +164,8 @@ def _wait_ready(workers: list[subprocess.Popen[str]], library: str) -> None:
                 del waiting[stream]
             elif not line:
                 code = waiting[stream].wait()
-                raise RuntimeError(f"a {library} contender exited with {code} before it was "
-                                   "ready (its error is above, on stderr)")
+                raise RuntimeError(f"a {what} exited with {code} before it was ready (its "
+                                   "error is above, on stderr)")
 
 
 def _read(out: Path) -> list[tuple[int, int, int]]:

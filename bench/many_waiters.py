@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import select
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from handoff import percentile
+from handoff import READY_TIMEOUT, percentile, wait_ready
 
 TITLE = "Many waiters on one name"
 LABELS = {"mysql": "mysql:// (MariaDB)", "postgres": "postgresql://", "redis": "redis://"}
@@ -51,7 +50,6 @@ TIMEOUT = 2.0  # each acquire's
 MAX_WAIT = 0.05  # the locks' backoff ceiling (min_wait: the default 10 ms)
 TTL = 10.0  # long enough that a lease left behind is still there at the end
 HOLD_SECONDS = 0.001
-READY_TIMEOUT = 120.0
 
 
 @dataclass
@@ -99,7 +97,7 @@ def measure(store: str, url: str, processes: int = PROCESSES, tasks: int = TASKS
                 assert worker.stdin is not None
                 worker.stdin.write(json.dumps({**spec, "out": str(out)}) + "\n")
                 worker.stdin.flush()
-            _wait_ready(workers)
+            wait_ready(workers, "many-waiters worker")
             start = time.monotonic() + 0.05
             for worker in workers:
                 assert worker.stdin is not None
@@ -130,25 +128,6 @@ def _held(url: str, name: str) -> int:
 
     with tenure.connect(url) as store:
         return len(store.leases(name))
-
-
-def _wait_ready(workers: list[subprocess.Popen[str]]) -> None:
-    """Wait until every worker printed "ready" (connected and warmed up)."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    waiting = {worker.stdout: worker for worker in workers if worker.stdout is not None}
-    while waiting:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise RuntimeError(f"{len(waiting)} worker(s) not ready in {READY_TIMEOUT:g} s")
-        readable, _, _ = select.select(list(waiting), [], [], left)
-        for stream in readable:
-            line = stream.readline()
-            if line.strip() == "ready":
-                del waiting[stream]
-            elif not line:
-                code = waiting[stream].wait()
-                raise RuntimeError(f"a worker exited with {code} before it was ready (its "
-                                   "error is above, on stderr)")
 
 
 def measure_all(urls: dict[str, str], processes: int = PROCESSES, tasks: int = TASKS,
