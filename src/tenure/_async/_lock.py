@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from tenure._async import _shim
 from tenure._async._lease import AsyncLease, current_owner
 from tenure._async._shim import AsyncAcquiring
-from tenure._async.stores._protocol import closed_store
+from tenure._async.stores._protocol import closed_store, waits_and_acquires
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
 from tenure._timing import Backoff, local_deadline, to_seconds
 from tenure._types import LeaseInfo
@@ -100,6 +100,7 @@ class AsyncLock:
         self.deadline_after = local_deadline(0.0, self.ttl)
         self._store = store
         self._backend = store.backend
+        self._wait_and_acquire = waits_and_acquires(store.backend)
         self._monitor = store._monitor
         self._entered_leases: list[AsyncLease] = []  # by `async with` on this object, in order
 
@@ -243,19 +244,23 @@ class AsyncLock:
         failing_since: float | None = None
         warned = False
         round_trip = 0.0  # how long the first try took
+        wait: float | None = None  # before the next try; None: try at once (the first try)
         looked_for_itself = not math.isinf(timeout)  # only an endless wait is refused
         while True:
             lease = None
             tried_at = _shim.monotonic()
             try:
-                if backoff is None or math.isinf(deadline):
+                if wait is None:
                     lease = await self.try_acquire()
+                elif math.isinf(deadline):
+                    lease = await self._wait_then_try(wait, math.inf)
                 else:
                     # A later try ends at most one round trip past the timeout, even on a path
                     # gone silent; one cut short frees what it took (the stores' undo). Async
                     # only: a sync call cannot be cut, and ends within the store's timeout.
-                    with _shim.bounded(deadline - tried_at + round_trip):
-                        lease = await self.try_acquire()
+                    patience = max(0.0, deadline - tried_at)
+                    with _shim.bounded(patience + round_trip):
+                        lease = await self._wait_then_try(min(wait, patience), patience)
             except StoreUnavailable as exc:
                 if not exc.transient:  # a StoreRefused: no timeout makes it clear
                     raise
@@ -285,8 +290,24 @@ class AsyncLock:
                     raise last_error
                 raise LockTimeout(f"{self._kind()} {self.name!r} was not acquired within "
                                   f"{timeout:g} s: {self._who_has_it()}")
-            await self._backend.wait_released(self.name, min(backoff.next_delay(), remaining),
-                                              remaining)
+            wait = min(backoff.next_delay(), remaining)
+
+    async def _wait_then_try(self, wait: float, patience: float) -> AsyncLease | None:
+        """Wait up to `wait` seconds for a release of the name, then try once: the one waiting
+        path of every acquire. A store that can be woken by the release (wait_and_acquire)
+        takes the lease in the wake-up and returns it; others wait, then try_acquire."""
+        if self._wait_and_acquire is None:
+            await self._backend.wait_released(self.name, wait, patience)
+            return await self.try_acquire()
+        if self._store.closed:
+            raise closed_store(self._store.url, "acquire", self.name)
+        grant = await self._wait_and_acquire(self.name, self.holder, self.ttl, self.limit,
+                                             wait, patience)
+        if grant is None:
+            return None
+        lease = AsyncLease(self, grant, grant.sent_at)
+        self._monitor.watch(lease)
+        return lease
 
     def _held_here(self) -> list[AsyncLease]:
         """The leases of this name held through this store object now, oldest first."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from tenure import _forks
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores._protocol import Backend, reports_losses
 from tenure._errors import TenureError
 from tenure._types import LostReason
 
@@ -69,7 +69,7 @@ class LeaseMonitor:
         _shim.release_at_exit(self)  # sync: a clean interpreter exit frees the leases at once
         # A store that learns outside a renewal that leases are gone (PostgreSQL advisory mode:
         # it had to close the session holding them) says so at once, not at the next renewal.
-        report_losses_to = getattr(backend, "report_losses_to", None)
+        report_losses_to = reports_losses(backend)
         if report_losses_to is not None:
             report_losses_to(self.lost)
         _forks.in_child_after_fork(self, LeaseMonitor._start_afresh_in_child)

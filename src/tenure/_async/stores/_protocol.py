@@ -11,7 +11,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused
@@ -133,6 +133,49 @@ class AsyncBackend(Protocol):
     async def close(self) -> None:
         """Free connections and file descriptors. Idempotent."""
         ...
+
+
+class AsyncWaitAndAcquire(Protocol):
+    """The optional `wait_and_acquire` of a store that can be woken by a release.
+
+    `await backend.wait_and_acquire(name, holder, ttl, limit, timeout, patience)` waits up to
+    `timeout` seconds for a release of `name` (`patience` as in `wait_released`), takes a free
+    slot when woken or at the end, and returns the Grant it took (its `sent_at` no later than
+    the request that took it was sent), or None when every slot was still held. It keeps
+    nothing it took for a later call: the core uses the result directly (a store without the
+    method gets the core's wait_released-then-try_acquire loop). Cancelled or failing after
+    its request may have taken a slot, it frees that slot as try_acquire does.
+    """
+
+    async def __call__(self, name: str, holder: str, ttl: float, limit: int, timeout: float,
+                       patience: float) -> Grant | None: ...
+
+
+def waits_and_acquires(backend: object) -> AsyncWaitAndAcquire | None:
+    """The store's `wait_and_acquire` (see AsyncWaitAndAcquire), or None when it has none.
+
+    Example:
+        >>> waits_and_acquires(object()) is None
+        True
+    """
+    found: AsyncWaitAndAcquire | None = getattr(backend, "wait_and_acquire", None)
+    return found
+
+
+def reports_losses(backend: object) -> Callable[[Callable[[list[str]], object]], None] | None:
+    """The store's optional `report_losses_to(listener)`, or None when it has none.
+
+    A store that can lose leases on its own (e.g. a closed connection that held them) calls
+    `listener(lease_ids)` at once, so their holders learn before their next renewal; the lease
+    monitor registers itself there.
+
+    Example:
+        >>> reports_losses(object()) is None
+        True
+    """
+    found: Callable[[Callable[[list[str]], object]], None] | None = getattr(
+        backend, "report_losses_to", None)
+    return found
 
 
 @runtime_checkable

@@ -1,0 +1,104 @@
+"""The core's one waiting path: a store with `wait_and_acquire` has its grant used as is."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+
+import tenure
+import tenure.aio
+from tenure._types import Grant
+from tenure.aio.stores import AsyncMemoryStore
+from tenure.stores import MemoryStore
+
+
+class WakingMemoryStore(MemoryStore):
+    """The memory store with a wait_and_acquire that counts its calls and the try_acquires."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tries = 0
+        self.waits = 0
+
+    def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        self.tries += 1
+        return super().try_acquire(name, holder, ttl, limit)
+
+    def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int, timeout: float,
+                         patience: float) -> Grant | None:
+        self.waits += 1
+        assert 0 <= timeout <= patience
+        self.wait_released(name, timeout, patience)
+        return super().try_acquire(name, holder, ttl, limit)
+
+
+class AsyncWakingMemoryStore(AsyncMemoryStore):
+    """The async twin of WakingMemoryStore."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tries = 0
+        self.waits = 0
+
+    async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        self.tries += 1
+        return await super().try_acquire(name, holder, ttl, limit)
+
+    async def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        self.waits += 1
+        await self.wait_released(name, timeout, patience)
+        return await super().try_acquire(name, holder, ttl, limit)
+
+
+def test_a_wait_that_acquires_ends_the_acquire_without_another_try() -> None:
+    backend = WakingMemoryStore()
+    store = tenure.connect(backend)
+    first = store.lock("jobs", ttl=5).acquire()
+    released = threading.Timer(0.2, first.release)
+    released.start()
+    try:
+        lease = store.lock("jobs", ttl=5).acquire(timeout=5)
+    finally:
+        released.join()
+    assert lease.held and lease.token > first.token
+    assert backend.tries == 2  # the first acquire's and the waiter's first; then only waits
+    assert backend.waits >= 1
+    lease.release()
+    store.close()
+
+
+def test_async_a_wait_that_acquires_ends_the_acquire_without_another_try() -> None:
+    async def main() -> None:
+        backend = AsyncWakingMemoryStore()
+        store = tenure.aio.connect(backend)
+        first = await store.lock("jobs", ttl=5).acquire()
+        async with anyio.create_task_group() as tasks:
+            async def release_soon() -> None:
+                await anyio.sleep(0.2)
+                await first.release()
+            tasks.start_soon(release_soon)
+            lease = await store.lock("jobs", ttl=5).acquire(timeout=5)
+        assert lease.held and lease.token > first.token
+        assert backend.tries == 2
+        assert backend.waits >= 1
+        await lease.release()
+        await store.close()
+
+    anyio.run(main)
+
+
+def test_a_wait_that_finds_it_held_until_the_timeout_raises_lock_timeout() -> None:
+    backend = WakingMemoryStore()
+    store = tenure.connect(backend)
+    first = store.lock("jobs", ttl=5).acquire()
+    try:
+        store.lock("jobs", ttl=5).acquire(timeout=0.3)
+    except tenure.LockTimeout:
+        pass
+    else:
+        raise AssertionError("acquired a held lock")
+    assert backend.tries == 2 and backend.waits >= 1  # the holder's, the waiter's; then waits
+    first.release()
+    store.close()
