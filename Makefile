@@ -65,7 +65,8 @@ bench-servers: $(STAMP) servers
 	$(BIN)/python bench/run.py --stores redis,postgres,mysql
 
 # Every benchmark once, briefly (about 5 minutes): fails when anything could not be measured
-# or a peer of issue #7 is missing.
+# or one of the peer libraries (filelock, portalocker, redis-py Lock, python-redis-lock, pottery,
+# tooz, the bare Azure SDK) is missing.
 bench-smoke: $(STAMP) $(NODE_STAMP) servers
 	$(BIN)/python bench/run.py --quick --check > /dev/null
 
