@@ -8,7 +8,7 @@
 
 `sections` adds the multi-process benchmarks: the contended hand-off (file, sqlite), takeover
 after a SIGKILL and after a clean release, and memory per 1,000 held leases, for tenure and, on
-file://, filelock, portalocker's `Lock` and tooz's file driver (no peer of issue #7 runs on
+file://, filelock, portalocker's `Lock` and tooz's file driver (no peer library runs on
 SQLite; memory:// is one process: clean releases between threads only).
 
 Example::

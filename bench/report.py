@@ -19,7 +19,7 @@ from takeover import Takeover
 
 METHOD = Path(__file__).with_name("method.md")
 HANDOFF_GOAL_ROUND_TRIPS = 3.0  # hand-off p50 under this many round trips
-KILL_GOAL_MARGIN = 1.0  # issue #1: a SIGKILLed holder's lease is taken over within ttl + 1 s
+KILL_GOAL_MARGIN = 1.0  # takeover goal: a SIGKILLed holder's lease is taken within ttl + 1 s
 FILE_KILL_GOAL = 1.0  # ...the file store's "at once": within the waiter's longest backoff (1 s)
 _KIND_ORDER = ("tenure", "floor", "peer")
 
@@ -339,9 +339,9 @@ def _mib(kib: float) -> str:
 
 def lifecycle_goals(section: ServerSection) -> list[GoalRow]:
     """Goal rows of the takeover runs: tenure takes over a SIGKILLed holder's lease within ttl
-    + 1 s (issue #1; the file store at once: within the waiter's 1 s backoff cap), every
+    + 1 s (the file store at once: within the waiter's 1 s backoff cap), every
     repetition; and on the server stores the clean-release hand-off median under 3 round trips
-    (issue #4's hand-off goal, without contention).
+    (the hand-off goal, applied without contention).
 
     Example::
 

@@ -62,7 +62,7 @@ SERVER_STORES: dict[str, tuple[ModuleType, str]] = {  # store -> its bench modul
 }
 STORES = (*LOCAL, "azblob", *SERVER_STORES)
 RENEWAL_TTL = 1.5
-PEERS = {  # URL scheme -> the peers of issue #7 every multi-process benchmark must list there
+PEERS = {  # URL scheme -> the peer libraries every multi-process benchmark must list there
     "file": {"filelock", "portalocker-file", "tooz"},
     "azblob": {"azure-sdk"},
     "redis": {"redis-py", "python-redis-lock", "pottery", "portalocker-redis", "tooz"},
