@@ -147,6 +147,27 @@ def test_long_names_are_not_wrapped_when_piped(url: str) -> None:
     assert str(lease.token) in row.split()
 
 
+def test_a_300_character_name_keeps_the_table_inside_a_terminal(tmp_path: Path) -> None:
+    """On a terminal (FORCE_COLOR makes rich treat the pipe as one) 100 columns wide, a name too
+    long for the screen is cut with an ellipsis; holder, token and expiry stay on screen."""
+    url = f"sqlite:///{tmp_path / 'locks.db'}"
+    name = "invoice-" + "x" * 292
+    with tenure.connect(url) as store:
+        lease = store.lock(name, ttl=30).try_acquire()
+        assert lease is not None
+        env = {**os.environ, "COLUMNS": "100", "FORCE_COLOR": "1"}
+        env.pop("TENURE_STORE", None)
+        result = subprocess.run([sys.executable, "-m", "tenure", "locks", "--store", url],
+                                capture_output=True, text=True, env=env, timeout=60, check=False)
+
+    assert result.returncode == 0, result.stderr
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout).splitlines()
+    table = lines[1:]  # below the header line (the store's URL, wrapped by the terminal)
+    assert max(len(line) for line in table) <= 100, lines
+    [row] = [line for line in lines if "invoice-xxx" in line]
+    assert "\u2026" in row and str(lease.token) in row.split() and row.rstrip().endswith(" s")
+
+
 def test_semaphore_slots_are_shown(url: str) -> None:
     with tenure.connect(url) as store:
         first = store.semaphore("imports", limit=3, ttl=30).try_acquire()
