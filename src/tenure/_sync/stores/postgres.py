@@ -625,6 +625,20 @@ ORDER BY name, slot
 """
 
 
+SCHEMES: tuple[str, ...] = ("postgresql", "postgres")
+
+
+def from_url(url: str, **options: Any) -> Backend:
+    """The store for a `postgresql://` (or `postgres://`) URL, as `tenure.connect` builds
+    it: tenure's options from the URL's query or keywords, the rest of the query for libpq.
+
+    Example::
+
+        backend = from_url("postgresql://app@db.internal/app?mode=advisory", timeout=3)
+    """
+    return PostgresStore(url, **options)
+
+
 def _advisory_keys(namespace: bytes, name: str, limit: int) -> list[int]:
     """The advisory lock keys of slots 0..limit-1 of `name`: 8 bytes of blake2b as a signed
     int64, keyed by the schema-qualified table (two lock tables never share a key) and salted
