@@ -74,7 +74,7 @@ def outbox_crash(url: str, count: str) -> None:
             outbox.add(conn, "invoice.paid", {"invoice": key}, key=f"customer-{key % 3}")
         say(f"committed {key}")
 
-    def stuck(message: outbox.Message) -> None:
+    def stuck(message: outbox.OutboxMessage) -> None:
         say(f"delivering {message.payload['invoice']}")
         sys.stdin.readline()  # killed here, mid-delivery
 

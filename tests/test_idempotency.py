@@ -34,7 +34,7 @@ __all__ = ["children", "db_url", "engine"]  # fixtures used by the tests below
 def setup(engine: sa.Engine, **options: Any) -> tuple[Idempotency, PaymentProvider, sa.Table]:
     _, ledger = create_all(engine)
     idem = Idempotency(engine, **options)
-    idem.create_table()
+    idem.create_tables()
     provider = PaymentProvider(engine)
     provider.create_tables()
     return idem, provider, ledger
@@ -71,7 +71,7 @@ def test_a_finished_key_replays_its_response(engine: sa.Engine) -> None:
             again.call("charged", lambda: None)
     assert idem.run("inv-1", lambda step: pytest.fail("ran twice"),
                     request={"amount": 100}) == first
-    assert idem.stats.new == 1 and idem.stats.replayed == 2
+    assert idem.stats().new == 1 and idem.stats().replayed == 2
     assert provider.summary().charges == 1 and ledger_rows(engine, ledger) == 1
 
 
@@ -97,7 +97,7 @@ def test_a_key_in_progress_is_refused_until_stale_then_taken_over(engine: sa.Eng
     with pytest.raises(KeyLockLost, match="taken over"):
         slow.atomic("recorded", lambda conn: conn.execute(
             sa.insert(ledger).values(reference="k", writer="slow")))
-    assert idem.stats.taken_over == 1 and idem.stats.refused == 1
+    assert idem.stats().taken_over == 1 and idem.stats().refused == 1
     assert ledger_rows(engine, ledger) == 1 and provider.summary().charges == 1
 
 
@@ -117,7 +117,7 @@ def test_a_retry_resumes_after_the_last_recovery_point(engine: sa.Engine) -> Non
     with idem.begin("k") as retry:  # the failure released the lock: no wait
         assert retry.recovery_point == "charged" and retry.result("charged")["amount"] == 100
         pay(retry, provider, ledger)
-    assert calls == ["charge"] and idem.stats.resumed == 1
+    assert calls == ["charge"] and idem.stats().resumed == 1
     assert ledger_rows(engine, ledger) == 1
 
 

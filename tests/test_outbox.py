@@ -27,8 +27,8 @@ from waiting import wait_until
 
 import tenure
 from tenure import outbox
-from tenure.exactly_once import outbox as outbox_module
-from tenure.outbox import Inbox, Message, Relay
+from tenure.exactly_once import _outbox as outbox_module
+from tenure.outbox import Inbox, OutboxMessage, Relay
 
 __all__ = ["children", "db_url", "engine"]  # fixtures used by the tests below
 
@@ -37,7 +37,7 @@ FAST = {"backoff": 0.001, "max_backoff": 0.005}
 
 def test_a_message_commits_or_rolls_back_with_the_business_change(engine: sa.Engine) -> None:
     invoices, _ = create_all(engine, rows=2)
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     with engine.begin() as conn:
         conn.execute(sa.update(invoices).where(invoices.c.id == 0).values(paid_by="a"))
         kept = outbox.add(conn, "invoice.paid", {"invoice": 0})
@@ -45,13 +45,13 @@ def test_a_message_commits_or_rolls_back_with_the_business_change(engine: sa.Eng
         conn.execute(sa.update(invoices).where(invoices.c.id == 1).values(paid_by="a"))
         outbox.add(conn, "invoice.paid", {"invoice": 1})
         raise RuntimeError("the business change failed")
-    delivered: list[Message] = []
+    delivered: list[OutboxMessage] = []
     relay = Relay(engine, delivered.append)
     assert relay.run_once() == 1
     assert [(m.id, m.topic, m.payload, m.attempt) for m in delivered] == [
         (kept, "invoice.paid", {"invoice": 0}, 1)]
-    stats = outbox.stats(engine)
-    assert (stats.pending, stats.delivered, stats.dead) == (0, 1, 0)
+    summary = outbox.summary(engine)
+    assert (summary.pending, summary.delivered, summary.dead) == (0, 1, 0)
     assert relay.run_once() == 0
 
 
@@ -59,21 +59,21 @@ def test_a_crash_between_commit_and_delivery_loses_nothing(db_url: str, engine: 
                                                            children: list[Child]) -> None:
     count = 6
     invoices, _ = create_all(engine, rows=count)
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     crashing = Child("outbox-crash", db_url, str(count))
     children.append(crashing)
     crashing.expect(f"committed {count - 1}")
     crashing.expect("delivering")      # its relay claimed a batch and is mid-delivery
     crashing.signal(signal.SIGKILL)
     assert crashing.wait() == -signal.SIGKILL
-    assert outbox.stats(engine).pending == count
+    assert outbox.summary(engine).pending == count
 
     delivered: list[int] = []
     relay = Relay(engine, lambda message: delivered.append(message.payload["invoice"]))
 
     def all_delivered() -> bool:  # the dead relay's claims expire after its claim_ttl (0.5 s)
         relay.run_once()
-        return outbox.stats(engine).pending == 0
+        return outbox.summary(engine).pending == 0
 
     wait_until(all_delivered, timeout=20, what="every committed message to be delivered")
     assert sorted(delivered) == list(range(count))
@@ -84,13 +84,13 @@ def test_a_crash_between_commit_and_delivery_loses_nothing(db_url: str, engine: 
 
 def test_failures_are_retried_then_dead_lettered(engine: sa.Engine,
                                                  caplog: pytest.LogCaptureFixture) -> None:
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     with engine.begin() as conn:
         flaky = outbox.add(conn, "t", {"name": "flaky"})
         broken = outbox.add(conn, "t", {"name": "broken"})
     tries: dict[str, int] = defaultdict(int)
 
-    def handler(message: Message) -> None:
+    def handler(message: OutboxMessage) -> None:
         tries[message.payload["name"]] += 1
         assert message.attempt == tries[message.payload["name"]]
         if message.payload["name"] == "broken" or message.attempt < 3:
@@ -100,19 +100,20 @@ def test_failures_are_retried_then_dead_lettered(engine: sa.Engine,
 
     def settled() -> bool:
         relay.run_once()
-        stats = outbox.stats(engine)
-        return stats.pending == 0
+        summary = outbox.summary(engine)
+        return summary.pending == 0
 
     wait_until(settled, timeout=20, what="both messages to be delivered or dead")
     assert dict(tries) == {"flaky": 3, "broken": 4}
-    assert (relay.counts.delivered, relay.counts.retried, relay.counts.dead_lettered) == (1, 5, 1)
+    done = relay.stats()
+    assert (done.delivered, done.retried, done.dead_lettered) == (1, 5, 1)
     [dead] = outbox.DEFAULT.dead_letters(engine)
     assert (dead.id, dead.attempts) == (broken, 4)
     assert dead.last_error == "ConnectionError: broker refused attempt 4"
     assert "dead-lettered after 4 attempts" in caplog.text
     assert flaky != broken
     assert outbox.DEFAULT.redeliver(engine, broken)
-    assert outbox.stats(engine).pending == 1
+    assert outbox.summary(engine).pending == 1
 
 
 def test_backoff_grows_exponentially_with_jitter(engine: sa.Engine) -> None:
@@ -133,21 +134,21 @@ def add_interleaved(engine: sa.Engine, keys: int, per_key: int) -> dict[str, lis
 
 
 def test_order_per_key_holds_with_retries(engine: sa.Engine) -> None:
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     expected = add_interleaved(engine, keys=4, per_key=6)
     chance = random.Random(7)
     seen: dict[str, list[int]] = defaultdict(list)
 
-    def handler(message: Message) -> None:
+    def handler(message: OutboxMessage) -> None:
         if chance.random() < 0.3:
             raise TimeoutError("broker slow")
         seen[message.key or ""].append(message.payload["n"])
 
     relay = Relay(engine, handler, max_attempts=100, **FAST)
-    wait_until(lambda: relay.run_once() == 0 and outbox.stats(engine).pending == 0,
+    wait_until(lambda: relay.run_once() == 0 and outbox.summary(engine).pending == 0,
                timeout=30, what="every message to be delivered")
     assert dict(seen) == dict(expected)
-    assert relay.counts.retried > 0
+    assert relay.stats().retried > 0
 
 
 def test_competing_relays_keep_order_per_key_and_deliver_once(engine: sa.Engine) -> None:
@@ -169,9 +170,9 @@ def test_competing_relays_without_skip_locked(engine: sa.Engine,
 def test_a_claim_takes_at_most_a_batch(engine: sa.Engine) -> None:
     """On PostgreSQL `seq IN (SELECT ... LIMIT 10 FOR UPDATE SKIP LOCKED)` claimed all 40
     heads: the subquery ran again per row and skipped the rows the UPDATE had taken."""
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     add_interleaved(engine, keys=40, per_key=2)
-    delivered: list[Message] = []
+    delivered: list[OutboxMessage] = []
     relay = Relay(engine, delivered.append, batch=10)
     assert relay.deliver_batch() == 10
     assert len(delivered) == 10 and {m.payload["n"] for m in delivered} == {0}
@@ -181,10 +182,10 @@ def test_a_claim_that_overlaps_another_takes_the_next_heads(engine: sa.Engine) -
     """While one relay's claim is open (not committed), another claims the next heads (on
     PostgreSQL the first took all 40 heads; on MariaDB the second reads the first one's heads
     too, and skips them when it locks by key)."""
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     add_interleaved(engine, keys=40, per_key=2)
-    firsts: list[Message] = []
-    seconds: list[Message] = []
+    firsts: list[OutboxMessage] = []
+    seconds: list[OutboxMessage] = []
     first = Relay(engine, firsts.append, batch=10)
     second = Relay(engine, seconds.append, batch=10)
     with claim_held_open(engine, first):
@@ -200,7 +201,7 @@ def test_an_open_claim_does_not_hold_up_new_messages(engine: sa.Engine) -> None:
     """A claim locks the rows it takes, not every row it read: on MariaDB the claim's locking
     read scanned the table (20,095 row locks with 20,000 pending messages of 50 keys) and held
     the locks to its commit, so an `add` in the application's transaction waited for it."""
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     add_interleaved(engine, keys=3, per_key=30)  # few heads: the claim reads every row
     relay = Relay(engine, print, batch=10)
     with claim_held_open(engine, relay), engine.begin() as conn:
@@ -234,14 +235,14 @@ def claim_held_open(engine: sa.Engine, relay: Relay) -> Iterator[None]:
 
 
 def compete(engine: sa.Engine) -> None:
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     expected = add_interleaved(engine, keys=5, per_key=8)
     lock = threading.Lock()
     seen: dict[str, list[int]] = defaultdict(list)
     busy: set[str] = set()
     overlaps: list[str] = []
 
-    def handler(message: Message) -> None:
+    def handler(message: OutboxMessage) -> None:
         key = message.key or ""
         with lock:
             if key in busy:
@@ -270,15 +271,15 @@ def compete(engine: sa.Engine) -> None:
         for thread in threads:
             thread.join(30)
     assert dict(seen) == dict(expected) and overlaps == []
-    assert sum(relay.counts.delivered for relay in relays) == 40
-    assert [relay.counts.errors for relay in relays] == [0, 0, 0]
-    assert outbox.stats(engine).pending == 0
+    assert sum(relay.stats().delivered for relay in relays) == 40
+    assert [relay.stats().errors for relay in relays] == [0, 0, 0]
+    assert outbox.summary(engine).pending == 0
 
 
 def test_the_inbox_drops_duplicates_atomically(engine: sa.Engine) -> None:
     _, ledger = create_all(engine)
     inbox = Inbox()
-    inbox.create_table(engine)
+    inbox.create_tables(engine)
 
     def apply(message_id: str) -> bool:
         return inbox.process(engine, message_id, lambda conn: conn.execute(
@@ -301,7 +302,7 @@ def test_the_inbox_drops_duplicates_atomically(engine: sa.Engine) -> None:
 def test_concurrent_duplicate_deliveries_are_processed_once(engine: sa.Engine) -> None:
     _, ledger = create_all(engine)
     inbox = Inbox()
-    inbox.create_table(engine)
+    inbox.create_tables(engine)
     barrier = threading.Barrier(4)
     results: list[bool] = []
 
@@ -321,10 +322,10 @@ def test_concurrent_duplicate_deliveries_are_processed_once(engine: sa.Engine) -
 
 
 def test_the_relay_registers_as_a_leader_job(engine: sa.Engine, tmp_path: Any) -> None:
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     with engine.begin() as conn:
         outbox.add(conn, "t", {"n": 1})
-    delivered: list[Message] = []
+    delivered: list[OutboxMessage] = []
     store = tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}")
     worker = tenure.Worker(store)
     Relay(engine, delivered.append).register(worker, every=0.2)
@@ -354,10 +355,10 @@ def test_the_relay_claims_and_delivers_with_its_own_table(engine: sa.Engine) -> 
     one UPDATE ... WHERE seq IN (SELECT ... LIMIT n) RETURNING, which they refuse
     (NotSupportedError), and run_forever died of it."""
     box = outbox.Outbox(table_name="tenure_outbox_repro")
-    box.create_table(engine)
+    box.create_tables(engine)
     with engine.begin() as conn:
         box.add(conn, "invoice.paid", {"invoice": 7}, key="customer-3")
-    delivered: list[Message] = []
+    delivered: list[OutboxMessage] = []
     relay = Relay(engine, delivered.append, outbox=box)
     assert relay.run_once() == 1
     with engine.begin() as conn:
@@ -365,17 +366,17 @@ def test_the_relay_claims_and_delivers_with_its_own_table(engine: sa.Engine) -> 
     with relaying(relay, poll=0.05):
         wait_until(lambda: len(delivered) == 2, timeout=20, what="run_forever to deliver")
     assert [m.payload for m in delivered] == [{"invoice": 7}, {"invoice": 8}]
-    assert relay.counts.errors == 0 and box.stats(engine).pending == 0
+    assert relay.stats().errors == 0 and box.summary(engine).pending == 0
 
 
 def test_a_payload_that_does_not_decode_is_dead_lettered(engine: sa.Engine) -> None:
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     with engine.begin() as conn:
         broken = outbox.add(conn, "t", {"n": 1})
         outbox.add(conn, "t", {"n": 2})
         conn.execute(sa.update(outbox.DEFAULT.table).where(outbox.DEFAULT.table.c.id == broken)
                      .values(payload="{not json"))
-    delivered: list[Message] = []
+    delivered: list[OutboxMessage] = []
     relay = Relay(engine, delivered.append, max_attempts=1)
     assert relay.run_once() == 2
     assert [m.payload for m in delivered] == [{"n": 2}]
@@ -408,11 +409,11 @@ def records(caplog: pytest.LogCaptureFixture, level: int) -> list[logging.LogRec
     return [r for r in caplog.records if r.name == "tenure.outbox" and r.levelno == level]
 
 
-def collector() -> tuple[list[int], Callable[[Message], None]]:
+def collector() -> tuple[list[int], Callable[[OutboxMessage], None]]:
     seen: list[int] = []
     lock = threading.Lock()
 
-    def handler(message: Message) -> None:
+    def handler(message: OutboxMessage) -> None:
         with lock:
             seen.append(message.payload["n"])
 
@@ -431,7 +432,7 @@ def test_run_forever_delivers_through_a_database_restart(
         caplog: pytest.LogCaptureFixture) -> None:
     server = request.getfixturevalue(SERVERS[request.node.callspec.params["db_url"]])
     caplog.set_level(logging.DEBUG, logger="tenure.outbox")
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     seen, handler = collector()
     relay = Relay(engine, handler, claim_ttl=1.0)  # a claim cut by the restart comes back soon
     add_numbers(engine, range(10))
@@ -439,20 +440,20 @@ def test_run_forever_delivers_through_a_database_restart(
         wait_until(lambda: set(seen) == set(range(10)), timeout=20, what="the first ten")
         server.stop()
         # Down long enough for the backoff to grow towards its cap (0.1 s doubling to 2 s).
-        wait_until(lambda: relay.counts.errors >= 5, timeout=30, what="five failed tries")
+        wait_until(lambda: relay.stats().errors >= 5, timeout=30, what="five failed tries")
         server.start()
         resumed = wait_until(lambda: not relay.outage.ongoing, timeout=30,
                              what="the relay to resume")
         add_numbers(engine, range(10, 20))
         wait_until(lambda: set(seen) == set(range(20)), timeout=30, what="the next ten")
-    print(f"resumed {resumed:.2f} s after the server was back ({relay.counts.errors} failed "
+    print(f"resumed {resumed:.2f} s after the server was back ({relay.stats().errors} failed "
           "tries)")
     assert resumed <= relay.retry_max + 5.0  # one retry interval, and a generous slack
     [warning] = records(caplog, logging.WARNING)
     assert "is unavailable" in warning.getMessage()
     [info] = records(caplog, logging.INFO)
     assert "answers again" in info.getMessage()
-    assert records(caplog, logging.ERROR) == [] and relay.counts.errors >= 1
+    assert records(caplog, logging.ERROR) == [] and relay.stats().errors >= 1
 
 
 @pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
@@ -461,7 +462,7 @@ def test_the_relay_job_keeps_running_through_a_database_restart(
         caplog: pytest.LogCaptureFixture) -> None:
     server = request.getfixturevalue("postgres_server")
     caplog.set_level(logging.DEBUG, logger="tenure.outbox")
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     seen, handler = collector()
     relay = Relay(engine, handler, claim_ttl=1.0)
     store = tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}")
@@ -508,7 +509,7 @@ def test_the_relay_job_reports_unhealthy_while_its_sqlite_file_is_gone(
     home.mkdir()
     # No pool: every period opens the file anew (an open connection would outlive the move).
     relay_engine = sa.create_engine(f"sqlite:///{home / 'app.db'}", poolclass=sa.pool.NullPool)
-    outbox.create_table(relay_engine)
+    outbox.create_tables(relay_engine)
     seen, handler = collector()
     relay = Relay(relay_engine, handler)
     worker = tenure.Worker(tenure.connect("memory://"))
@@ -539,7 +540,7 @@ def test_the_relay_job_reports_unhealthy_while_its_sqlite_file_is_gone(
 def test_a_refused_login_is_logged_at_error_once_per_interval_and_retried(
         db_url: str, engine: sa.Engine, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="tenure.outbox")
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     add_numbers(engine, range(3))
     user, password = f"relay{uuid.uuid4().hex[:8]}", f"s3cret{uuid.uuid4().hex[:8]}"
     database = db_url.rsplit("/", 1)[1]
@@ -565,7 +566,7 @@ def test_a_refused_login_is_logged_at_error_once_per_interval_and_retried(
     errors = records(caplog, logging.ERROR)
     gaps = [later.created - earlier.created for earlier, later in itertools.pairwise(errors)]
     assert min(gaps) >= 0.5 - 0.05, gaps  # once per interval, not once per try
-    assert relay.counts.errors > len(errors)
+    assert relay.stats().errors > len(errors)
     assert "Access denied" in errors[0].getMessage()
     assert records(caplog, logging.WARNING) == []
     [info] = records(caplog, logging.INFO)
@@ -578,15 +579,15 @@ def test_run_forever_survives_a_table_that_is_gone(engine: sa.Engine,
     """An error retrying cannot clear (here: no such table) is logged at ERROR once (the
     interval is 60 s) and retried; recreating the table recovers the relay."""
     caplog.set_level(logging.DEBUG, logger="tenure.outbox")
-    outbox.create_table(engine)
+    outbox.create_tables(engine)
     seen, handler = collector()
     relay = Relay(engine, handler)
     relay.retry_min, relay.retry_max = 0.01, 0.05
     with relaying(relay):
         with engine.begin() as conn:
             outbox.DEFAULT.table.drop(conn)
-        wait_until(lambda: relay.counts.errors >= 5, timeout=30, what="five failed tries")
-        outbox.create_table(engine)
+        wait_until(lambda: relay.stats().errors >= 5, timeout=30, what="five failed tries")
+        outbox.create_tables(engine)
         add_numbers(engine, range(2))
         wait_until(lambda: set(seen) == {0, 1}, timeout=30, what="the relay to recover")
     [error] = records(caplog, logging.ERROR)

@@ -30,7 +30,7 @@ from waiting import eventually, wait_until
 import tenure.aio
 from tenure.jobs._locks import LockPort
 from tenure.jobs._queue import QueueConsumer, scope_key
-from tenure.queues import AzureQueue, Message, PostgresQueue
+from tenure.queues import AzureQueue, PostgresQueue, QueueMessage
 
 pytestmark = pytest.mark.anyio
 
@@ -134,7 +134,7 @@ async def until(condition: Callable[[], Awaitable[object]], timeout: float, what
     pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
 
 
-def consumer(queue: QueueUnderTest, handler: Callable[[Message], Any], locks: LockPort,
+def consumer(queue: QueueUnderTest, handler: Callable[[QueueMessage], Any], locks: LockPort,
              **options: Any) -> QueueConsumer:
     settings = {"scope": "Order:Key", **FAST, **options}
     return QueueConsumer(queue.source(), handler, locks=locks, name="tests.queue", **settings)
@@ -227,7 +227,7 @@ async def test_poison_reasons(queue: QueueUnderTest, locks: LockPort) -> None:
     await source.send({"Order": {"Key": "k4"}, "n": 4})
     calls: list[tuple[int, int]] = []
 
-    async def handle(message: Message) -> None:
+    async def handle(message: QueueMessage) -> None:
         calls.append((message.body["n"], message.dequeue_count))
         if message.body.get("fail"):
             raise ValueError("invoice 3 is broken")
@@ -258,7 +258,7 @@ async def test_a_failed_message_is_retried_after_a_backoff_sync_handler(queue: Q
     await source.send({"Order": {"Key": "k1"}, "n": 1})
     calls: list[int] = []
 
-    def handle(message: Message) -> None:  # sync, in a thread
+    def handle(message: QueueMessage) -> None:  # sync, in a thread
         calls.append(message.dequeue_count)
         if message.body["n"] == 2 or message.dequeue_count == 1:
             raise RuntimeError(f"delivery {message.dequeue_count} fails")
@@ -276,7 +276,7 @@ async def _is(value: Awaitable[object], expected: object) -> bool:
     return await value == expected
 
 
-async def _settle(message: Message) -> None:
+async def _settle(message: QueueMessage) -> None:
     raise AssertionError("never awaited, so never runs")
 
 
@@ -287,7 +287,7 @@ async def test_a_sync_handler_that_returns_a_coroutine_fails_the_message(
     await source.send({"Order": {"Key": "k1"}, "n": 1})
     returned: list[Any] = []
 
-    def handle(message: Message) -> Any:  # sync, but returns the coroutine of an async def
+    def handle(message: QueueMessage) -> Any:  # sync, but returns the coroutine of an async def
         returned.append(_settle(message))
         return returned[-1]
 
@@ -312,7 +312,7 @@ async def test_a_busy_scope_is_retried_then_released_without_counting_a_delivery
     await source.send({"Order": {"Key": "k2"}, "n": 2})
     calls: list[tuple[int, int]] = []
 
-    async def handle(message: Message) -> None:
+    async def handle(message: QueueMessage) -> None:
         calls.append((message.body["n"], message.dequeue_count))
 
     def releases() -> int:
@@ -336,7 +336,7 @@ async def test_visibility_is_extended_while_a_long_handler_runs(queue: QueueUnde
     await source.send({"n": 1})
     calls: list[int] = []
 
-    async def handle(message: Message) -> None:
+    async def handle(message: QueueMessage) -> None:
         calls.append(message.dequeue_count)
         await anyio.sleep(2.5)  # the work: 2.5 visibility timeouts long
 
@@ -354,7 +354,7 @@ async def test_a_handler_is_cancelled_when_its_visibility_is_lost(queue: QueueUn
     await source.send({"Order": {"Key": "k1"}, "n": 1})
     events: list[str] = []
 
-    async def handle(message: Message) -> None:
+    async def handle(message: QueueMessage) -> None:
         events.append("started")
         await intruder.complete(message)  # as if it had expired and been taken and deleted
         try:
@@ -378,7 +378,7 @@ async def test_a_handler_is_stopped_when_its_scope_lock_is_lost(
     await source.send({"Order": {"Key": "k1"}, "n": 1})
     events: list[str] = []
 
-    async def handle_async(message: Message) -> None:
+    async def handle_async(message: QueueMessage) -> None:
         events.append("started")
         if events.count("started") > 1:
             return
@@ -387,7 +387,7 @@ async def test_a_handler_is_stopped_when_its_scope_lock_is_lost(
         finally:
             events.append("stopped")
 
-    def handle_sync(message: Message) -> None:
+    def handle_sync(message: QueueMessage) -> None:
         events.append("started")
         if events.count("started") > 1:
             return
@@ -419,7 +419,7 @@ async def test_stopping_lets_a_running_handler_finish(queue: QueueUnderTest,
     running, finish = anyio.Event(), anyio.Event()
     finished: list[int] = []
 
-    async def handle(message: Message) -> None:
+    async def handle(message: QueueMessage) -> None:
         running.set()
         await finish.wait()
         finished.append(message.body["n"])
@@ -442,7 +442,7 @@ async def test_a_cancelled_consumer_releases_its_messages_at_once(queue: QueueUn
     await source.send({"Order": {"Key": "k1"}, "n": 1})
     running = anyio.Event()
 
-    async def handle(message: Message) -> None:
+    async def handle(message: QueueMessage) -> None:
         running.set()
         await anyio.sleep_forever()
 
@@ -470,7 +470,7 @@ async def test_worker_queue_decorator_runs_a_consumer(queue: QueueUnderTest,
     handled: list[int] = []
 
     @worker.queue(queue.source(), scope="Order:Key", concurrency=4, name="tests.orders", **FAST)
-    async def handle(message: Message) -> None:
+    async def handle(message: QueueMessage) -> None:
         handled.append(message.body["n"])
 
     try:

@@ -21,7 +21,6 @@ Singleton jobs (one instance runs each period; see tenure.jobs)::
     worker.run()
 """
 
-import importlib
 from typing import TYPE_CHECKING
 
 from tenure._errors import (
@@ -35,29 +34,33 @@ from tenure._errors import (
     StoreUnavailable,
     TenureError,
 )
+from tenure._lazy import module_getattr
 from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock, Semaphore
 from tenure._sync._store import Store, connect
 from tenure._types import LeaseInfo, LostReason
-from tenure.jobs import Run, Worker
-from tenure.jobs.queues._source import Message
 
-if TYPE_CHECKING:  # so type checkers see `tenure.queues.AzureQueue` after a bare `import tenure`
+if TYPE_CHECKING:  # loaded on first use at run time (below); type checkers see them at once
     from tenure import queues as queues
     from tenure import stores as stores
+    from tenure.jobs import Run, Worker
+    from tenure.jobs.queues._source import QueueMessage
+
+    Message = QueueMessage  # deprecated spelling
 
 __version__ = "0.1.0"
 
-# Submodules reachable as attributes after `import tenure`, loaded on first use (tenure.queues'
-# sources and tenure.stores' server-backed stores import their drivers only when used).
-_SUBMODULES = ("queues", "stores")
-
-
-def __getattr__(name: str) -> object:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"tenure.{name}")
-    raise AttributeError(f"module 'tenure' has no attribute {name!r}")
-
+# `import tenure` loads no jobs engine, OpenTelemetry or cron parser: the job runner's names and
+# the submodules (tenure.queues' sources and tenure.stores' server stores import their drivers
+# only when used) load on first access. Old spellings warn for one release; the rules behind
+# the names are in docs/contributing.md, "Public names".
+__getattr__ = module_getattr(__name__, lazy={
+    "QueueMessage": "tenure.jobs.queues._source:QueueMessage",
+    "Run": "tenure.jobs:Run",
+    "Worker": "tenure.jobs:Worker",
+    "queues": "tenure.queues",
+    "stores": "tenure.stores",
+}, deprecated={"Message": "QueueMessage"})
 
 __all__ = [
     "InvalidArgument",
@@ -69,8 +72,8 @@ __all__ = [
     "Lock",
     "LockTimeout",
     "LostReason",
-    "Message",
     "MissingExtra",
+    "QueueMessage",
     "Run",
     "Semaphore",
     "Store",

@@ -21,7 +21,7 @@ Example::
                     claims.complete(conn, invoices, row.id, lease.token, {"paid": True})
 """
 
-from tenure.exactly_once.claims import (
+from tenure.exactly_once._claims import (
     CLAIM_COLUMNS,
     DONE,
     PENDING,

@@ -7,7 +7,7 @@ Example::
     from tenure.idempotency import Idempotency, PaymentProvider
 
     idem = Idempotency(engine)
-    idem.create_table()
+    idem.create_tables()
     with idem.begin("pay-invoice-7", request={"amount": 500}) as step:
         if step.finished:
             print("replayed:", step.response)
@@ -17,7 +17,7 @@ Example::
             step.finish({"charge": charge["id"]})
 """
 
-from tenure.exactly_once.idempotency import (
+from tenure.exactly_once._idempotency import (
     DEFAULT_RETENTION,
     FINISHED,
     RUNNING,
@@ -31,7 +31,7 @@ from tenure.exactly_once.idempotency import (
     Step,
     fingerprint,
 )
-from tenure.exactly_once.provider import (
+from tenure.exactly_once._provider import (
     Charge,
     PaymentProvider,
     ProviderError,

@@ -15,22 +15,37 @@ Example::
     relay.register(worker)          # a leader job on a tenure.Worker
 """
 
-from tenure.exactly_once.outbox import (
+from typing import TYPE_CHECKING
+
+from tenure._lazy import module_getattr
+from tenure.exactly_once._outbox import (
     DEAD,
     DEFAULT,
     DELIVERED,
     PENDING,
     DeadLetter,
     Inbox,
-    Message,
     Outbox,
-    OutboxStats,
+    OutboxMessage,
+    OutboxSummary,
     Relay,
-    RelayCounts,
+    RelayStats,
     add,
-    create_table,
-    stats,
+    create_tables,
+    summary,
 )
+
+if TYPE_CHECKING:  # the old spellings, typed as their new names
+    Message = OutboxMessage
+    OutboxStats = OutboxSummary
+    RelayCounts = RelayStats
+    create_table = create_tables
+    stats = summary
+
+# Old spellings, for one release (the rules are in docs/contributing.md, "Public names").
+__getattr__ = module_getattr(__name__, deprecated={
+    "Message": "OutboxMessage", "OutboxStats": "OutboxSummary", "RelayCounts": "RelayStats",
+    "create_table": "create_tables", "stats": "summary"})
 
 __all__ = [
     "DEAD",
@@ -38,13 +53,13 @@ __all__ = [
     "DELIVERED",
     "DeadLetter",
     "Inbox",
-    "Message",
     "Outbox",
-    "OutboxStats",
+    "OutboxMessage",
+    "OutboxSummary",
     "PENDING",
     "Relay",
-    "RelayCounts",
+    "RelayStats",
     "add",
-    "create_table",
-    "stats",
+    "create_tables",
+    "summary",
 ]

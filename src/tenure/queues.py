@@ -1,33 +1,31 @@
 """Queue sources for `worker.queue(...)`: Azure Queue Storage and a PostgreSQL table queue, and
-the `Message` a handler receives. Each source's driver loads only when that source is used.
+the `QueueMessage` a handler receives. Each source's driver loads only when that source is used.
 
 Example::
 
     import tenure.queues
 
     @worker.queue(tenure.queues.AzureQueue("invoices", connection_string=conn), scope="Invoice:Id")
-    async def handle(msg: tenure.queues.Message) -> None:
+    async def handle(msg: tenure.queues.QueueMessage) -> None:
         print(msg.scope_key, msg.body)
 
 `AzureQueue` needs tenure[azure] (azure-storage-queue); `PostgresQueue` needs tenure[postgres].
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tenure.jobs.queues._source import Message, MessageLost, MessageSource
+from tenure._lazy import module_getattr
+from tenure.jobs.queues._source import MessageLost, MessageSource, QueueMessage
 
 if TYPE_CHECKING:
     from tenure.jobs.queues.azure import AzureQueue
     from tenure.jobs.queues.postgres import PostgresQueue
 
-_LAZY = {"AzureQueue": "azure", "PostgresQueue": "postgres"}
+    Message = QueueMessage  # deprecated spelling
 
+__getattr__ = module_getattr(__name__, lazy={
+    "AzureQueue": "tenure.jobs.queues.azure:AzureQueue",
+    "PostgresQueue": "tenure.jobs.queues.postgres:PostgresQueue",
+}, deprecated={"Message": "QueueMessage"})
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(f"tenure.jobs.queues.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["AzureQueue", "Message", "MessageLost", "MessageSource", "PostgresQueue"]
+__all__ = ["AzureQueue", "MessageLost", "MessageSource", "PostgresQueue", "QueueMessage"]

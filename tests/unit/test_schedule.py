@@ -149,7 +149,7 @@ async def simulate(clock: dict[str, Any], expression: str, start: datetime, hour
                    runs_for: timedelta = timedelta(0)) -> list[datetime]:
     clock.update(now=start, zero_sleeps=0)
     ran: list[datetime] = []
-    worker = tenure.aio.Worker(tenure.aio.connect("memory://"))
+    worker = tenure.aio.AsyncWorker(tenure.aio.connect("memory://"))
 
     @worker.cron(expression, timezone=PARIS, jitter=0, name="job")
     async def job(run: tenure.aio.Run) -> None:

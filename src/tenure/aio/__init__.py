@@ -12,26 +12,32 @@ Example::
             await process_invoices(fence=lease.token)
 """
 
-import importlib
 from typing import TYPE_CHECKING
 
 from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock, AsyncSemaphore
 from tenure._async._shim import AsyncAcquiring
 from tenure._async._store import AsyncStore, connect
-from tenure.jobs import AsyncWorker as Worker
-from tenure.jobs import Run
-from tenure.jobs.queues._source import Message
+from tenure._lazy import module_getattr
 
-if TYPE_CHECKING:  # type checkers then see `tenure.aio.stores.X` after `import tenure.aio`
+if TYPE_CHECKING:  # loaded on first use at run time (below); type checkers see them at once
     from tenure.aio import stores as stores
+    from tenure.jobs import AsyncWorker, Run
+    from tenure.jobs.queues._source import QueueMessage
 
+    Message = QueueMessage  # deprecated spellings
+    Worker = AsyncWorker
 
-def __getattr__(name: str) -> object:
-    if name == "stores":  # loaded on first use, like tenure.stores
-        return importlib.import_module("tenure.aio.stores")
-    raise AttributeError(f"module 'tenure.aio' has no attribute {name!r}")
+# Like `tenure`: the job runner's names and tenure.aio.stores load on first access. A class with
+# a sync twin of the same role is spelled with the Async prefix (AsyncWorker next to
+# tenure.Worker); one class serving both (Run, QueueMessage) keeps one name. Old spellings warn
+# for one release; the rules are in docs/contributing.md, "Public names".
+__getattr__ = module_getattr(__name__, lazy={
+    "AsyncWorker": "tenure.jobs:AsyncWorker",
+    "QueueMessage": "tenure.jobs.queues._source:QueueMessage",
+    "Run": "tenure.jobs:Run",
+    "stores": "tenure.aio.stores",
+}, deprecated={"Message": "QueueMessage", "Worker": "AsyncWorker"})
 
-
-__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore", "Message",
-           "Run", "Worker", "connect"]
+__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore",
+           "AsyncWorker", "QueueMessage", "Run", "connect"]

@@ -41,7 +41,7 @@ from tenure.chaos._jobs_worker import innermost_errors
 from tenure.chaos._oracle import OracleClient
 from tenure.chaos._producer import number_of, open_source
 from tenure.chaos._worker import CONTROL_WAIT, log_renewals, wait_for_control
-from tenure.queues import Message
+from tenure.queues import QueueMessage
 
 DRAIN = 30.0  # seconds past the phase's end a worker goes on, unless told to stop earlier
 CONCURRENCY = 4
@@ -67,27 +67,27 @@ class RecordedSource:
         self.max_batch: int = source.max_batch
         self.releases_count: bool = source.releases_count
 
-    async def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
-        received: list[Message] = await self.source.receive(max_messages, visibility_timeout)
+    async def receive(self, max_messages: int, visibility_timeout: float) -> list[QueueMessage]:
+        received: list[QueueMessage] = await self.source.receive(max_messages, visibility_timeout)
         return received
 
-    async def extend(self, message: Message, seconds: float) -> None:
+    async def extend(self, message: QueueMessage, seconds: float) -> None:
         await self.source.extend(message, seconds)
 
-    async def abandon(self, message: Message, delay: float, *, failed: bool = True) -> None:
+    async def abandon(self, message: QueueMessage, delay: float, *, failed: bool = True) -> None:
         await self.source.abandon(message, delay, failed=failed)
 
-    async def complete(self, message: Message) -> None:
+    async def complete(self, message: QueueMessage) -> None:
         await self._recorded("complete", self.source.complete(message), message)
 
-    async def dead_letter(self, message: Message, reason: str) -> None:
+    async def dead_letter(self, message: QueueMessage, reason: str) -> None:
         await self._recorded("dead-letter", self.source.dead_letter(message, reason), message,
                              reason=reason[:200])
 
     async def close(self) -> None:
         await self.source.close()
 
-    async def _recorded(self, f: str, call: Any, message: Message, **fields: Any) -> None:
+    async def _recorded(self, f: str, call: Any, message: QueueMessage, **fields: Any) -> None:
         ident = {"n": number_of(message.text), "message": message.id}
         self.history.emit("invoke", f, **ident, **fields)
         try:
@@ -111,7 +111,7 @@ class QueueChaos:
         self.hold_requested = False
         self.lock = threading.Lock()  # one oracle connection, several handler threads
 
-    def handle(self, message: Message) -> None:
+    def handle(self, message: QueueMessage) -> None:
         """Read the key's counter, work, check, write it + 1 with the key lock's token."""
         body = message.body
         lease = message.lease
@@ -143,7 +143,7 @@ class QueueChaos:
             raise
         self.history.emit("ok", "handle", accepted=accepted, **_deadline(lease), **fields)
 
-    def _hold(self, message: Message, fields: dict[str, Any]) -> None:
+    def _hold(self, message: QueueMessage, fields: dict[str, Any]) -> None:
         self.hold_requested = False
         self.history.emit("info", "hold", **fields)
         until = time.monotonic() + 2 * self.settings["ttl"] + 1.0

@@ -16,7 +16,7 @@ from typing import Any
 
 from tenure.demo._instances import Fault
 from tenure.demo._world import Counts
-from tenure.exactly_once.provider import ProviderSummary
+from tenure.idempotency import ProviderSummary
 
 LAYERS = ("lease", "fencing", "idempotency", "outbox")
 # What each layer's absence does under the fault aimed at it (a freeze after a claim for

@@ -20,9 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from tenure import claims
-from tenure.exactly_once.idempotency import Idempotency
-from tenure.exactly_once.outbox import Inbox, Message
-from tenure.exactly_once.provider import Charge, PaymentProvider
+from tenure.idempotency import Charge, Idempotency, PaymentProvider
+from tenure.outbox import Inbox, OutboxMessage
 
 metadata = sa.MetaData()
 invoices = sa.Table(
@@ -82,11 +81,11 @@ class World:
             with engine.connect() as conn:
                 conn.exec_driver_sql("PRAGMA journal_mode=WAL")
         metadata.create_all(self.app)
-        self.idempotency.create_table()
-        outbox.create_table(self.app)
+        self.idempotency.create_tables()
+        outbox.create_tables(self.app)
         self.provider.create_tables()
         mailer_metadata.create_all(self.mailer)
-        self.inbox.create_table(self.mailer)
+        self.inbox.create_tables(self.mailer)
         amounts = random.Random(seed)
         with self.app.begin() as conn:
             conn.execute(sa.insert(invoices), [
@@ -111,7 +110,7 @@ class World:
             conn.execute(sa.insert(notifications).values(invoice=invoice))
         return True
 
-    def deliver(self, message: Message) -> None:
+    def deliver(self, message: OutboxMessage) -> None:
         """The outbox relay's handler."""
         self.notify(int(message.payload["invoice"]), message.id)
 
@@ -125,7 +124,7 @@ class World:
             total = conn.execute(sa.select(sa.func.count()).select_from(invoices)).scalar_one()
             paid = conn.execute(sa.select(sa.func.count()).select_from(invoices)
                                 .where(invoices.c.status == claims.DONE)).scalar_one()
-        pending = outbox.stats(self.app).pending
+        pending = outbox.summary(self.app).pending
         with self.mailer.connect() as conn:
             per_invoice = (sa.select(notifications.c.invoice, sa.func.count().label("n"))
                            .group_by(notifications.c.invoice).subquery())

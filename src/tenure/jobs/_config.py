@@ -305,7 +305,7 @@ def _quote(job: str) -> str:
 # -- applying ----------------------------------------------------------------------------------
 
 def apply_config(worker: Any, config: Config, *, app: str = "the worker") -> dict[str, Any]:
-    """Apply `config` to a tenure.Worker or tenure.aio.Worker before it runs: its grace period
+    """Apply `config` to a tenure.Worker or tenure.aio.AsyncWorker before it runs: its grace period
     and every job's options. Returns the effective settings and their sources (what
     `tenure run --check` prints).
 

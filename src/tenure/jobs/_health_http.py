@@ -154,7 +154,7 @@ def _ready_answer(health: Callable[[], dict[str, Any]], ready: Callable[[], bool
 
 def worker_health(worker: Any, loop: asyncio.AbstractEventLoop | None = None
                   ) -> Callable[[], dict[str, Any]]:
-    """A blocking health() for a tenure.Worker, or for a tenure.aio.Worker whose event loop is
+    """A blocking health() for a tenure.Worker, or for a tenure.aio.AsyncWorker whose event loop is
     `loop` (the call runs on that loop, from the server's thread).
 
     Example::
@@ -186,7 +186,7 @@ def worker_running(worker: Any) -> bool:
 def serve_health(worker: Any, *, port: int = 0, host: str = "127.0.0.1",
                  loop: asyncio.AbstractEventLoop | None = None) -> HealthServer:
     """A HealthServer for `worker` (not started: use `with` or `.start()`). For a
-    tenure.aio.Worker pass the event loop it runs on.
+    tenure.aio.AsyncWorker pass the event loop it runs on.
 
     Example::
 

@@ -43,7 +43,7 @@ from tenure.jobs import _metrics
 from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import READ, WRITE, Outage, Retry, describe
 from tenure.jobs._signatures import is_async, refuse_unfinished
-from tenure.jobs.queues._source import Message, MessageLost, MessageSource
+from tenure.jobs.queues._source import MessageLost, MessageSource, QueueMessage
 
 log = logging.getLogger("tenure.jobs.queue")
 
@@ -92,7 +92,7 @@ class QueueConsumer:
                                  scope="Invoice:Id", concurrency=16, max_dequeue_count=3)
     """
 
-    def __init__(self, source: MessageSource, handler: Callable[[Message], Any], *,
+    def __init__(self, source: MessageSource, handler: Callable[[QueueMessage], Any], *,
                  locks: LockPort, name: str, scope: str | None = None, concurrency: int = 16,
                  **options: Any) -> None:
         if not isinstance(source, MessageSource):
@@ -233,7 +233,7 @@ class QueueConsumer:
             return False
         return True
 
-    async def _process(self, message: Message, received_at: float,
+    async def _process(self, message: QueueMessage, received_at: float,
                        stopping: anyio.Event) -> None:
         delivery = _Delivery(message, received_at)
         try:
@@ -288,7 +288,7 @@ class QueueConsumer:
         finally:
             await self._unlock(delivery)
 
-    def _parse(self, message: Message) -> str | None:
+    def _parse(self, message: QueueMessage) -> str | None:
         """The reason to poison `message` at once, or None; sets its scope key."""
         try:
             body = message.body
@@ -329,7 +329,7 @@ class QueueConsumer:
         else:
             delivery.returned = True
 
-    async def _invoke_sync(self, message: Message) -> Any:
+    async def _invoke_sync(self, message: QueueMessage) -> Any:
         """Run a sync handler in a thread. A thread cannot be cancelled: on cancellation the
         message says so (`msg.check()` raises) and the thread is awaited. Returns what the
         handler returned."""
@@ -466,7 +466,7 @@ class QueueConsumer:
         await self._call("release", self.source.abandon, message, delay, failed=False)
         return result
 
-    async def _fail(self, message: Message, error: Exception) -> str:
+    async def _fail(self, message: QueueMessage, error: Exception) -> str:
         attempts = f"delivery {message.dequeue_count} of max_dequeue_count={self.max_dequeue_count}"
         log.warning("%s: handler failed on message %r (%s)", self, message.id, attempts,
                     exc_info=error)
@@ -478,13 +478,13 @@ class QueueConsumer:
         await self._call("retry later", self.source.abandon, message, jittered(backoff))
         return "failed"
 
-    async def _poison(self, message: Message, reason: str) -> str:
+    async def _poison(self, message: QueueMessage, reason: str) -> str:
         reason = reason[:MAX_REASON]
         log.warning("%s: message %r goes to the poison queue: %s", self, message.id, reason)
         done = await self._call("poison", self.source.dead_letter, message, reason)
         return "poisoned" if done else "lost"
 
-    async def _call(self, what: str, action: Callable[..., Any], message: Message,
+    async def _call(self, what: str, action: Callable[..., Any], message: QueueMessage,
                     *args: Any, **kwargs: Any) -> bool:
         """Settle `message`, shielded from cancellation; False (logged) when it failed.
 
@@ -516,7 +516,7 @@ class _Delivery:
     __slots__ = ("cancelled", "error", "holds_local", "lease", "local_key", "lock_wait",
                  "message", "outcome", "received_at", "result", "returned", "work")
 
-    def __init__(self, message: Message, received_at: float) -> None:
+    def __init__(self, message: QueueMessage, received_at: float) -> None:
         self.message = message
         self.received_at = received_at
         self.work = anyio.CancelScope()  # cancelled when the visibility is lost

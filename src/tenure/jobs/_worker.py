@@ -2,7 +2,7 @@
 all on this instance, sharing one store with the other instances.
 
 `tenure.Worker` takes a sync store and blocks in `run()` (or runs in a background thread with
-`with worker:`); `tenure.aio.Worker` takes an async store and runs on your event loop
+`with worker:`); `tenure.aio.AsyncWorker` takes an async store and runs on your event loop
 (`await worker.run()`, or `async with worker:` in e.g. a FastAPI lifespan). Both run async job
 functions on an event loop and sync ones in worker threads.
 
@@ -193,14 +193,14 @@ class _Registry:
 
             @worker.queue(tenure.queues.AzureQueue("invoices", connection_string=cs),
                           scope="Invoice:Id", concurrency=16)
-            async def handle(message: tenure.Message) -> None:
+            async def handle(message: tenure.QueueMessage) -> None:
                 ...
         """
         from tenure.jobs._queue import QueueConsumer
 
         def register(function: F) -> F:
             check_callable(function, "a queue handler", 1,
-                           "def handle(message: tenure.Message) -> None")
+                           "def handle(message: tenure.QueueMessage) -> None")
             job = self._job_name(function, name)
             self._consumers.append(QueueConsumer(source, function, locks=self._locks, name=job,
                                                  scope=scope, concurrency=concurrency,
@@ -483,11 +483,11 @@ def runs_started() -> int:
 
 
 class AsyncWorker(_Registry):
-    """Jobs of this instance on an async store; `tenure.aio.Worker`.
+    """Jobs of this instance on an async store; `tenure.aio.AsyncWorker`.
 
     Example::
 
-        worker = tenure.aio.Worker(tenure.aio.connect("redis://cache:6379/0"))
+        worker = tenure.aio.AsyncWorker(tenure.aio.connect("redis://cache:6379/0"))
 
         @worker.every(timedelta(minutes=5))
         async def process_invoices(run: tenure.Run) -> None:
@@ -500,7 +500,7 @@ class AsyncWorker(_Registry):
     def __init__(self, store: AsyncStore, *, grace: float | timedelta = 30.0) -> None:
         if not isinstance(store, AsyncStore):
             raise InvalidArgumentType(
-                "tenure.aio.Worker needs an async store from tenure.aio.connect(url); for a "
+                "tenure.aio.AsyncWorker needs an async store from tenure.aio.connect(url); for a "
                 f"sync store use tenure.Worker; got {type(store).__name__}")
         super().__init__(store, grace=grace)
         self._stopping: anyio.Event | None = None
@@ -595,7 +595,7 @@ class Worker(_Registry):
         if not isinstance(store, Store):
             raise InvalidArgumentType(
                 "tenure.Worker needs a sync store from tenure.connect(url); for an async store "
-                f"use tenure.aio.Worker; got {type(store).__name__}")
+                f"use tenure.aio.AsyncWorker; got {type(store).__name__}")
         super().__init__(store, grace=grace)
         self._portal: Any = None
         self._portal_context: Any = None
@@ -615,8 +615,9 @@ class Worker(_Registry):
         if _loop_running():
             raise InvalidArgument(
                 "Worker.run() blocks, and this thread already runs an event loop: in async "
-                "code use tenure.aio.Worker(tenure.aio.connect(...)) and `await worker.run()`, "
-                "or call worker.start() to run this one in a background thread")
+                "code use tenure.aio.AsyncWorker(tenure.aio.connect(...)) and "
+                "`await worker.run()`, or call worker.start() to run this one in a background "
+                "thread")
         signals = threading.current_thread() is threading.main_thread()
 
         async def main() -> None:
@@ -663,7 +664,7 @@ class Worker(_Registry):
             self._portal_context.__exit__(None, None, None)
 
     def health(self) -> dict[str, Any]:
-        """Per-job health (see tenure.aio.Worker.health).
+        """Per-job health (see tenure.aio.AsyncWorker.health).
 
         Example::
 

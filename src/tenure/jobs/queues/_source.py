@@ -1,4 +1,4 @@
-"""What a queue-message job needs from a queue: the `MessageSource` protocol and the `Message`
+"""What a queue-message job needs from a queue: the `MessageSource` protocol and the `QueueMessage`
 a handler receives.
 
 A source hands out messages that stay invisible to other consumers for a while (a visibility
@@ -37,7 +37,7 @@ class MessageLost(TenureError):
     """
 
 
-class Message:
+class QueueMessage:
     """One queue message, as a handler sees it.
 
     `body` is the parsed JSON (raises ValueError when the text is not JSON), `text` the raw
@@ -48,7 +48,7 @@ class Message:
 
     Example::
 
-        async def handle(msg: tenure.queues.Message) -> None:
+        async def handle(msg: tenure.queues.QueueMessage) -> None:
             invoice = msg.body["Invoice"]["Id"]
             msg.check()  # raises tenure.LeaseLost when the handler should stop
     """
@@ -67,7 +67,7 @@ class Message:
         self._stop_reason: str | None = None
 
     def __repr__(self) -> str:
-        return (f"<Message id={self.id!r} dequeue_count={self.dequeue_count} "
+        return (f"<QueueMessage id={self.id!r} dequeue_count={self.dequeue_count} "
                 f"scope_key={self.scope_key!r}>")
 
     @property
@@ -130,25 +130,25 @@ class MessageSource(Protocol):
     max_batch: int
     releases_count: bool
 
-    async def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
+    async def receive(self, max_messages: int, visibility_timeout: float) -> list[QueueMessage]:
         """Up to `max_messages` visible messages, each now invisible for `visibility_timeout`
         seconds; an empty list when there are none."""
         ...
 
-    async def extend(self, message: Message, seconds: float) -> None:
+    async def extend(self, message: QueueMessage, seconds: float) -> None:
         """Keep `message` invisible for `seconds` more from now; MessageLost when too late."""
         ...
 
-    async def complete(self, message: Message) -> None:
+    async def complete(self, message: QueueMessage) -> None:
         """Delete `message`: it was handled."""
         ...
 
-    async def abandon(self, message: Message, delay: float, *, failed: bool = True) -> None:
+    async def abandon(self, message: QueueMessage, delay: float, *, failed: bool = True) -> None:
         """Make `message` visible again after `delay` seconds. `failed=False`: it was not tried
         (e.g. its scope was busy), so the source does not count this delivery if it can."""
         ...
 
-    async def dead_letter(self, message: Message, reason: str) -> None:
+    async def dead_letter(self, message: QueueMessage, reason: str) -> None:
         """Move `message` to the poison queue, keeping `reason`, and delete it here."""
         ...
 

@@ -34,7 +34,7 @@ from tenure._errors import (
     StoreRefused,
     StoreUnavailable,
 )
-from tenure.jobs.queues._source import Message, MessageLost
+from tenure.jobs.queues._source import MessageLost, QueueMessage
 
 try:
     from azure.core.exceptions import (
@@ -142,22 +142,22 @@ class AzureQueue:
 
     # -- the MessageSource protocol --------------------------------------------------------------
 
-    async def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
+    async def receive(self, max_messages: int, visibility_timeout: float) -> list[QueueMessage]:
         """Up to `max_messages` (at most 32) messages, invisible for `visibility_timeout` s."""
         count = max(1, min(int(max_messages), self.max_batch))
         seconds = _whole_seconds(visibility_timeout, 1)
 
-        async def receive() -> list[Message]:
+        async def receive() -> list[QueueMessage]:
             received = []
             async for item in self._client.receive_messages(
                     messages_per_page=count, max_messages=count, visibility_timeout=seconds):
-                received.append(Message(item.id, _text(item.content), item.dequeue_count or 1,
+                received.append(QueueMessage(item.id, _text(item.content), item.dequeue_count or 1,
                                         item.pop_receipt))
             return received
 
         return await self._call("receive messages", self._client, receive)
 
-    async def extend(self, message: Message, seconds: float) -> None:
+    async def extend(self, message: QueueMessage, seconds: float) -> None:
         """Keep `message` invisible `seconds` more; MessageLost when its pop receipt is stale."""
         updated = await self._call(
             "extend visibility", self._client, lambda: self._client.update_message(
@@ -165,13 +165,13 @@ class AzureQueue:
             message)
         message.receipt = updated.pop_receipt
 
-    async def complete(self, message: Message) -> None:
+    async def complete(self, message: QueueMessage) -> None:
         """Delete `message`."""
         await self._call("delete message", self._client,
                          lambda: self._client.delete_message(message.id, message.receipt),
                          message)
 
-    async def abandon(self, message: Message, delay: float, *, failed: bool = True) -> None:
+    async def abandon(self, message: QueueMessage, delay: float, *, failed: bool = True) -> None:
         """Visible again after `delay` s; untried (`failed=False`): re-sent as a new message."""
         seconds = _whole_seconds(delay, 0)
         if failed:
@@ -183,7 +183,7 @@ class AzureQueue:
         await self._send_to(self._client, message.text, seconds)
         await self.complete(message)
 
-    async def dead_letter(self, message: Message, reason: str) -> None:
+    async def dead_letter(self, message: QueueMessage, reason: str) -> None:
         """Send the envelope to `<queue>-poison`, then delete `message` here."""
         envelope = {
             "reason": reason, "queue": self.queue_name, "id": message.id,
@@ -240,7 +240,7 @@ class AzureQueue:
         return await self._call("send message", client, send)
 
     async def _call(self, operation: str, client: QueueClient,
-                    action: Callable[[], Awaitable[T]], message: Message | None = None) -> T:
+                    action: Callable[[], Awaitable[T]], message: QueueMessage | None = None) -> T:
         """Run `action`, creating the queue once when it is missing; Azure's errors become
         MessageLost (the message is gone or its receipt stale) or StoreUnavailable, naming the
         queue and the operation but never the URL (a SAS token may be in it)."""

@@ -35,7 +35,7 @@ from tenure._errors import (
     StoreUnavailable,
 )
 from tenure._urls import redact
-from tenure.jobs.queues._source import Message, MessageLost
+from tenure.jobs.queues._source import MessageLost, QueueMessage
 
 try:
     import psycopg
@@ -168,27 +168,27 @@ class PostgresQueue:
 
     # -- the MessageSource protocol --------------------------------------------------------------
 
-    async def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
+    async def receive(self, max_messages: int, visibility_timeout: float) -> list[QueueMessage]:
         """Up to `max_messages` visible messages, invisible for `visibility_timeout` s."""
         rows = await self._run("receive messages", "receive", {
             "queue": self.queue_name, "count": max(1, min(int(max_messages), self.max_batch)),
             "seconds": float(visibility_timeout)})
-        return [Message(str(row[0]), row[1], row[2], row[3]) for row in rows or ()]
+        return [QueueMessage(str(row[0]), row[1], row[2], row[3]) for row in rows or ()]
 
-    async def extend(self, message: Message, seconds: float) -> None:
+    async def extend(self, message: QueueMessage, seconds: float) -> None:
         """Keep `message` invisible `seconds` more; MessageLost once another consumer has it."""
         await self._settle("extend visibility", "extend", message, {"seconds": float(seconds)})
 
-    async def complete(self, message: Message) -> None:
+    async def complete(self, message: QueueMessage) -> None:
         """Delete `message`."""
         await self._settle("delete message", "complete", message, {})
 
-    async def abandon(self, message: Message, delay: float, *, failed: bool = True) -> None:
+    async def abandon(self, message: QueueMessage, delay: float, *, failed: bool = True) -> None:
         """Visible again after `delay` s; `failed=False` takes this delivery off the count."""
         await self._settle("abandon message", "abandon", message,
                            {"seconds": float(delay), "uncount": 0 if failed else 1})
 
-    async def dead_letter(self, message: Message, reason: str) -> None:
+    async def dead_letter(self, message: QueueMessage, reason: str) -> None:
         """Move `message` to the queue `<queue>-poison` with `reason`."""
         await self._settle("poison message", "dead_letter", message,
                            {"poison": self.poison_queue_name, "reason": reason})
@@ -229,7 +229,7 @@ class PostgresQueue:
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    async def _settle(self, operation: str, statement: str, message: Message,
+    async def _settle(self, operation: str, statement: str, message: QueueMessage,
                       params: dict[str, Any]) -> None:
         changed = await self._run(operation, statement, {
             "id": int(message.id), "receipt": message.receipt, **params}, rowcount=True)

@@ -1,0 +1,225 @@
+"""The public vocabulary (docs/contributing.md, "Public names"): one meaning per name, one public
+path per thing, the Async prefix on classes with a sync twin, one spelling of `stats`,
+`summary` and `create_tables`; every old spelling still works for one release and warns; and
+`import tenure` loads no jobs engine, OpenTelemetry or cron parser."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+import tenure
+import tenure.aio
+import tenure.claims
+import tenure.idempotency
+import tenure.jobs
+import tenure.outbox
+import tenure.queues
+from tenure.idempotency import Idempotency, IdempotencyStats, PaymentProvider
+from tenure.outbox import Inbox, Outbox, OutboxSummary, Relay, RelayStats
+
+PUBLIC = ["tenure", "tenure.aio", "tenure.stores", "tenure.aio.stores", "tenure.jobs",
+          "tenure.queues", "tenure.claims", "tenure.idempotency", "tenure.outbox"]
+HEAVY = ("tenure.jobs", "opentelemetry", "cronsim")
+
+# (module, old name, where the new name lives): each old spelling, its replacement.
+RENAMED = [
+    ("tenure", "Message", "tenure:QueueMessage"),
+    ("tenure.aio", "Message", "tenure.aio:QueueMessage"),
+    ("tenure.aio", "Worker", "tenure.aio:AsyncWorker"),
+    ("tenure.queues", "Message", "tenure.queues:QueueMessage"),
+    ("tenure.jobs.queues", "Message", "tenure.queues:QueueMessage"),
+    ("tenure.jobs.queues", "QueueMessage", "tenure.queues:QueueMessage"),
+    ("tenure.jobs.queues", "MessageLost", "tenure.queues:MessageLost"),
+    ("tenure.jobs.queues", "MessageSource", "tenure.queues:MessageSource"),
+    ("tenure.outbox", "Message", "tenure.outbox:OutboxMessage"),
+    ("tenure.outbox", "OutboxStats", "tenure.outbox:OutboxSummary"),
+    ("tenure.outbox", "RelayCounts", "tenure.outbox:RelayStats"),
+    ("tenure.outbox", "create_table", "tenure.outbox:create_tables"),
+    ("tenure.outbox", "stats", "tenure.outbox:summary"),
+    ("tenure.exactly_once.claims", "claim", "tenure.claims:claim"),
+    ("tenure.exactly_once.claims", "stats", "tenure.claims:stats"),
+    ("tenure.exactly_once.idempotency", "Idempotency", "tenure.idempotency:Idempotency"),
+    ("tenure.exactly_once.provider", "PaymentProvider", "tenure.idempotency:PaymentProvider"),
+    ("tenure.exactly_once.outbox", "Relay", "tenure.outbox:Relay"),
+    ("tenure.exactly_once.outbox", "OutboxMessage", "tenure.outbox:OutboxMessage"),
+]
+
+
+def _resolve(target: str) -> object:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize(("module", "old", "new"), RENAMED,
+                         ids=[f"{module}.{old}" for module, old, _ in RENAMED])
+def test_an_old_name_warns_at_the_callers_line_and_is_the_new_one(module: str, old: str,
+                                                                  new: str) -> None:
+    with pytest.warns(DeprecationWarning, match=new.replace(":", r"\.")) as caught:
+        value = getattr(importlib.import_module(module), old)
+    assert value is _resolve(new)
+    assert {Path(w.filename).name for w in caught} == {Path(__file__).name}
+
+
+def test_from_import_of_an_old_name_warns() -> None:
+    with pytest.warns(DeprecationWarning, match="tenure.QueueMessage"):
+        from tenure import Message
+    with pytest.warns(DeprecationWarning, match="tenure.aio.AsyncWorker"):
+        from tenure.aio import Worker
+    assert Message is tenure.QueueMessage and Worker is tenure.aio.AsyncWorker
+
+
+@pytest.mark.parametrize("module", PUBLIC)
+def test_no_old_name_is_in_all(module: str) -> None:
+    olds = {old for owner, old, _ in RENAMED if owner == module}
+    assert not olds & set(importlib.import_module(module).__all__)
+
+
+def test_a_name_means_one_thing_across_the_public_modules() -> None:
+    meanings: dict[str, dict[str, object]] = {}
+    for module in PUBLIC:
+        loaded = importlib.import_module(module)
+        for name in loaded.__all__:
+            meanings.setdefault(name, {})[module] = getattr(loaded, name)
+    for name, where in meanings.items():
+        values = list(where.values())
+        if all(value is values[0] for value in values):
+            continue
+        # The one exception: a function of a sync module and of its async twin module (the
+        # module path says which), e.g. tenure.connect and tenure.aio.connect.
+        assert set(where) <= {"tenure", "tenure.aio"} or set(where) <= {
+            "tenure.stores", "tenure.aio.stores"}, (name, sorted(where))
+        assert all(inspect.isfunction(value) for value in values), (name, sorted(where))
+
+
+def test_an_async_class_with_a_sync_twin_has_the_async_prefix() -> None:
+    for name in tenure.aio.__all__:
+        value = getattr(tenure.aio, name)
+        if not inspect.isclass(value):
+            continue
+        if name.startswith("Async"):
+            twin = name.removeprefix("Async")
+            assert getattr(tenure, twin, None) is not value, name
+        else:  # one name only for a class both APIs share
+            assert getattr(tenure, name) is value, f"tenure.aio.{name} is not tenure.{name}"
+    assert tenure.aio.AsyncWorker is tenure.jobs.AsyncWorker
+    assert tenure.Worker is tenure.jobs.Worker
+
+
+@pytest.mark.parametrize("package", ["tenure.exactly_once", "tenure.jobs.queues"])
+def test_implementation_packages_publish_nothing(package: str) -> None:
+    """Their things have one public path (tenure.claims, tenure.queues, ...)."""
+    loaded = importlib.import_module(package)
+    assert not getattr(loaded, "__all__", [])
+    assert not [name for name, value in vars(loaded).items()
+                if not name.startswith("_") and not inspect.ismodule(value)]
+
+
+@pytest.mark.parametrize("statement", ["import tenure", "import tenure.aio"])
+def test_importing_tenure_loads_no_jobs_engine_opentelemetry_or_cron(statement: str) -> None:
+    code = (f"{statement}\nimport json, sys\n"
+            f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({HEAVY!r}))))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)
+    assert json.loads(result.stdout) == []
+
+
+def test_lazy_names_load_on_first_use() -> None:
+    code = ("import sys, tenure\nassert 'tenure.jobs' not in sys.modules\n"
+            "worker_class = tenure.Worker\nassert 'tenure.jobs' in sys.modules\n"
+            "print(worker_class.__name__)")
+    result = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code],
+                            capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "Worker"
+
+
+def _tables(engine: sa.Engine) -> set[str]:
+    return set(sa.inspect(engine).get_table_names())
+
+
+def test_create_tables_is_one_spelling_and_create_table_still_works(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'new.db'}")
+    Idempotency(engine).create_tables()
+    PaymentProvider(engine).create_tables()
+    Outbox().create_tables(engine)
+    Inbox().create_tables(engine)
+    with engine.begin() as conn:  # a Connection works as well as an Engine
+        Idempotency(engine, table_name="keys_in_tx").create_tables(conn)
+    assert _tables(engine) == {"tenure_idempotency_keys", "provider_charges", "provider_keys",
+                               "tenure_outbox", "tenure_inbox", "keys_in_tx"}
+
+    old = sa.create_engine(f"sqlite:///{tmp_path / 'old.db'}")
+    with pytest.warns(DeprecationWarning, match=r"Idempotency\.create_tables\(\)"):
+        Idempotency(old).create_table()
+    with pytest.warns(DeprecationWarning, match=r"Outbox\.create_tables\(\)"):
+        Outbox().create_table(old)
+    with pytest.warns(DeprecationWarning, match=r"Inbox\.create_tables\(\)"):
+        Inbox().create_table(old)
+    with pytest.warns(DeprecationWarning, match=r"tenure\.outbox\.create_tables"):
+        tenure.outbox.create_table(old)
+    assert _tables(old) == {"tenure_idempotency_keys", "tenure_outbox", "tenure_inbox"}
+
+
+def test_summary_queries_the_outbox_and_stats_still_answers(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'outbox.db'}")
+    tenure.outbox.create_tables(engine)
+    with engine.begin() as conn:
+        tenure.outbox.add(conn, "invoice.paid", {"invoice": 7})
+    summary = tenure.outbox.summary(engine)
+    assert isinstance(summary, OutboxSummary)
+    assert (summary.pending, summary.delivered, summary.dead) == (1, 0, 0)
+    assert tenure.outbox.DEFAULT.summary(engine).pending == 1
+    with pytest.warns(DeprecationWarning, match=r"Outbox\.summary\(\)"):
+        assert tenure.outbox.DEFAULT.stats(engine).pending == 1
+    with pytest.warns(DeprecationWarning, match=r"tenure\.outbox\.summary"):
+        assert tenure.outbox.stats(engine).pending == 1
+
+
+def test_stats_is_a_call_returning_this_process_counters(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'keys.db'}")
+    idem = Idempotency(engine)
+    idem.create_tables()
+    idem.run("order-1", lambda step: {"ok": True})
+    idem.run("order-1", lambda step: {"ok": True})
+    assert idem.stats() == IdempotencyStats(new=1, replayed=1)
+    assert isinstance(tenure.claims.stats(), tenure.claims.ClaimStats)
+
+    with pytest.warns(DeprecationWarning, match=r"Idempotency\.stats\(\)\.replayed"):
+        assert idem.stats.replayed == 1
+    with pytest.warns(DeprecationWarning, match=r"Idempotency\.stats\(\)"):
+        assert idem.stats == IdempotencyStats(new=1, replayed=1)
+    with pytest.raises(AttributeError):
+        idem.stats.nonexistent  # noqa: B018
+
+
+def test_relay_stats_is_a_snapshot_and_counts_still_answers(tmp_path: Path) -> None:
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'relay.db'}")
+    tenure.outbox.create_tables(engine)
+    with engine.begin() as conn:
+        tenure.outbox.add(conn, "invoice.paid", {"invoice": 7})
+    delivered: list[str] = []
+    relay = Relay(engine, handler=lambda message: delivered.append(message.topic))
+    relay.run_once()
+    snapshot = relay.stats()
+    assert snapshot == RelayStats(delivered=1) and delivered == ["invoice.paid"]
+    with pytest.raises(AttributeError):  # a snapshot: frozen
+        snapshot.delivered = 5  # type: ignore[misc]
+    with pytest.warns(DeprecationWarning, match=r"Relay\.stats\(\)"):
+        assert relay.counts.delivered == 1
+
+
+def test_importing_the_package_reads_no_old_name() -> None:
+    """With DeprecationWarning as an error, every public module, the demo, chaos and the CLI
+    import cleanly: none of them reads an old name at import."""
+    modules = [*PUBLIC, "tenure.demo", "tenure.chaos", "tenure.cli"]
+    code = "import importlib\n" + "".join(f"importlib.import_module({m!r})\n" for m in modules)
+    result = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
