@@ -106,6 +106,24 @@ SIGNAL_MS = 2000
 TICK = 0.5
 # The reader reconnects after a failure within this long (the restart grace must exceed it).
 RECONNECT_MAX = 0.25
+# The URL schemes this store serves (several masters: the quorum store of redis_quorum.py).
+SCHEMES: tuple[str, ...] = ("redis", "rediss", "unix")
+
+
+def from_url(url: str, **options: Any) -> Backend:
+    """The store for a `redis://`, `rediss://` or `unix://` URL, as `tenure.connect` builds
+    it: one server, or a quorum of masters when the URL names several (comma-separated).
+
+    Example::
+
+        backend = from_url("redis://cache:6379/0?prefix=app:", timeout=2)
+        quorum = from_url("redis://r1:6379,r2:6379,r3:6379/0")  # RedisQuorumStore
+    """
+    from tenure._sync.stores.redis_quorum import open_store  # it builds on this module
+
+    return open_store(url, **options)
+
+
 # Renewal answers of the RENEW script.
 _LOST = {0: LostReason.EXPIRED, 2: LostReason.TAKEN, 3: LostReason.BROKEN}
 
