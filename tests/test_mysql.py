@@ -937,6 +937,19 @@ def test_keyword_options_win_over_the_url() -> None:
     assert tenure.stores.MySQLStore.capabilities.notifies_release  # a release ends a sleep
 
 
+def test_from_url_builds_the_store_connect_builds() -> None:
+    """The registry's entry point: every scheme of SCHEMES, options from the URL's query and as
+    keywords, the same class connect() hands out."""
+    for module, kind in ((sync_mysql, MySQLStore), (async_mysql, AsyncMySQLStore)):
+        assert module.SCHEMES == ("mysql", "mariadb")
+        for scheme in module.SCHEMES:
+            store = module.from_url(f"{scheme}://app@db:3307/locks?table=a&timeout=9", table="b")
+            assert type(store) is kind
+            assert (store.table, store.timeout, store.database) == ("b", 9.0, "locks")
+        with pytest.raises(tenure.InvalidArgument, match="unknown option"):
+            module.from_url("mysql://app@db/locks", ssl_mode="on")
+
+
 # -- issue 17: errors that cannot clear fail at once ----------------------------------------------
 
 USER, USER_PASSWORD = "tenure_pw", "right-horse-battery-staple"

@@ -65,7 +65,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 
 log = logging.getLogger("tenure")
 
-SCHEMES = ("mysql", "mariadb")
+SCHEMES: tuple[str, ...] = ("mysql", "mariadb")
 OPTIONS = ("table", "timeout", "pool_size", "unix_socket")
 DEFAULT_TABLE = "tenure_leases"
 DEFAULT_TIMEOUT = 5.0
@@ -512,6 +512,17 @@ class _Waiting(NamedTuple):
     key: str
     attempt: _Attempt
     prefetched: _Prefetched | None = None
+
+
+def from_url(url: str, **options: Any) -> Backend:
+    """The store for a `mysql://` (or `mariadb://`) URL, as `tenure.connect` builds it:
+    options from the URL's query or as keywords (see MySQLStore).
+
+    Example::
+
+        backend = from_url("mysql://app:secret@db.internal/locks?table=app_leases", timeout=2)
+    """
+    return MySQLStore(url, **options)
 
 
 class MySQLStore(Backend, RecordKeeper):
