@@ -21,11 +21,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._async import _shim
-from tenure._async._lease import AsyncLease, current_owner
+from tenure._async._lease import AsyncLease, AsyncLeaseTerms, current_owner
 from tenure._async._shim import AsyncAcquiring
 from tenure._async.stores._protocol import closed_store, waits_and_acquires
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
-from tenure._timing import Backoff, local_deadline, to_seconds
+from tenure._timing import Backoff, to_seconds
 from tenure._types import LeaseInfo
 
 if TYPE_CHECKING:
@@ -97,11 +97,13 @@ class AsyncLock:
         self.on_lost = settings.on_lost
         self.timeout: float | None = None if math.isinf(settings.timeout) else settings.timeout
         self._default_timeout = settings.timeout
-        self.deadline_after = local_deadline(0.0, self.ttl)
         self._store = store
         self._backend = store.backend
         self._wait_and_acquire = waits_and_acquires(store.backend)
         self._monitor = store._monitor
+        self._lease_terms = AsyncLeaseTerms(self.ttl, self.renew_every, self.on_lost,
+                                            store.backend, store._monitor)
+        self.deadline_after = self._lease_terms.deadline_after
         self._entered_leases: list[AsyncLease] = []  # by `async with` on this object, in order
 
     def __repr__(self) -> str:
@@ -199,7 +201,7 @@ class AsyncLock:
         grant = await self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
         if grant is None:
             return None
-        lease = AsyncLease(self, grant, min(sent_at, grant.sent_at))
+        lease = AsyncLease(self._lease_terms, grant, min(sent_at, grant.sent_at))
         self._monitor.watch(lease)
         return lease
 
@@ -305,7 +307,7 @@ class AsyncLock:
                                              wait, patience)
         if grant is None:
             return None
-        lease = AsyncLease(self, grant, grant.sent_at)
+        lease = AsyncLease(self._lease_terms, grant, grant.sent_at)
         self._monitor.watch(lease)
         return lease
 

@@ -15,17 +15,15 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import closed_store
+from tenure._sync.stores._protocol import Backend, closed_store
 from tenure._errors import LeaseLost, LeaseReleased, StoreUnavailable
 from tenure._timing import jittered, local_deadline
 from tenure._types import Grant, LostReason
-
-if TYPE_CHECKING:
-    from tenure._sync._lock import Lock
 
 log = logging.getLogger("tenure")
 # A loss may be reported by the renewal loop and by a store (a session it closed) at once, from
@@ -45,6 +43,43 @@ def current_owner() -> object:
     return task if task is not None else threading.current_thread()
 
 
+class LeaseKeeper(Protocol):
+    """What a lease needs of the monitor that renews it (its store's LeaseMonitor),
+    declared here so that the lease knows no lock, store or monitor class."""
+
+    @property
+    def closed(self) -> bool:
+        """True once the store was closed: its leases are neither renewed nor released."""
+
+    def forget(self, lease: Lease) -> None:
+        """Stop renewing `lease` (released or lost)."""
+
+
+@dataclass(frozen=True)
+class LeaseTerms:
+    """What every lease of one lock needs, given once by the lock: how long a lease lasts and
+    when it is renewed, whom to tell of its loss, and where it is renewed and released.
+
+    Example::
+
+        terms = LeaseTerms(ttl=30.0, renew_every=10.0, on_lost=None,
+                                backend=store.backend, keeper=monitor)
+        lease = Lease(terms, grant, sent_at)
+    """
+
+    ttl: float
+    renew_every: float
+    on_lost: Callable[[Lease], object] | None
+    backend: Backend  # takes the lease's release; its url names the store in messages
+    keeper: LeaseKeeper  # renews the lease, and says when the store was closed
+    # How long after its request was sent a lease is lost without a renewal: local_deadline(0,
+    # ttl), worked out once per lock rather than on every acquire.
+    deadline_after: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "deadline_after", local_deadline(0.0, self.ttl))
+
+
 class Lease:
     """One holder's hold on a lock or on one semaphore slot, renewed by a background thread.
 
@@ -61,14 +96,14 @@ class Lease:
         assert lease.released and not lease.held
     """
 
-    __slots__ = ("_cancel_scope", "_lock", "_lost_reason", "_owner", "_released", "deadline",
+    __slots__ = ("_cancel_scope", "_lost_reason", "_owner", "_released", "_terms", "deadline",
                  "grant", "renew_at")
 
-    def __init__(self, lock: Lock, grant: Grant, sent_at: float) -> None:
-        self._lock = lock
+    def __init__(self, terms: LeaseTerms, grant: Grant, sent_at: float) -> None:
+        self._terms = terms
         self.grant = grant
-        self.deadline = sent_at + lock.deadline_after  # = local_deadline(sent_at, lock.ttl)
-        self.renew_at = sent_at + jittered(lock.renew_every)
+        self.deadline = sent_at + terms.deadline_after  # = local_deadline(sent_at, terms.ttl)
+        self.renew_at = sent_at + jittered(terms.renew_every)
         self._lost_reason: LostReason | None = None
         self._released = False
         self._cancel_scope: Any = None
@@ -190,17 +225,17 @@ class Lease:
         """
         if self._released:
             return False
-        store = self._lock._store
-        if store.closed:  # its close() released it, or gave up: it expires by itself
-            raise closed_store(store.url, "release", self.name)
+        terms = self._terms
+        if terms.keeper.closed:  # its close() released it, or gave up: it expires by itself
+            raise closed_store(terms.backend.url, "release", self.name)
         if self._lost_reason is None and self.lost:  # past its deadline: lost, and stays so
             self._lost_reason = LostReason.DEADLINE
         self._released = True
-        self._lock._monitor.forget(self)  # no renewal may race the release
+        terms.keeper.forget(self)  # no renewal may race the release
         try:
             # Even a lease given up as lost goes back to the store: it may still hold it (past
             # its local deadline, a flock the kernel keeps), and the store frees only its own.
-            return self._lock._backend.release(self.grant)
+            return terms.backend.release(self.grant)
         except BaseException:
             self._released = False  # not freed: a later release() may try again; else it expires
             raise
@@ -216,12 +251,12 @@ class Lease:
 
     def renewed(self, sent_at: float) -> None:
         """The store confirmed a renewal whose request was sent at `sent_at`."""
-        self.deadline = local_deadline(sent_at, self._lock.ttl)
-        self.renew_at = sent_at + jittered(self._lock.renew_every)
+        self.deadline = local_deadline(sent_at, self._terms.ttl)
+        self.renew_at = sent_at + jittered(self._terms.renew_every)
 
     def retry_soon(self, now: float) -> None:
         """A renewal failed transiently: try again well before the deadline."""
-        self.renew_at = now + min(1.0, self._lock.renew_every / 3)
+        self.renew_at = now + min(1.0, self._terms.renew_every / 3)
 
     def mark_lost(self, reason: LostReason) -> None:
         """Record the loss, cancel an async body, and run `on_lost`."""
@@ -229,10 +264,10 @@ class Lease:
             if self._released or self._lost_reason is not None:
                 return
             self._lost_reason = reason
-        self._lock._monitor.forget(self)
+        self._terms.keeper.forget(self)
         log.warning("tenure: %s", self._loss_message())
         _shim.cancel(self._cancel_scope)
-        on_lost: Callable[[Lease], object] | None = self._lock.on_lost
+        on_lost = self._terms.on_lost
         if on_lost is not None:
             _shim.run_callback(on_lost, self, f"on_lost callback for {self.name!r}")
 

@@ -22,10 +22,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from tenure._sync import _shim
-from tenure._sync._lease import Lease, current_owner
+from tenure._sync._lease import Lease, LeaseTerms, current_owner
 from tenure._sync.stores._protocol import closed_store, waits_and_acquires
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
-from tenure._timing import Backoff, local_deadline, to_seconds
+from tenure._timing import Backoff, to_seconds
 from tenure._types import LeaseInfo
 
 if TYPE_CHECKING:
@@ -97,11 +97,13 @@ class Lock:
         self.on_lost = settings.on_lost
         self.timeout: float | None = None if math.isinf(settings.timeout) else settings.timeout
         self._default_timeout = settings.timeout
-        self.deadline_after = local_deadline(0.0, self.ttl)
         self._store = store
         self._backend = store.backend
         self._wait_and_acquire = waits_and_acquires(store.backend)
         self._monitor = store._monitor
+        self._lease_terms = LeaseTerms(self.ttl, self.renew_every, self.on_lost,
+                                            store.backend, store._monitor)
+        self.deadline_after = self._lease_terms.deadline_after
         self._entered_leases: list[Lease] = []  # by `with` on this object, in order
 
     def __repr__(self) -> str:
@@ -199,7 +201,7 @@ class Lock:
         grant = self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
         if grant is None:
             return None
-        lease = Lease(self, grant, min(sent_at, grant.sent_at))
+        lease = Lease(self._lease_terms, grant, min(sent_at, grant.sent_at))
         self._monitor.watch(lease)
         return lease
 
@@ -305,7 +307,7 @@ class Lock:
                                              wait, patience)
         if grant is None:
             return None
-        lease = Lease(self, grant, grant.sent_at)
+        lease = Lease(self._lease_terms, grant, grant.sent_at)
         self._monitor.watch(lease)
         return lease
 

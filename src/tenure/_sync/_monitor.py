@@ -78,6 +78,17 @@ class LeaseMonitor:
     # atomic (GIL, or the dict's own lock in free-threaded builds); the mutex only guards
     # starting the background loop.
 
+    @property
+    def closed(self) -> bool:
+        """True once `close()` ran: the store was closed, and no lease is renewed any more.
+
+        Example::
+
+            monitor.close()
+            assert monitor.closed
+        """
+        return self._closed
+
     def held(self) -> list[Lease]:
         """Every lease being renewed now."""
         return list(self._leases.values())
@@ -165,7 +176,7 @@ class LeaseMonitor:
         if any(lease.renew_at <= now for lease in idle):
             # Renew everything due within half its interval too: one batch, not many.
             batch = [lease for lease in idle
-                     if lease.renew_at <= now + lease._lock.renew_every / 2]
+                     if lease.renew_at <= now + lease._terms.renew_every / 2]
             self._start_renewal(batch)
             idle = [lease for lease in idle if lease.grant.lease_id not in self._renewing]
         # Deadlines of every lease, renewals of those not already being renewed.
@@ -178,7 +189,7 @@ class LeaseMonitor:
     def _start_renewal(self, batch: list[Lease]) -> None:
         by_ttl: dict[float, list[Lease]] = defaultdict(list)
         for lease in batch:
-            by_ttl[lease._lock.ttl].append(lease)
+            by_ttl[lease._terms.ttl].append(lease)
         for ttl, group in by_ttl.items():
             _shim.start_soon(self._renew, group, ttl)
             self._renewing.update(lease.grant.lease_id for lease in group)
