@@ -68,16 +68,21 @@ class LeaseInfo:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a store can do; the core adapts (ttl bounds, notifications, renewal needs).
+    """What the core asks of a store before any I/O: the range of ttl it accepts (every ttl
+    given to a lock, semaphore, job or queue is checked against it), and `ttl_hint`, added to
+    the message of a ttl out of that range.
 
     Example:
-        >>> Capabilities(min_ttl=0.1, max_ttl=86400.0).notifies_release
-        False
+        >>> Capabilities(min_ttl=0.1, max_ttl=86400.0).max_ttl
+        86400.0
     """
 
     min_ttl: float
     max_ttl: float
+    # Deprecated, read by nothing: the core learns what a store can do from the methods it has
+    # (wait_and_acquire, report_losses_to), and renews every store in batches. Still accepted
+    # so that stores (ours and others') that pass them keep working; removed once none does.
     notifies_release: bool = False
     batched_renewal: bool = False
-    expiry: str = "store clock"  # or "kernel" when the OS frees the lock with its holder
+    expiry: str = "store clock"
     ttl_hint: str = ""
