@@ -13,8 +13,12 @@ from __future__ import annotations
 import math
 import random
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from tenure._errors import InvalidArgument, InvalidArgumentType
+
+if TYPE_CHECKING:
+    from tenure._types import Capabilities
 
 # A lease counts as lost a little before the store lets it expire: 1 % for clock-rate
 # differences between this host and the store, plus a margin for the last request's flight.
@@ -71,6 +75,19 @@ def check_range(seconds: float, argument: str, low: float, high: float, hint: st
                                    if math.isinf(seconds) else "")
         raise InvalidArgument(f"{argument}{given} is out of range: it must be {bound}{hint}")
     return seconds
+
+
+def check_ttl(ttl: object, capabilities: Capabilities, argument: str = "ttl") -> float:
+    """A lease duration (of a lock, semaphore, job or queue message) in seconds, within the
+    range its store takes: the one ttl check, before any I/O.
+
+    Example:
+        >>> from tenure._types import Capabilities
+        >>> check_ttl(timedelta(seconds=30), Capabilities(min_ttl=15.0, max_ttl=60.0))
+        30.0
+    """
+    return check_range(to_seconds(ttl, argument), argument, capabilities.min_ttl,
+                       capabilities.max_ttl, capabilities.ttl_hint)
 
 
 def margin_for(ttl: float) -> float:

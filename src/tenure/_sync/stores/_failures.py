@@ -1,0 +1,58 @@
+# GENERATED from src/tenure/_async/stores/_failures.py by scripts/unasync.py: do not edit.
+"""The message of a failed store call, written once for every store: the store's URL (secrets
+already redacted), what was tried (`subject`), what went wrong and what to check, with every
+secret hidden by the one redaction of tenure._urls.
+
+Example:
+    >>> str(failure("redis://cache:6379/0", "acquire", "jobs", "check the server",
+    ...             ConnectionError("Connection refused")))
+    "redis://cache:6379/0: acquire of 'jobs' failed: Connection refused; check the server"
+"""
+
+from __future__ import annotations
+
+from tenure._sync.stores._protocol import subject
+from tenure._errors import StoreRefused, StoreUnavailable
+from tenure._urls import redact
+
+# A password shorter than this is not searched for in a driver's text: it would mangle the
+# addresses and numbers it happens to occur in (drivers never echo one anyway).
+_SHORTEST_PASSWORD_HIDDEN = 4
+
+
+def cleaned(detail: object, password: str = "") -> str:
+    """A driver's message fit for users: one line (an exception without text gives its type's
+    name), `password` hidden, and the URL and connection-string secrets redacted.
+
+    Example:
+        >>> cleaned(OSError("FATAL:  password authentication failed\\n  for user app"))
+        'FATAL: password authentication failed for user app'
+        >>> cleaned("bad login s3cret-pw", password="s3cret-pw")
+        'bad login ***'
+    """
+    text = " ".join(str(detail).split())
+    if not text and isinstance(detail, BaseException):
+        text = type(detail).__name__
+    if len(password) >= _SHORTEST_PASSWORD_HIDDEN:
+        text = text.replace(password, "***")
+    return redact(text)
+
+
+def failure(url: str, operation: str, name: str, hint: str, detail: object = "", *,
+            password: str = "", refused: bool = False) -> StoreUnavailable:
+    """The error of a failed store call: f"{url}: {operation} of {name!r} failed: {detail};
+    {hint}". StoreUnavailable (transient: the core retries), or StoreRefused when `refused`
+    (retrying cannot clear it; then "refused" instead of "failed" and `hint` says what to
+    fix). `detail` (the driver's error, or text) is cleaned (see `cleaned`); without it the
+    message is f"{url}: ... failed: {hint}".
+
+    Example:
+        >>> str(failure("file:///srv/locks", "break", "jobs", "check it",
+        ...             PermissionError(13, "Permission denied"), refused=True))
+        "file:///srv/locks: break of 'jobs' refused: [Errno 13] Permission denied; check it"
+    """
+    said = cleaned(detail, password) if detail != "" else ""
+    told = redact(hint)
+    what = f"{subject(operation, name)} {'refused' if refused else 'failed'}"
+    message = f"{url}: {what}: {said}; {told}" if said else f"{url}: {what}: {told}"
+    return StoreRefused(message) if refused else StoreUnavailable(message)
