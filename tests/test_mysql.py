@@ -327,84 +327,93 @@ async def test_the_waiters_flag_is_cleared_once_nobody_sleeps(
         assert (counted.round_trips, counted.statements) == (1, 1)
 
 
-async def test_the_woken_waiter_goes_before_the_releaser(
-        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """Right after a release woke a waiter, the releasing store's own try of the name fails
-    without a statement (the head start, 5 s here), so it does not take the lease back from
-    the waiter it woke."""
-    monkeypatch.setattr(async_mysql if api == "async" else sync_mysql, "_WAKE_HEAD_START", 5.0)
-    tries: list[Any] = []
-    calls: list[str] = []  # what the holder's store asks its server
-    async with holder_and_waiter(api, f"{mariadb_server.url}?table={table}") as (holder, waiter):
-        lock = holder.lock("first", ttl=30)
-        ask = holder.backend._call
-
-        def recording(operation: str, *args: Any) -> Any:
-            calls.append(operation)
-            return ask(operation, *args)
-
-        async def try_again() -> None:  # right after the release
-            tries.append(await call(lock.try_acquire()))
-
-        monkeypatch.setattr(holder.backend, "_call", recording)
-        await wait_for_handoff(api, admin, table, holder, waiter, "first", 1,
-                               after_release=try_again)
-        assert tries == [None] and calls == ["acquire", "release", "wake"]
-        assert await call(lock.try_acquire()) is not None  # the head start is used up
-
-
 async def test_the_try_behind_a_wait_takes_the_lease_at_the_wake_up(
         api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A wait after a failed try sends the next try right behind its sleep: the release's
-    KILL QUERY ends the sleep and the server runs that try at once. The next try_acquire
-    returns its grant without a round trip, its deadline counted from before the wait."""
+    """wait_and_acquire sends its try right behind its sleep: the release's KILL QUERY ends
+    the sleep and the server runs that try at once. The wait returns that grant, with no
+    round trip after the wake-up, its deadline counted from before the wait; the store keeps
+    nothing of it."""
     holder = backend(api, f"{mariadb_server.url}?table={table}")
     waiter = backend(api, f"{mariadb_server.url}?table={table}")
     try:
         lease = await call(holder.try_acquire("behind", "holder", 30.0, 1))
-        before_wait = time.monotonic()
-        # The store keeps what the try behind a wait found per caller (task or thread): the
-        # failed try, the wait and the next try run in one.
         got: dict[str, Any] = {}
-        counted = Counted(admin, monkeypatch)
+        ask = waiter._call
 
-        def check_owner() -> None:
-            [(owner,)] = admin.sql(f"SELECT holder FROM `{table}` WHERE slot = 0")
-            got["owner"] = bytes(owner)
+        def recording(operation: str, *args: Any) -> Any:
+            got.setdefault("calls", []).append(operation)
+            return ask(operation, *args)
 
+        monkeypatch.setattr(waiter, "_call", recording)  # round trips other than the wait's
+        before_wait = time.monotonic()
         if api == "async":
             async def waiting() -> None:
-                assert await waiter.try_acquire("behind", "waiter", 30.0, 1) is None
-                await waiter.wait_released("behind", 10.0)
-                check_owner()
-                with counted:
-                    got["grant"] = await waiter.try_acquire("behind", "waiter", 30.0, 1)
+                got["grant"] = await waiter.wait_and_acquire("behind", "waiter", 30.0, 1,
+                                                             10.0, 10.0)
+                got["returned"] = time.monotonic()
 
             async with anyio.create_task_group() as group:
                 group.start_soon(waiting)
                 await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
+                released_at = time.monotonic()
                 assert await holder.release(lease) is True
         else:
             def waiting_thread() -> None:
-                assert waiter.try_acquire("behind", "waiter", 30.0, 1) is None
-                waiter.wait_released("behind", 10.0)
-                check_owner()
-                with counted:
-                    got["grant"] = waiter.try_acquire("behind", "waiter", 30.0, 1)
+                got["grant"] = waiter.wait_and_acquire("behind", "waiter", 30.0, 1, 10.0, 10.0)
+                got["returned"] = time.monotonic()
 
             thread = threading.Thread(target=waiting_thread)
             thread.start()
             await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
+            released_at = time.monotonic()
             assert holder.release(lease) is True
             thread.join(timeout=10)
-        assert got["owner"] == b"waiter"  # taken on the server, before try_acquire asks
         grant = got["grant"]
-        assert grant is not None and grant.token > lease.token
-        assert (counted.round_trips, counted.statements) == (0, 0)
-        assert before_wait <= grant.sent_at < time.monotonic()
+        assert grant is not None and grant.token > lease.token and grant.holder == "waiter"
+        assert "calls" not in got, got  # the try went out with the wait: no other call
+        assert before_wait <= grant.sent_at < released_at  # sent with the sleep, before
+        assert got["returned"] - released_at < 1.0  # woken by the release (it sleeps 4 s)
+        assert [info.holder for info in await call(holder.leases("behind"))] == ["waiter"]
         assert await call(waiter.release(grant)) is True
+        assert not [name for name in vars(waiter) if "prefetch" in name or "unclaimed" in name]
+    finally:
+        await call(holder.close())
+        await call(waiter.close())
+
+
+async def test_a_plain_wait_is_woken_by_the_release_and_takes_nothing(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin) -> None:
+    """wait_released (the job runner's wait) sleeps on the server without a try behind it:
+    the release wakes it, and the name stays free for whoever tries first."""
+    holder = backend(api, f"{mariadb_server.url}?table={table}")
+    waiter = backend(api, f"{mariadb_server.url}?table={table}")
+    try:
+        lease = await call(holder.try_acquire("plain", "holder", 30.0, 1))
+        got: dict[str, float] = {}
+        if api == "async":
+            async def waiting() -> None:
+                await waiter.wait_released("plain", 10.0)
+                got["woken"] = time.monotonic()
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(waiting)
+                await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
+                released_at = time.monotonic()
+                assert await holder.release(lease) is True
+        else:
+            def waiting_thread() -> None:
+                waiter.wait_released("plain", 10.0)
+                got["woken"] = time.monotonic()
+
+            thread = threading.Thread(target=waiting_thread)
+            thread.start()
+            await eventually(lambda: sleepers(admin, table) == 1, 5, "the waiter to sleep")
+            released_at = time.monotonic()
+            assert holder.release(lease) is True
+            thread.join(timeout=10)
+        assert got["woken"] - released_at < 1.0  # it sleeps 4 s (0.8 x timeout) unless woken
+        assert await call(holder.leases("plain")) == []
     finally:
         await call(holder.close())
         await call(waiter.close())
@@ -422,8 +431,7 @@ async def test_a_cancelled_wait_takes_nothing(mariadb_server: MariaDBServer, tab
         lease = await holder.try_acquire("cancelled", "holder", 30.0, 1)
 
         async def waiting() -> None:
-            assert await waiter.try_acquire("cancelled", "waiter", 30.0, 1) is None
-            await waiter.wait_released("cancelled", 10.0)
+            await waiter.wait_and_acquire("cancelled", "waiter", 30.0, 1, 10.0, 10.0)
 
         async with anyio.create_task_group() as group:
             group.start_soon(waiting)
@@ -450,17 +458,21 @@ async def test_a_try_behind_a_wait_cut_short_is_made_again_with_its_lease_id(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A KILL QUERY meant for a sleep that reaches the try behind it instead leaves that try's
     outcome unknown: the connection is closed (a semaphore's transaction may be open) and the
-    next try_acquire runs the acquire again with the same lease id, which takes back what the
-    cut-off try may have taken."""
+    wait makes the try again at once with the same lease id, which takes back what the
+    cut-off try may have taken, and returns its grant."""
     url = f"{mariadb_server.url}?table={table}"
     holder, waiter = AsyncMySQLStore(url), AsyncMySQLStore(url)
     try:
         lease = await holder.try_acquire("cut", "holder", 30.0, 1)
         assert lease is not None
-        assert await waiter.try_acquire("cut", "waiter", 30.0, 1) is None  # (this task's)
         statement = waiter._acquire_statement
-        monkeypatch.setattr(waiter, "_acquire_statement",
-                            lambda parameters: "SELECT SLEEP(10); " + statement(parameters))
+        sent: list[int] = []
+
+        def slow_once(parameters: dict[str, Any]) -> str:
+            sent.append(parameters["lease_id"])
+            return ("SELECT SLEEP(10); " if len(sent) == 1 else "") + statement(parameters)
+
+        monkeypatch.setattr(waiter, "_acquire_statement", slow_once)
 
         def slow_try() -> list[tuple[Any, ...]]:
             return admin.sql("SELECT ID FROM information_schema.PROCESSLIST "
@@ -469,19 +481,15 @@ async def test_a_try_behind_a_wait_cut_short_is_made_again_with_its_lease_id(
         async def kill_the_try() -> None:
             await eventually(lambda: len(slow_try()) == 1, 5, "the try behind the wait to run")
             [(connection_id,)] = slow_try()
+            assert await holder.release(lease) is True  # wakes nobody: the wait's sleep ended
             admin.sql(f"KILL QUERY {connection_id}")
 
         async with anyio.create_task_group() as group:
             group.start_soon(kill_the_try)
-            await waiter.wait_released("cut", 0.05, 10.0)  # patience: the acquire goes on
-        monkeypatch.undo()
-        waiting = waiter._waiting.get()
-        assert waiting is not None and waiting.prefetched is not None
-        retry_id = waiting.prefetched.retry_id
-        assert retry_id is not None and waiter._sleepers == []  # closed, not kept
-        assert await holder.release(lease) is True
-        grant = await waiter.try_acquire("cut", "waiter", 30.0, 1)
-        assert grant is not None and grant.lease_id == str(retry_id)
+            grant = await waiter.wait_and_acquire("cut", "waiter", 30.0, 1, 0.05, 10.0)
+        assert len(sent) == 2 and sent[0] == sent[1]  # made again, with its lease id
+        assert grant is not None and grant.lease_id == str(sent[0])
+        assert waiter._sleepers == []  # closed, not kept
         assert await waiter.release(grant) is True
     finally:
         await holder.close()
@@ -1367,10 +1375,11 @@ async def test_a_release_wakes_a_sleeper_of_its_own_database_only(
             f"CONCAT('%tenure', '-wait {table} %')")), default=0)
 
     async def waiting(store: AsyncMySQLStore, which: str) -> None:
-        # A long ttl: the sleep lasts 3.5 s (it ends while a grant taken behind it is fresh).
-        assert await store.try_acquire("twin", which, 600.0, 1) is None
-        await store.wait_released("twin", 10.0)
+        # A long ttl: the sleep lasts 4 s (0.8 x timeout), not half the grant's freshness.
+        grant = await store.wait_and_acquire("twin", which, 600.0, 1, 10.0, 10.0)
         woken[which] = time.monotonic()
+        if which == "ours":
+            assert grant is not None and await store.release(grant) is True
 
     try:
         lease = await holder.try_acquire("twin", "holder", 30.0, 1)

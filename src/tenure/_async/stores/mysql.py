@@ -9,9 +9,9 @@ with which token. A semaphore is one round trip too: a short transaction sent as
 multi-statement, serialized per name by the lock on that slot-0 row. Renewal of every lease a
 process holds is one UPDATE; release and break are one UPDATE each. A waiter sleeps on the
 server (SELECT SLEEP) with its next try sent right behind the sleep, and the release that frees
-its name ends the sleep with KILL QUERY, so the server runs that try at once (see _WAIT and
-_sleep_then_try); one waiter per name and process sleeps so, the others poll with their
-backoff (see _MOST_ASLEEP).
+its name ends the sleep with KILL QUERY, so the server runs that try at once and the wait
+returns the grant it took (see _WAIT, _sleep_then_try and wait_and_acquire); one waiter per
+name and process sleeps so, the others poll with their backoff (see _MOST_ASLEEP).
 
 Example::
 
@@ -21,10 +21,8 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import inspect
 import logging
-import math
 import re
 import secrets
 from collections.abc import Sequence
@@ -289,9 +287,6 @@ _MOST_ASLEEP = 1
 # sent behind it is answered in time (a loopback round trip is about 0.1 ms), and how late
 # that answer may come before the wait is cut off (and what the try took is undone).
 _TRY_ALLOWANCE = 0.01
-# After a release woke a waiter, this store's next try of the name within this many seconds
-# does not race it for the lease: it fails without a statement, and so waits.
-_WAKE_HEAD_START = 0.005
 _WAIT = (f"UPDATE /* {_WAIT_TAG} */ `{{table}}` SET sleepers = ',w,' "
          "WHERE name_key = UNHEX(%s) AND slot = 0 AND sleepers = ','; "
          f"SELECT /* {_WAIT_TAG} */ SLEEP(IF(z.sleepers <> ',' AND ("
@@ -432,10 +427,10 @@ async def _acquired(connection: Any, limit: int) -> tuple[int, int] | None:
     return None if slot is None else (int(slot), int(token))
 
 
-async def _sleep_then_try(connection: Any, wait: str, then: str,
+async def _sleep_then_try(connection: Any, wait: str, then: str | None,
                           limit: int) -> tuple[bool, tuple[int, int] | None]:
     """Send the statements of a wait (see _WAIT) and, right behind them before any answer,
-    an acquire (`then`), and read both answers: (False, None) when a KILL QUERY meant for
+    an acquire (`then`, if any), and read both answers: (False, None) when a KILL QUERY meant for
     the wait reached the acquire instead (its outcome is unknown), else (True, the
     acquire's answer as `_acquired` gives it).
 
@@ -450,7 +445,8 @@ async def _sleep_then_try(connection: Any, wait: str, then: str,
     which restarts at 1 for each query's answer.
     """
     await connection._execute_command(COMMAND.COM_QUERY, wait)
-    await connection._execute_command(COMMAND.COM_QUERY, then)
+    if then is not None:
+        await connection._execute_command(COMMAND.COM_QUERY, then)
     try:
         await connection._read_query_result()
         while connection._result.has_next:
@@ -458,6 +454,8 @@ async def _sleep_then_try(connection: Any, wait: str, then: str,
     except aiomysql.OperationalError as exc:
         if _error_code(exc) != ER.QUERY_INTERRUPTED:  # woken: the rest of the wait is skipped
             raise
+    if then is None:  # a plain wait (wait_released)
+        return True, None
     connection._next_seq_id = 1
     try:
         await connection._read_query_result()
@@ -482,35 +480,23 @@ async def _woke(next_answer: Any) -> bool:
     return True
 
 
+class _Tried(NamedTuple):
+    """What the try sent behind a sleep on the server found: `answered` False when a KILL
+    QUERY meant for the sleep cut it off (its outcome is unknown: made again with `lease_id`,
+    or undone, by `sent_on`, the connection it went out on)."""
+
+    answered: bool
+    grant: Grant | None
+    lease_id: int
+    sent_on: int
+
+
 class _Attempt(NamedTuple):
-    """What a failed try_acquire asked for: the next wait sends the same try behind its sleep."""
+    """What an acquire asks for (a wait sends it behind its sleep)."""
 
     holder: str
     ttl: float
     limit: int
-
-
-class _Prefetched(NamedTuple):
-    """The outcome of a try that was sent behind a wait (see _sleep_then_try), for the same
-    caller's next try_acquire; `retry_id` is the lease id to try again with when the outcome
-    is unknown (an acquire with the lease id it took takes it again)."""
-
-    sent_at: float
-    grant: Grant | None
-    retry_id: int | None = None
-    sent_on: int = 0  # the connection the try went out on, when its outcome is unknown
-
-
-class _Waiting(NamedTuple):
-    """One caller's (task's or thread's) state between a try that found `key` taken and its
-    next try: what it asked for, and what the try sent behind its wait found. Kept per caller
-    (a context variable), never per name: many tasks of one process may wait for one name,
-    and a grant taken behind one task's wait must reach that task, not another one's try,
-    nor be overwritten by the next wait of the name (it would then be left to expire)."""
-
-    key: str
-    attempt: _Attempt
-    prefetched: _Prefetched | None = None
 
 
 def from_url(url: str, **options: Any) -> AsyncBackend:
@@ -616,18 +602,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         self._sleepers: list[Any] = []
         # Sleeper connections in use by a wait right now: close() ends them (see close).
         self._sleeping: set[Any] = set()
-        # This caller's last try that found its name taken, and what the try behind its wait
-        # found (see _Waiting); the grants taken behind waits and not claimed yet (freed on
-        # close).
-        self._waiting: contextvars.ContextVar[_Waiting | None] = contextvars.ContextVar(
-            "tenure_mysql_waiting", default=None)
-        self._unclaimed: set[Grant] = set()
-        # Tries behind waits whose outcome is unknown, until their caller tries again with
-        # their lease id (see _Prefetched.retry_id): close() undoes those left.
-        self._unsure: set[tuple[str, str, int, int]] = set()
         self._asleep: dict[str, set[object]] = {}  # key -> the waits sleeping on the server
         self._undoing: set[tuple[str, str, int, int]] = set()  # undos running (see _undo_later)
-        self._woken: dict[str, float] = {}  # key -> until when the waiter we woke goes first
         self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
         # The table is created when a statement finds it missing (then the call is retried),
         # so a store costs no round trip for it, and needs no CREATE privilege once it exists.
@@ -644,8 +620,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         self._idle, self._sleepers = [], []
         for connection in inherited:
             _forsake(connection)
-        self._unclaimed, self._woken, self._contended = set(), {}, set()
-        self._asleep, self._undoing, self._sleeping, self._unsure = {}, set(), set(), set()
+        self._contended, self._asleep, self._undoing, self._sleeping = set(), {}, set(), set()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url} table={self.table}>"
@@ -797,43 +772,15 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         if self._closing:
-            self._waiting.set(None)
             raise closed_store(self.url, "acquire", name)
-        key = name_digest(name)
-        attempt = _Attempt(holder, ttl, limit)
-        lease_id: int | None = None
-        waiting = self._waiting.get()
-        if waiting is not None:
-            self._waiting.set(None)
-            prefetched = waiting.prefetched
-            same = waiting.key == key and waiting.attempt == attempt
-            if prefetched is not None and prefetched.retry_id is not None:
-                self._unsure.discard((name, waiting.key, prefetched.retry_id,
-                                      prefetched.sent_on))
-                if same:  # a new request: its grant counts from now, however late
-                    lease_id = prefetched.retry_id
-                else:  # asked for another name: undo what that try may have taken
-                    self._undo_later(name, waiting.key, prefetched.retry_id,
-                                     prefetched.sent_on)
-            elif prefetched is not None:
-                if prefetched.grant is not None:
-                    try:  # one atomic step, also against close() freeing it meanwhile
-                        self._unclaimed.remove(prefetched.grant)
-                    except KeyError:
-                        raise closed_store(self.url, "acquire", name) from None
-                fresh = same and _shim.monotonic() - prefetched.sent_at <= fresh_for(ttl)
-                if fresh:
-                    if prefetched.grant is None:
-                        self._waiting.set(_Waiting(key, attempt))
-                    return prefetched.grant  # the try right after the wait, already made
-                elif prefetched.grant is not None:  # asked for another name, or too old
-                    with contextlib.suppress(StoreUnavailable):  # else it expires by itself
-                        await self.release(prefetched.grant)
-        if lease_id is None and self._woken and self._woken.pop(key, -math.inf) > \
-                _shim.monotonic():
-            self._waiting.set(_Waiting(key, attempt))  # we just woke its waiter: its turn
-            return None
+        return await self._try(name, name_digest(name), _Attempt(holder, ttl, limit))
+
+    async def _try(self, name: str, key: str, attempt: _Attempt,
+                   lease_id: int | None = None) -> Grant | None:
+        """One acquire (a new lease id unless given: a retry of a try whose outcome is unknown
+        takes back what that try took); a try cut short is undone in the background."""
         parameters = self._parameters(key, name, attempt, lease_id)
+        sent_at = _shim.monotonic()
         try:
             found: tuple[int, int] | None = await self._call(
                 "acquire", name, self._acquire_in, parameters)
@@ -842,11 +789,11 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                 self._undo_later(name, key, parameters["lease_id"], parameters["sent_on"])
             raise
         if found is None:
-            self._waiting.set(_Waiting(key, attempt))  # for wait_released
             self._note_contended(key)
             return None
         slot, token = found
-        return Grant(name, slot, holder, str(parameters["lease_id"]), token, name)
+        return Grant(name, slot, attempt.holder, str(parameters["lease_id"]), token, name,
+                     sent_at)
 
     @staticmethod
     def _parameters(key: str, name: str, attempt: _Attempt,
@@ -936,11 +883,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         if flagged:  # someone waits for the name, here or elsewhere
             self._note_contended(key)
             if not woken:  # the KILL was not sent with the release, or nobody slept
-                woken = await self._wake(grant.name, key)
-            if woken:
-                if len(self._woken) > 10_000:  # names never tried again here
-                    self._woken.clear()
-                self._woken[key] = _shim.monotonic() + _WAKE_HEAD_START
+                await self._wake(grant.name, key)
         elif contended:
             self._contended.discard(key)
         return bool(released)
@@ -1055,50 +998,84 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
 
     async def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
-        """Sleep on the server until a release of `name` wakes this waiter, with the try that
-        follows a wait sent right behind the sleep (see _sleep_then_try): the next
-        try_acquire returns its outcome without a round trip."""
+        """Sleep on the server until a release of `name` wakes this waiter, or `timeout`
+        passed (polling instead when enough waiters of the name sleep there, see
+        _MOST_ASLEEP). Takes nothing: the caller tries afterwards."""
+        await self._wait(name, name_digest(name), None, timeout, patience)
+
+    async def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """Sleep on the server until a release of `name` wakes this waiter (or `timeout`
+        passed), with the try sent right behind the sleep: the server runs it at the wake-up,
+        and this returns the grant it took (its `sent_at` from before the sleep), or None.
+        When enough waiters of the name sleep there already (see _MOST_ASLEEP), polls: sleeps
+        `timeout` here, then tries.
+
+        Example::
+
+            grant = await backend.wait_and_acquire("jobs", "me", 30.0, 1, 0.5, 10.0)
+        """
+        key = name_digest(name)
+        attempt = _Attempt(holder, ttl, limit)
+        outcome = await self._wait(name, key, attempt, timeout, patience)
+        if isinstance(outcome, _Tried):
+            if outcome.answered:
+                return outcome.grant
+            # A KILL QUERY meant for the sleep cut the try behind it off: its outcome is
+            # unknown, so it is made again with its lease id (which takes back what it took).
+            try:
+                return await self._try(name, key, attempt, outcome.lease_id)
+            except BaseException:
+                self._undo_later(name, key, outcome.lease_id, outcome.sent_on)
+                raise
         if self._closing:
             raise closed_store(self.url, "acquire", name)
-        key = name_digest(name)
-        waiting = self._waiting.get()
-        attempt = None
-        if waiting is not None and waiting.key == key and waiting.prefetched is None:
-            attempt = waiting.attempt
+        return await self._try(name, key, attempt)
+
+    async def _wait(self, name: str, key: str, attempt: _Attempt | None, timeout: float,
+                    patience: float | None) -> _Tried | None:
+        """The wait of wait_released (`attempt` None) and wait_and_acquire: on the server when
+        few enough waits of the name sleep there, else here; what the try sent behind a sleep
+        on the server found, if one was sent."""
+        if self._closing:
+            raise closed_store(self.url, "acquire", name)
         # A sleep stays well inside the driver's read timeout, and short enough that a lease
-        # the try behind it takes is still fresh for try_acquire; the core calls again.
-        seconds = min(timeout, self.timeout * 0.8)
+        # the try behind it takes has most of its ttl left: its deadline counts from before
+        # the sleep. The try behind the sleep gets its answer back before the caller's
+        # acquire gives up.
+        seconds = min(timeout, self.timeout * 0.8,
+                      (timeout if patience is None else patience) - _TRY_ALLOWANCE)
         if attempt is not None:
             seconds = min(seconds, fresh_for(attempt.ttl) / 2)
-        # The try behind the sleep gets its answer back before the caller's acquire gives up.
-        seconds = min(seconds, (timeout if patience is None else patience) - _TRY_ALLOWANCE)
         asleep = self._asleep.setdefault(key, set())
-        if attempt is None or seconds < 0.001 or len(asleep) >= _MOST_ASLEEP:
-            await _shim.sleep(timeout)  # no failed try to wait after, or enough asleep: poll
-            return
+        if seconds < 0.001 or len(asleep) >= _MOST_ASLEEP:
+            await _shim.sleep(timeout)  # enough asleep: poll
+            return None
         marker = object()
         asleep.add(marker)
         try:
-            await self._sleep_on_server(name, key, attempt, seconds, timeout, patience)
+            return await self._sleep_on_server(name, key, attempt, seconds, timeout, patience)
         finally:
             asleep.discard(marker)
             if not asleep:
                 self._asleep.pop(key, None)
 
-    async def _sleep_on_server(self, name: str, key: str, attempt: _Attempt, seconds: float,
-                               timeout: float, patience: float | None) -> None:
-        """wait_released's sleep on the server, with the try that follows sent behind it."""
+    async def _sleep_on_server(self, name: str, key: str, attempt: _Attempt | None,
+                               seconds: float, timeout: float,
+                               patience: float | None) -> _Tried | None:
+        """The sleep on the server, with `attempt`'s try sent behind it when given."""
         started = _shim.monotonic()
         try:
             connection = self._sleepers.pop()
         except IndexError:
             connection = None
-        parameters = self._parameters(key, name, attempt)
+        parameters = None if attempt is None else self._parameters(key, name, attempt)
         sent_at: float | None = None
         # Bounded by the caller's patience too: a wait that would outlast its acquire's
         # timeout is cut there (what the try behind it took is undone, see _forget).
         bound = min(self.timeout,
                     (timeout if patience is None else patience) + _TRY_ALLOWANCE)
+        limit = 1 if attempt is None else attempt.limit
         try:
             with _deadline(bound):
                 if connection is None:
@@ -1107,15 +1084,15 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                 if self._closing:  # after the add: close() ends it, or this sees the flag
                     raise closed_store(self.url, "acquire", name)
                 wait = _WAIT.format(table=self.table, key=key) % (
-                    f"'{key}'", f"'{key}'", attempt.limit, attempt.limit, f"{seconds:.3f}",
-                    f"'{key}'")
-                then = self._acquire_statement(parameters)
+                    f"'{key}'", f"'{key}'", limit, limit, f"{seconds:.3f}", f"'{key}'")
+                then = None if parameters is None else self._acquire_statement(parameters)
                 sent_at = _shim.monotonic()
-                answered, found = await _sleep_then_try(connection, wait, then, attempt.limit)
+                answered, found = await _sleep_then_try(connection, wait, then, limit)
         except BaseException as exc:
             if connection is not None:
                 self._discard(connection)
-                if sent_at is not None:  # the try behind the wait may still run, or it ran
+                if sent_at is not None and parameters is not None:
+                    # the try behind the wait may still run, or it ran
                     self._undo_later(name, key, parameters["lease_id"], connection.thread_id())
                 self._sleeping.discard(connection)
             if self._closing:  # ended by close() (KILL CONNECTION), or refused above
@@ -1123,53 +1100,49 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             if not isinstance(exc, _DRIVER_ERRORS):
                 raise
             log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
-            if _error_code(exc) in _CONFLICTS:  # the try behind the wait lost a lock: again
-                return
-            await _shim.sleep(max(0.0, timeout - (_shim.monotonic() - started)))
-            return
+            if _error_code(exc) not in _CONFLICTS:  # a conflict: the try behind lost a lock
+                await _shim.sleep(max(0.0, timeout - (_shim.monotonic() - started)))
+            return None
         assert sent_at is not None
-        lease_id = parameters["lease_id"]
-        grant = None if found is None else Grant(
-            name, found[0], attempt.holder, str(lease_id), found[1], name, sent_at)
-        if grant is not None:
-            self._unclaimed.add(grant)
+        if parameters is None:
+            tried = None
+        else:
+            assert attempt is not None
+            lease_id = parameters["lease_id"]
+            grant = None if found is None else Grant(
+                name, found[0], attempt.holder, str(lease_id), found[1], name, sent_at)
+            tried = _Tried(answered, grant, lease_id, connection.thread_id())
         if self._closing:  # close() began during the wait: free what its try took, here
-            await self._let_go(connection, name, key, grant, answered, lease_id)
+            await self._let_go(connection, name, key, tried)
             raise closed_store(self.url, "acquire", name)
         self._sleeping.discard(connection)
-        if not answered:
-            self._unsure.add((name, key, lease_id, connection.thread_id()))
-        self._waiting.set(_Waiting(key, attempt, _Prefetched(
-            sent_at, grant, None if answered else lease_id, connection.thread_id())))
         # An acquire cut short may leave a transaction open (a semaphore's): closing the
         # connection rolls it back.
         if not answered or self._closed or len(self._sleepers) >= self.pool_size:
             self._discard(connection)
         else:
             self._sleepers.append(connection)
+        return tried
 
-    async def _let_go(self, connection: Any, name: str, key: str, grant: Grant | None,
-                      answered: bool, lease_id: int) -> None:
+    async def _let_go(self, connection: Any, name: str, key: str, tried: _Tried | None) -> None:
         """A wait that ended after close() began: free the grant its try took, on the wait's
-        own connection (close() refuses new ones), unless close() freed it already; undo a
-        try whose outcome is unknown. The connection is closed either way."""
+        own connection (close() refuses new ones); undo a try whose outcome is unknown, or
+        whose release failed (close() ended the connection: it runs the undo). The
+        connection is closed either way."""
+        undo = tried is not None and not tried.answered
         try:
-            if grant is not None:
-                try:
-                    self._unclaimed.remove(grant)  # else close() has it, and frees it
-                except KeyError:
-                    grant = None
-            if grant is not None:
+            if tried is not None and tried.grant is not None:
                 try:
                     with _deadline(self.timeout):
-                        await self._release_in(connection, key, grant.slot, lease_id)
-                except _DRIVER_ERRORS:  # killed by close(): it frees the grant on another
-                    self._unclaimed.add(grant)
+                        await self._release_in(connection, key, tried.grant.slot, tried.lease_id)
+                except _DRIVER_ERRORS:
+                    undo = True
         finally:
             self._discard(connection)
-            if not answered:
-                self._undo_later(name, key, lease_id, connection.thread_id())
-            self._sleeping.discard(connection)
+            if undo:
+                assert tried is not None
+                self._undo_later(name, key, tried.lease_id, tried.sent_on)
+            self._sleeping.discard(connection)  # last: close() then sees the undo
 
     async def _end_waits(self) -> None:
         """End the connections of waits sleeping on the server (KILL CONNECTION: the try
@@ -1247,20 +1220,13 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                 pause = min(pause * 2, 0.05)
 
     async def close(self) -> None:
-        """Free what waits took and never handed out, end the waits sleeping on the server
-        now (their callers get the closed-store error), then close every connection."""
+        """End the waits sleeping on the server now (their callers get the closed-store
+        error, and what their tries took is freed), finish the undos still running, then
+        close every connection."""
         self._closing = True
         await self._end_waits()
-        self._undoing |= self._unsure  # their callers will only be refused now
         for undo in list(self._undoing):  # started in the background, not done yet
             await self._forget(*undo)
-        while self._unclaimed:  # taken behind a wait, never claimed
-            try:
-                grant = self._unclaimed.pop()  # atomic: try_acquire may claim one meanwhile
-            except KeyError:
-                break
-            with contextlib.suppress(StoreUnavailable):  # else it expires by itself
-                await self.release(grant)
         self._closed = True
         self._discard_idle()
         sleepers, self._sleepers = self._sleepers, []
