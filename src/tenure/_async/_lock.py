@@ -18,26 +18,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from tenure._async import _shim
 from tenure._async._lease import AsyncLease, AsyncLeaseTerms, current_owner
+from tenure._async._monitor import AsyncLeaseMonitor
 from tenure._async._shim import AsyncAcquiring
-from tenure._async.stores._protocol import closed_store, waits_and_acquires
+from tenure._async.stores._protocol import AsyncBackend, closed_store, waits_and_acquires
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
 from tenure._timing import Backoff, to_seconds
 from tenure._types import LeaseInfo
 
-if TYPE_CHECKING:
-    from tenure._async._store import AsyncStore
-
 log = logging.getLogger("tenure")
 
-# The leases held through `async with lock:` blocks, as (owner, store, name, lease): a nested
-# block of the same owner (thread or task) on the same name would wait for its own lease. A task
-# or thread started inside a block gets a copy of the context, with its parent's entries: they
-# are not its own (the parent may release while it waits), so entries carry their owner.
-_entered: contextvars.ContextVar[tuple[tuple[object, AsyncStore, str, AsyncLease], ...]] = (
+# The leases held through `async with lock:` blocks, as (owner, store, name, lease), the store
+# being named by its lease monitor (one per store): a nested block of the same owner (thread or
+# task) on the same name would wait for its own lease. A task or thread started inside a block
+# gets a copy of the context, with its parent's entries: they are not its own (the parent may
+# release while it waits), so entries carry their owner.
+_entered: contextvars.ContextVar[
+    tuple[tuple[object, AsyncLeaseMonitor, str, AsyncLease], ...]] = (
     contextvars.ContextVar("tenure_entered_locks", default=()))
 
 
@@ -86,7 +85,8 @@ class AsyncLock:
         print(await lock.locked())             # held by anyone? (asks the store)
     """
 
-    def __init__(self, store: AsyncStore, name: str, settings: AsyncLockSettings) -> None:
+    def __init__(self, name: str, settings: AsyncLockSettings, backend: AsyncBackend,
+                 monitor: AsyncLeaseMonitor) -> None:
         self.name = name
         self.ttl = settings.ttl
         self.limit = settings.limit
@@ -97,12 +97,11 @@ class AsyncLock:
         self.on_lost = settings.on_lost
         self.timeout: float | None = None if math.isinf(settings.timeout) else settings.timeout
         self._default_timeout = settings.timeout
-        self._store = store
-        self._backend = store.backend
-        self._wait_and_acquire = waits_and_acquires(store.backend)
-        self._monitor = store._monitor
-        self._lease_terms = AsyncLeaseTerms(self.ttl, self.renew_every, self.on_lost,
-                                            store.backend, store._monitor)
+        self._backend = backend  # the store's: it takes and lists the leases
+        self._wait_and_acquire = waits_and_acquires(backend)
+        self._monitor = monitor  # the store's: it renews the leases, and knows if it was closed
+        self._lease_terms = AsyncLeaseTerms(self.ttl, self.renew_every, self.on_lost, backend,
+                                            monitor)
         self.deadline_after = self._lease_terms.deadline_after
         self._entered_leases: list[AsyncLease] = []  # by `async with` on this object, in order
 
@@ -112,7 +111,7 @@ class AsyncLock:
     async def __aenter__(self) -> AsyncLease:
         owner = current_owner()
         own = sum(1 for who, store, name, lease in _entered.get()
-                  if who == owner and store is self._store and name == self.name
+                  if who == owner and store is self._monitor and name == self.name
                   and lease.held)
         if own >= self.limit:  # it could only wait for itself, until its timeout
             held = ("is already held by an enclosing `async with` block (or @store.locked "
@@ -125,7 +124,7 @@ class AsyncLock:
             )
         lease = await self.acquire()
         entered: AsyncLease = await lease.__aenter__()
-        _entered.set((*_entered.get(), (owner, self._store, self.name, lease)))
+        _entered.set((*_entered.get(), (owner, self._monitor, self.name, lease)))
         self._entered_leases.append(lease)
         return entered
 
@@ -137,7 +136,7 @@ class AsyncLock:
     ) -> None:
         held, owner = _entered.get(), current_owner()
         mine = [index for index, (who, store, name, _) in enumerate(held)
-                if who == owner and store is self._store and name == self.name]
+                if who == owner and store is self._monitor and name == self.name]
         if mine:
             lease = held[mine[-1]][3]
             _entered.set(held[:mine[-1]] + held[mine[-1] + 1:])
@@ -167,9 +166,9 @@ class AsyncLock:
             for info in await lock.leases():
                 print(info.holder, info.token, info.expires_at)
         """
-        if self._store.closed:
-            raise closed_store(self._store.url, "listing", self.name)
-        return [info for info in await self._store.leases(self.name) if info.name == self.name]
+        if self._monitor.closed:
+            raise closed_store(self._backend.url, "listing", self.name)
+        return [info for info in await self._backend.leases(self.name) if info.name == self.name]
 
     async def locked(self) -> bool:
         """True when the store has no free slot: the lock is held, by anyone (this process
@@ -195,8 +194,8 @@ class AsyncLock:
             if lease is None:
                 return  # another instance is on it
         """
-        if self._store.closed:
-            raise closed_store(self._store.url, "acquire", self.name)
+        if self._monitor.closed:
+            raise closed_store(self._backend.url, "acquire", self.name)
         sent_at = _shim.monotonic()
         grant = await self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
         if grant is None:
@@ -270,12 +269,12 @@ class AsyncLock:
                 if failing_since is None and not warned:  # once per call, not per retry
                     failing_since, warned = tried_at, True
                     log.warning("tenure: %s %r on %s: store error, retrying %s: %s",
-                                self._kind(), self.name, self._store.url,
+                                self._kind(), self.name, self._backend.url,
                                 self._until(timeout), exc)
             else:
                 if failing_since is not None:  # once per call too, when it first answers again
                     log.info("tenure: %s %r: store %s reachable again after %.1f s",
-                             self._kind(), self.name, self._store.url,
+                             self._kind(), self.name, self._backend.url,
                              _shim.monotonic() - failing_since)
                     failing_since = None
                 if lease is None and not looked_for_itself:  # busy: on the first answer only
@@ -301,8 +300,8 @@ class AsyncLock:
         if self._wait_and_acquire is None:
             await self._backend.wait_released(self.name, wait, patience)
             return await self.try_acquire()
-        if self._store.closed:
-            raise closed_store(self._store.url, "acquire", self.name)
+        if self._monitor.closed:
+            raise closed_store(self._backend.url, "acquire", self.name)
         grant = await self._wait_and_acquire(self.name, self.holder, self.ttl, self.limit,
                                              wait, patience)
         if grant is None:

@@ -69,8 +69,7 @@ class AsyncStore:
             )
         self.backend = backend
         self.holder = default_holder() if holder is None else _check_holder(holder)
-        self._monitor = AsyncLeaseMonitor(backend)
-        self._closed = False
+        self._monitor = AsyncLeaseMonitor(backend)  # closed with the store
         if holder is None:  # host:pid:random names the process that holds
             _forks.in_child_after_fork(self, AsyncStore._new_holder)
 
@@ -94,7 +93,7 @@ class AsyncStore:
             await store.close()
             assert store.closed
         """
-        return self._closed
+        return self._monitor.closed
 
     def lock(
         self,
@@ -123,7 +122,7 @@ class AsyncStore:
         """
         settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait, on_lost,
                                   timeout)
-        return AsyncLock(self, validate_name(name), settings)
+        return AsyncLock(validate_name(name), settings, self.backend, self._monitor)
 
     def semaphore(
         self,
@@ -154,7 +153,7 @@ class AsyncStore:
             raise InvalidArgument(f"limit={limit} is out of range: it must be 1 to {MAX_LIMIT}")
         settings = self._settings(ttl, limit, holder, renew_every, min_wait, max_wait, on_lost,
                                   timeout)
-        return AsyncSemaphore(self, validate_name(name), settings)
+        return AsyncSemaphore(validate_name(name), settings, self.backend, self._monitor)
 
     def locked(
         self,
@@ -196,7 +195,8 @@ class AsyncStore:
 
             @functools.wraps(function)
             async def locked_call(*args: Any, **kwargs: Any) -> Any:
-                async with AsyncLock(self, template.name_for(args, kwargs), settings):
+                async with AsyncLock(template.name_for(args, kwargs), settings, self.backend,
+                                     self._monitor):
                     return await function(*args, **kwargs)
 
             return cast(F, locked_call)
@@ -256,7 +256,7 @@ class AsyncStore:
         """
         if not isinstance(prefix, str):
             raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
-        if self._closed:
+        if self.closed:
             raise closed_store(self.url, "listing", prefix)
         return await self.backend.leases(prefix)
 
@@ -271,7 +271,7 @@ class AsyncStore:
             await store.break_lease("stuck-job")
         """
         name = validate_name(name)
-        if self._closed:
+        if self.closed:
             raise closed_store(self.url, "break", name)
         return await self.backend.break_lease(name)
 
@@ -286,8 +286,7 @@ class AsyncStore:
             await store.close()
         """
         await self._monitor.release_all()
-        self._closed = True
-        self._monitor.close()
+        self._monitor.close()  # from now on `closed` is True and no lease is renewed
         await self.backend.close()
 
     async def __aenter__(self) -> AsyncStore:

@@ -19,25 +19,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from tenure._sync import _shim
 from tenure._sync._lease import Lease, LeaseTerms, current_owner
-from tenure._sync.stores._protocol import closed_store, waits_and_acquires
+from tenure._sync._monitor import LeaseMonitor
+from tenure._sync.stores._protocol import Backend, closed_store, waits_and_acquires
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
 from tenure._timing import Backoff, to_seconds
 from tenure._types import LeaseInfo
 
-if TYPE_CHECKING:
-    from tenure._sync._store import Store
-
 log = logging.getLogger("tenure")
 
-# The leases held through `with lock:` blocks, as (owner, store, name, lease): a nested
-# block of the same owner (thread or task) on the same name would wait for its own lease. A task
-# or thread started inside a block gets a copy of the context, with its parent's entries: they
-# are not its own (the parent may release while it waits), so entries carry their owner.
-_entered: contextvars.ContextVar[tuple[tuple[object, Store, str, Lease], ...]] = (
+# The leases held through `with lock:` blocks, as (owner, store, name, lease), the store
+# being named by its lease monitor (one per store): a nested block of the same owner (thread or
+# task) on the same name would wait for its own lease. A task or thread started inside a block
+# gets a copy of the context, with its parent's entries: they are not its own (the parent may
+# release while it waits), so entries carry their owner.
+_entered: contextvars.ContextVar[
+    tuple[tuple[object, LeaseMonitor, str, Lease], ...]] = (
     contextvars.ContextVar("tenure_entered_locks", default=()))
 
 
@@ -86,7 +85,8 @@ class Lock:
         print(lock.locked())             # held by anyone? (asks the store)
     """
 
-    def __init__(self, store: Store, name: str, settings: LockSettings) -> None:
+    def __init__(self, name: str, settings: LockSettings, backend: Backend,
+                 monitor: LeaseMonitor) -> None:
         self.name = name
         self.ttl = settings.ttl
         self.limit = settings.limit
@@ -97,12 +97,11 @@ class Lock:
         self.on_lost = settings.on_lost
         self.timeout: float | None = None if math.isinf(settings.timeout) else settings.timeout
         self._default_timeout = settings.timeout
-        self._store = store
-        self._backend = store.backend
-        self._wait_and_acquire = waits_and_acquires(store.backend)
-        self._monitor = store._monitor
-        self._lease_terms = LeaseTerms(self.ttl, self.renew_every, self.on_lost,
-                                            store.backend, store._monitor)
+        self._backend = backend  # the store's: it takes and lists the leases
+        self._wait_and_acquire = waits_and_acquires(backend)
+        self._monitor = monitor  # the store's: it renews the leases, and knows if it was closed
+        self._lease_terms = LeaseTerms(self.ttl, self.renew_every, self.on_lost, backend,
+                                            monitor)
         self.deadline_after = self._lease_terms.deadline_after
         self._entered_leases: list[Lease] = []  # by `with` on this object, in order
 
@@ -112,7 +111,7 @@ class Lock:
     def __enter__(self) -> Lease:
         owner = current_owner()
         own = sum(1 for who, store, name, lease in _entered.get()
-                  if who == owner and store is self._store and name == self.name
+                  if who == owner and store is self._monitor and name == self.name
                   and lease.held)
         if own >= self.limit:  # it could only wait for itself, until its timeout
             held = ("is already held by an enclosing `with` block (or @store.locked "
@@ -125,7 +124,7 @@ class Lock:
             )
         lease = self.acquire()
         entered: Lease = lease.__enter__()
-        _entered.set((*_entered.get(), (owner, self._store, self.name, lease)))
+        _entered.set((*_entered.get(), (owner, self._monitor, self.name, lease)))
         self._entered_leases.append(lease)
         return entered
 
@@ -137,7 +136,7 @@ class Lock:
     ) -> None:
         held, owner = _entered.get(), current_owner()
         mine = [index for index, (who, store, name, _) in enumerate(held)
-                if who == owner and store is self._store and name == self.name]
+                if who == owner and store is self._monitor and name == self.name]
         if mine:
             lease = held[mine[-1]][3]
             _entered.set(held[:mine[-1]] + held[mine[-1] + 1:])
@@ -167,9 +166,9 @@ class Lock:
             for info in lock.leases():
                 print(info.holder, info.token, info.expires_at)
         """
-        if self._store.closed:
-            raise closed_store(self._store.url, "listing", self.name)
-        return [info for info in self._store.leases(self.name) if info.name == self.name]
+        if self._monitor.closed:
+            raise closed_store(self._backend.url, "listing", self.name)
+        return [info for info in self._backend.leases(self.name) if info.name == self.name]
 
     def locked(self) -> bool:
         """True when the store has no free slot: the lock is held, by anyone (this process
@@ -195,8 +194,8 @@ class Lock:
             if lease is None:
                 return  # another instance is on it
         """
-        if self._store.closed:
-            raise closed_store(self._store.url, "acquire", self.name)
+        if self._monitor.closed:
+            raise closed_store(self._backend.url, "acquire", self.name)
         sent_at = _shim.monotonic()
         grant = self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
         if grant is None:
@@ -270,12 +269,12 @@ class Lock:
                 if failing_since is None and not warned:  # once per call, not per retry
                     failing_since, warned = tried_at, True
                     log.warning("tenure: %s %r on %s: store error, retrying %s: %s",
-                                self._kind(), self.name, self._store.url,
+                                self._kind(), self.name, self._backend.url,
                                 self._until(timeout), exc)
             else:
                 if failing_since is not None:  # once per call too, when it first answers again
                     log.info("tenure: %s %r: store %s reachable again after %.1f s",
-                             self._kind(), self.name, self._store.url,
+                             self._kind(), self.name, self._backend.url,
                              _shim.monotonic() - failing_since)
                     failing_since = None
                 if lease is None and not looked_for_itself:  # busy: on the first answer only
@@ -301,8 +300,8 @@ class Lock:
         if self._wait_and_acquire is None:
             self._backend.wait_released(self.name, wait, patience)
             return self.try_acquire()
-        if self._store.closed:
-            raise closed_store(self._store.url, "acquire", self.name)
+        if self._monitor.closed:
+            raise closed_store(self._backend.url, "acquire", self.name)
         grant = self._wait_and_acquire(self.name, self.holder, self.ttl, self.limit,
                                              wait, patience)
         if grant is None:

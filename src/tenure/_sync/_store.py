@@ -70,8 +70,7 @@ class Store:
             )
         self.backend = backend
         self.holder = default_holder() if holder is None else _check_holder(holder)
-        self._monitor = LeaseMonitor(backend)
-        self._closed = False
+        self._monitor = LeaseMonitor(backend)  # closed with the store
         if holder is None:  # host:pid:random names the process that holds
             _forks.in_child_after_fork(self, Store._new_holder)
 
@@ -95,7 +94,7 @@ class Store:
             store.close()
             assert store.closed
         """
-        return self._closed
+        return self._monitor.closed
 
     def lock(
         self,
@@ -124,7 +123,7 @@ class Store:
         """
         settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait, on_lost,
                                   timeout)
-        return Lock(self, validate_name(name), settings)
+        return Lock(validate_name(name), settings, self.backend, self._monitor)
 
     def semaphore(
         self,
@@ -155,7 +154,7 @@ class Store:
             raise InvalidArgument(f"limit={limit} is out of range: it must be 1 to {MAX_LIMIT}")
         settings = self._settings(ttl, limit, holder, renew_every, min_wait, max_wait, on_lost,
                                   timeout)
-        return Semaphore(self, validate_name(name), settings)
+        return Semaphore(validate_name(name), settings, self.backend, self._monitor)
 
     def locked(
         self,
@@ -197,7 +196,8 @@ class Store:
 
             @functools.wraps(function)
             def locked_call(*args: Any, **kwargs: Any) -> Any:
-                with Lock(self, template.name_for(args, kwargs), settings):
+                with Lock(template.name_for(args, kwargs), settings, self.backend,
+                                     self._monitor):
                     return function(*args, **kwargs)
 
             return cast(F, locked_call)
@@ -257,7 +257,7 @@ class Store:
         """
         if not isinstance(prefix, str):
             raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
-        if self._closed:
+        if self.closed:
             raise closed_store(self.url, "listing", prefix)
         return self.backend.leases(prefix)
 
@@ -272,7 +272,7 @@ class Store:
             store.break_lease("stuck-job")
         """
         name = validate_name(name)
-        if self._closed:
+        if self.closed:
             raise closed_store(self.url, "break", name)
         return self.backend.break_lease(name)
 
@@ -287,8 +287,7 @@ class Store:
             store.close()
         """
         self._monitor.release_all()
-        self._closed = True
-        self._monitor.close()
+        self._monitor.close()  # from now on `closed` is True and no lease is renewed
         self.backend.close()
 
     def __enter__(self) -> Store:
