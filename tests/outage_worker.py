@@ -75,7 +75,7 @@ def main(settings: dict[str, Any]) -> None:
         import tenure.aio
 
         async def serve() -> None:
-            worker = tenure.aio.Worker(tenure.aio.connect(settings["url"], **options), grace=1)
+            worker = tenure.aio.AsyncWorker(tenure.aio.connect(settings["url"], **options), grace=1)
             build(worker, settings)
             say("ready")
             await worker.run()

@@ -54,12 +54,12 @@ def test_tenure_stores_is_an_attribute_after_import_tenure_and_loads_no_driver()
         print(json.dumps({{"at_import": at_import, "after": loaded(),
                            "sync": tenure.stores.SQLiteStore.__name__,
                            "aio": tenure.aio.stores.AsyncSQLiteStore.__name__,
-                           "queues": tenure.queues.Message.__name__}}))
+                           "queues": tenure.queues.QueueMessage.__name__}}))
         """)
     assert result.returncode == 0, result.stderr
     seen = json.loads(result.stdout)
     assert seen == {"at_import": [], "after": [], "sync": "SQLiteStore",
-                    "aio": "AsyncSQLiteStore", "queues": "Message"}
+                    "aio": "AsyncSQLiteStore", "queues": "QueueMessage"}
 
 
 APP = """\

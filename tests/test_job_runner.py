@@ -23,7 +23,7 @@ import tenure.aio
 import tenure.aio.stores
 import tenure.stores
 from tenure.jobs import AsyncWorker, Cron, Every, JobRecord, Run, Worker
-from tenure.queues import Message
+from tenure.queues import QueueMessage
 
 pytestmark = pytest.mark.anyio
 
@@ -126,7 +126,7 @@ def test_run_inside_an_event_loop_points_at_the_async_worker() -> None:
     async def main() -> None:
         worker.run()
 
-    with pytest.raises(tenure.InvalidArgument, match=r"tenure\.aio\.Worker"):
+    with pytest.raises(tenure.InvalidArgument, match=r"tenure\.aio\.AsyncWorker"):
         asyncio.run(main())
 
 
@@ -138,7 +138,7 @@ def test_registration_mistakes_are_explained() -> None:
 
     with pytest.raises(tenure.InvalidArgument, match="already registered"):
         worker.every(60)(report)
-    with pytest.raises(tenure.InvalidArgumentType, match=r"tenure\.aio\.Worker"):
+    with pytest.raises(tenure.InvalidArgumentType, match=r"tenure\.aio\.AsyncWorker"):
         Worker(tenure.aio.connect("memory://"))  # type: ignore[arg-type]
     with pytest.raises(tenure.InvalidArgumentType, match=r"tenure\.Worker"):
         AsyncWorker(tenure.connect("memory://"))  # type: ignore[arg-type]
@@ -571,7 +571,7 @@ def test_a_message_s_check_raises_once_its_scope_lock_was_released() -> None:
     store = tenure.connect("memory://")
     lease = store.lock("queue:billing:42", ttl=5).try_acquire()
     assert lease is not None
-    message = Message("m1", '{"Invoice": {"Id": 42}}', dequeue_count=1)
+    message = QueueMessage("m1", '{"Invoice": {"Id": 42}}', dequeue_count=1)
     message.lease = lease
     message.check()
     lease.release()
@@ -710,7 +710,7 @@ async def test_a_custom_source_s_unknown_error_at_start_up_is_retried() -> None:
     worker = AsyncWorker(tenure.aio.connect("memory://"))
 
     @worker.queue(FlakySource(), name="flaky")
-    async def handle(message: Message) -> None: ...
+    async def handle(message: QueueMessage) -> None: ...
 
     async with worker:
         await wait_for(lambda: FlakySource.calls >= 4 or not worker.running, 10)

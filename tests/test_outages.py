@@ -149,7 +149,7 @@ def own_store(kind: str, tmp: Path, proxied: bool) -> Iterator[Store]:
                       host)
         engine = sa.create_engine(store.outbox_url(through_proxy=False))
         try:
-            store.outbox.create_table(engine)
+            store.outbox.create_tables(engine)
         finally:
             engine.dispose()
         yield store

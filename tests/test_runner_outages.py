@@ -1,4 +1,4 @@
-"""Runners never die of their store (issue 17): tenure.Worker and tenure.aio.Worker with a 1 s
+"""Runners never die of their store (issue 17): tenure.Worker and tenure.aio.AsyncWorker with a 1 s
 periodic job, a leader-mode job and an election keep running while Redis or PostgreSQL is
 stopped for a few seconds and started again on the same port, resume within ttl + one period +
 the retry cap, and log the outage exactly once (one WARNING when it starts, one INFO when it

@@ -3,7 +3,7 @@
     python jobs_worker.py URL API LOG [options as JSON]
 
 API "sync" runs tenure.Worker (the job is a sync function, in a thread); "async" runs
-tenure.aio.Worker (the job is a coroutine). The job, `tick`, appends JSON lines to LOG (one
+tenure.aio.AsyncWorker (the job is a coroutine). The job, `tick`, appends JSON lines to LOG (one
 write each, O_APPEND): {"event": "start"|"end"|"lost", "period": ISO, "pid", "token", "t"}, where
 t is time.monotonic(), one clock for every process of the host. The process prints READY once
 its worker runs, and exits 0 after SIGTERM once the worker stopped.

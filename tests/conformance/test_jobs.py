@@ -1,7 +1,7 @@
 """Singleton jobs on every store, with real OS processes: each period runs exactly once across
 instances, a killed holder's period is re-run elsewhere, SIGTERM hands over at once, and a lost
 lease stops the job. Both Workers: the sync API runs tenure.Worker, the async one
-tenure.aio.Worker (see jobs_worker.py)."""
+tenure.aio.AsyncWorker (see jobs_worker.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from waiting import eventually, wait_until
 
 import tenure
 from tenure.jobs import AsyncWorker, JobRecord, Run, Worker
-from tenure.queues import Message
+from tenure.queues import QueueMessage
 
 pytestmark = pytest.mark.anyio
 
@@ -342,25 +342,25 @@ class ListQueue:
     name, max_batch, releases_count = "list", 16, False
 
     def __init__(self, *bodies: Any) -> None:
-        self.ready = [Message(str(i), json.dumps(body), 0) for i, body in enumerate(bodies)]
+        self.ready = [QueueMessage(str(i), json.dumps(body), 0) for i, body in enumerate(bodies)]
         self.completed: list[str] = []
 
-    async def receive(self, max_messages: int, visibility_timeout: float) -> list[Message]:
+    async def receive(self, max_messages: int, visibility_timeout: float) -> list[QueueMessage]:
         taken, self.ready = self.ready[:max_messages], self.ready[max_messages:]
         for message in taken:
             message.dequeue_count += 1
         return taken
 
-    async def extend(self, message: Message, seconds: float) -> None:
+    async def extend(self, message: QueueMessage, seconds: float) -> None:
         pass
 
-    async def complete(self, message: Message) -> None:
+    async def complete(self, message: QueueMessage) -> None:
         self.completed.append(message.id)
 
-    async def abandon(self, message: Message, delay: float, *, failed: bool = True) -> None:
-        self.ready.append(Message(message.id, message.text, message.dequeue_count))
+    async def abandon(self, message: QueueMessage, delay: float, *, failed: bool = True) -> None:
+        self.ready.append(QueueMessage(message.id, message.text, message.dequeue_count))
 
-    async def dead_letter(self, message: Message, reason: str) -> None:
+    async def dead_letter(self, message: QueueMessage, reason: str) -> None:
         raise AssertionError(f"message {message.id} poisoned: {reason}")
 
     async def close(self) -> None:
@@ -374,7 +374,7 @@ async def test_a_lost_scope_lock_stops_the_queue_handler(target: Target) -> None
     ttl = target.ttl(2.0)
     source, events = ListQueue({"Key": "k1"}), []
 
-    async def handle_async(message: Message) -> None:
+    async def handle_async(message: QueueMessage) -> None:
         events.append("started")
         if events.count("started") > 1:
             return
@@ -384,7 +384,7 @@ async def test_a_lost_scope_lock_stops_the_queue_handler(target: Target) -> None
             events.append("stopped" if message.stopped else "cancelled while holding")
             raise
 
-    def handle_sync(message: Message) -> None:
+    def handle_sync(message: QueueMessage) -> None:
         events.append("started")
         if events.count("started") > 1:
             return
