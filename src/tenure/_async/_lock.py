@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import math
@@ -137,23 +138,26 @@ class AsyncLock:
         held, owner = _entered.get(), current_owner()
         mine = [index for index, (who, store, name, _) in enumerate(held)
                 if who == owner and store is self._monitor and name == self.name]
+        open_here = self._entered_leases.copy()  # one look: other threads change the list
         if mine:
             lease = held[mine[-1]][3]
             _entered.set(held[:mine[-1]] + held[mine[-1] + 1:])
-        elif len(self._entered_leases) == 1:
+        elif len(open_here) == 1:
             # Left in another thread or task than the one that entered it (an async fixture
             # torn down in another task, a context manager handed on): the one block of this
             # object is the one being left, and its lease is released, not renewed for ever.
-            lease = self._entered_leases[0]
+            lease = open_here[0]
         else:
             # Several blocks of this object are open in other threads or tasks: which one is
             # left cannot be told, and releasing another's lease would make two holders.
             raise RuntimeError(
                 f"{self._kind()} {self.name!r}: `async with` left in a thread or task that did "
-                f"not enter it, while {len(self._entered_leases)} blocks of this object are "
-                "open; nothing was released. Leave a block where it was entered")
-        self._entered_leases = [entered for entered in self._entered_leases
-                                if entered is not lease]
+                f"not enter it, while {len(open_here)} blocks of this object are open; "
+                "nothing was released. Leave a block where it was entered")
+        # Removed in place (append and remove are atomic): a copy filtered and put back would
+        # drop a block entered meanwhile in another thread, or bring back one just left.
+        with contextlib.suppress(ValueError):  # entered through another Lock of the same name
+            self._entered_leases.remove(lease)
         await lease.__aexit__(exc_type, exc, traceback)
 
     async def leases(self) -> list[LeaseInfo]:
