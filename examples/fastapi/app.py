@@ -25,7 +25,7 @@ import tenure
 import tenure.aio
 
 store = tenure.aio.connect(os.environ["TENURE_STORE"])
-worker = tenure.aio.Worker(store, grace=10)
+worker = tenure.aio.AsyncWorker(store, grace=10)
 
 
 @worker.every(timedelta(seconds=1), name="example.heartbeat")

@@ -205,9 +205,9 @@ def _parser() -> argparse.ArgumentParser:
         usage="tenure run [-h] APP [--store URL] [--config FILE] [--health-port N] "
               "[--health-host HOST] [--log-level LEVEL] [--check]",
         description="Import APP (module:attribute, the attribute a tenure.Worker or "
-                    "tenure.aio.Worker, or a function returning one), apply the configuration "
-                    "and run its jobs until SIGTERM or SIGINT. The store URL is exported to the "
-                    f"application as ${ENV_VAR} before APP is imported.",
+                    "tenure.aio.AsyncWorker, or a function returning one), apply the "
+                    "configuration and run its jobs until SIGTERM or SIGINT. The store URL is "
+                    f"exported to the application as ${ENV_VAR} before APP is imported.",
     )
     runner.add_argument("app", metavar="APP", help="e.g. myapp.jobs:worker")
     runner.add_argument("--store", metavar="URL", default=None,
@@ -387,7 +387,7 @@ def _load_worker(app: str) -> Any:
         if not hasattr(found, part):
             raise _UsageError(f"{module_name!r} has no attribute {attribute!r}; APP is "
                               "module:attribute, the attribute a tenure.Worker or "
-                              "tenure.aio.Worker, or a function returning one")
+                              "tenure.aio.AsyncWorker, or a function returning one")
         found = getattr(found, part)
     if not isinstance(found, (Worker, AsyncWorker)) and callable(found):
         try:
@@ -400,7 +400,7 @@ def _load_worker(app: str) -> Any:
         kind = type(found).__name__
         article = "an" if kind[:1].lower() in "aeiou" else "a"
         raise _UsageError(f"{app} is {article} {kind}, not a tenure.Worker or "
-                          "tenure.aio.Worker (or a function returning one)")
+                          "tenure.aio.AsyncWorker (or a function returning one)")
     return found
 
 
