@@ -33,7 +33,9 @@ from waiting import call, eventually, wait_until
 import tenure
 import tenure.aio
 from tenure._async.stores import mysql as async_mysql
+from tenure._names import name_digest
 from tenure._sync.stores import mysql as sync_mysql
+from tenure._sync.stores.mysql import _store as sync_store_module
 from tenure._types import Grant, LostReason
 from tenure.aio.stores import AsyncMySQLStore
 from tenure.stores import MySQLStore
@@ -339,13 +341,13 @@ async def test_the_try_behind_a_wait_takes_the_lease_at_the_wake_up(
     try:
         lease = await call(holder.try_acquire("behind", "holder", 30.0, 1))
         got: dict[str, Any] = {}
-        ask = waiter._call
+        ask = waiter._connections.call
 
         def recording(operation: str, *args: Any) -> Any:
             got.setdefault("calls", []).append(operation)
             return ask(operation, *args)
 
-        monkeypatch.setattr(waiter, "_call", recording)  # round trips other than the wait's
+        monkeypatch.setattr(waiter._connections, "call", recording)  # other round trips
         before_wait = time.monotonic()
         if api == "async":
             async def waiting() -> None:
@@ -489,7 +491,7 @@ async def test_a_try_behind_a_wait_cut_short_is_made_again_with_its_lease_id(
             grant = await waiter.wait_and_acquire("cut", "waiter", 30.0, 1, 0.05, 10.0)
         assert len(sent) == 2 and sent[0] == sent[1]  # made again, with its lease id
         assert grant is not None and grant.lease_id == str(sent[0])
-        assert waiter._sleepers == []  # closed, not kept
+        assert waiter._sleepers.idle == []  # closed, not kept
         assert await waiter.release(grant) is True
     finally:
         await holder.close()
@@ -807,7 +809,7 @@ async def test_the_undo_of_a_cancelled_acquire_never_overtakes_it(
         try:
             warm = await store.try_acquire("warm-up", "a", 30.0, 1)  # connected, table made
             assert warm is not None and await store.release(warm) is True
-            [acquiring] = [connection.thread_id() for connection in store._idle]
+            [acquiring] = [connection.thread_id() for connection in store._connections.idle]
             forwarder.delay = 0.5
             with anyio.move_on_after(0.1):
                 await store.try_acquire("overtaken", "a", 30.0, 1)
@@ -838,7 +840,7 @@ async def test_a_silent_path_fails_within_the_timeout_and_the_store_recovers(
             with pytest.raises(tenure.StoreUnavailable, match=r"timeout=0\.5"):
                 await call(store.renew([grant], 30.0))
             assert time.monotonic() - started < 2.0  # 0.5 s, and a generous margin
-            assert store._idle == []  # dropped, not kept for the next call
+            assert store._connections.idle == []  # dropped, not kept for the next call
             forwarder.thaw()
             assert await call(store.renew([grant], 30.0)) == [grant]
             assert await call(store.release(grant)) is True
@@ -861,7 +863,7 @@ def test_a_forked_child_uses_connections_of_its_own(mariadb_server: MariaDBServe
     try:
         grant = store.try_acquire("parent", "parent", 30.0, 1)
         assert grant is not None
-        [parents] = [connection.thread_id() for connection in store._idle]
+        [parents] = [connection.thread_id() for connection in store._connections.idle]
         read_end, write_end = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child: report the connection it used, exit without atexit hooks
@@ -869,7 +871,7 @@ def test_a_forked_child_uses_connections_of_its_own(mariadb_server: MariaDBServe
             try:
                 os.close(read_end)
                 theirs = store.try_acquire("child", "child", 30.0, 1)
-                used = [connection.thread_id() for connection in store._idle]
+                used = [connection.thread_id() for connection in store._connections.idle]
                 released = theirs is not None and store.release(theirs)
                 store.close()
                 os.write(write_end, f"{released} {' '.join(map(str, used))}".encode())
@@ -884,7 +886,7 @@ def test_a_forked_child_uses_connections_of_its_own(mariadb_server: MariaDBServe
         assert released == "True" and used and str(parents) not in used
         assert parents in connection_ids(admin)  # the child's close did not end it
         assert store.renew([grant], 30.0) == [grant]
-        assert [connection.thread_id() for connection in store._idle] == [parents]
+        assert [connection.thread_id() for connection in store._connections.idle] == [parents]
         assert store.release(grant) is True
     finally:
         store.close()
@@ -1132,8 +1134,8 @@ def test_a_semaphore_slot_is_taken_only_if_still_free_when_locked(
         first = store.try_acquire("recheck", "first", 30.0, 3)
         second = store.try_acquire("recheck", "second", 30.0, 3)
         assert first is not None and second is not None and second.slot == 1
-        attempt = sync_mysql._Attempt("intruder", 30.0, 3)
-        parameters = store._parameters(sync_mysql.name_digest("recheck"), "recheck", attempt)
+        attempt = sync_store_module._Attempt("intruder", 30.0, 3)
+        parameters = store._parameters(name_digest("recheck"), "recheck", attempt)
         statement = store._acquire_statement(parameters)
         counter = f"UPDATE `{table}` SET counter"
         assert statement.count(counter) == 1
@@ -1170,7 +1172,7 @@ def test_a_release_that_meets_a_lock_wait_timeout_is_retried(
         grant = store.try_acquire("waited", "me", 30.0, 3)
         assert grant is not None and grant.slot == 2
         admin.sql("SET GLOBAL innodb_lock_wait_timeout = 1")  # for connections opened later
-        store._discard_idle()
+        store._connections.discard_idle()
 
         def waits() -> int:
             [(_, value)] = admin.sql("SHOW GLOBAL STATUS LIKE 'Innodb_row_lock_waits'")

@@ -30,6 +30,10 @@ log = logging.getLogger("tenure")
 
 monotonic = time.monotonic
 Event = asyncio.Event
+# Store calls are coroutines here: a driver's socket timeouts do not bound them, a cancel
+# scope does (anyio.fail_after). The sync twin's is True: its calls block on sockets that
+# time out, and no cancel scope can cut them. Stores ask this, not their driver's kind.
+BLOCKING = False
 
 
 async def sleep(seconds: float) -> None:
@@ -326,6 +330,7 @@ def is_our_kind(function: Callable[..., Any]) -> bool:
 
 
 __all__ = [
+    "BLOCKING",
     "AsyncAcquiring",
     "bounded",
     "Awaitable",

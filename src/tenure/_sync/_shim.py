@@ -33,6 +33,10 @@ R = TypeVar("R")
 
 monotonic = time.monotonic
 Event = threading.Event
+# Store calls block their thread here, bounded by their sockets' timeouts: no cancel scope
+# can cut them. The async twin's is False (coroutines, bounded by cancel scopes). Stores ask
+# this, not their driver's kind.
+BLOCKING = True
 sleep = time.sleep
 
 
@@ -361,6 +365,7 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork()
     os.register_at_fork(after_in_child=_start_afresh_in_child)
 
 __all__ = [
+    "BLOCKING",
     "Background",
     "bounded",
     "Event",

@@ -1,0 +1,127 @@
+# GENERATED from src/tenure/_async/stores/mysql/_options.py by scripts/unasync.py: do not edit.
+"""The URL and options of the mysql:// store, checked before any I/O.
+
+Example:
+    >>> settings = Settings.parse("mysql://app:secret@db:3307/locks?table=app_leases", {})
+    >>> settings.table, settings.timeout, settings.pool_size, settings.connect_options["port"]
+    ('app_leases', 5.0, 10, 3307)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from tenure._sync.stores.mysql._driver import CLIENT, driver_options
+from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._urls import redact
+
+SCHEMES: tuple[str, ...] = ("mysql", "mariadb")
+OPTIONS = ("table", "timeout", "pool_size", "unix_socket")
+DEFAULT_TABLE = "tenure_leases"
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_POOL_SIZE = 10
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A store's URL (redacted), options, and the keywords its connections are made with.
+
+    `pool_size` is how many idle connections the store keeps for lease statements, and as
+    many again for waits that sleep on the server (see Sleepers): connections beyond
+    those, opened while many calls run at once, are closed after use.
+
+    Example:
+        >>> Settings.parse("mariadb://db/locks", {"pool_size": 2}).pool_size
+        2
+    """
+
+    url: str
+    table: str
+    timeout: float
+    pool_size: int
+    database: str
+    password: str
+    connect_options: dict[str, Any]
+
+    @classmethod
+    def parse(cls, url: str, options: dict[str, Any]) -> Settings:
+        """The settings of `url` with `options` (keywords win over the URL's query); raises
+        InvalidArgument (InvalidArgumentType) naming a bad one and the fix."""
+        if not isinstance(url, str):
+            raise InvalidArgumentType(f"url must be a str, got {type(url).__name__}")
+        redacted = redact(url)
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in SCHEMES:
+            raise InvalidArgument(f"url {redacted!r} is not a mysql:// or mariadb:// URL")
+        given = {**dict(parse_qsl(parts.query, keep_blank_values=True)), **options}
+        unknown = sorted(set(given) - set(OPTIONS))
+        if unknown:
+            raise InvalidArgument(f"unknown option(s) {', '.join(unknown)} for {redacted}; "
+                                  f"accepted: {', '.join(OPTIONS)}")
+        table = str(given.get("table", DEFAULT_TABLE))
+        if not _IDENTIFIER.fullmatch(table):
+            raise InvalidArgument(
+                f"table={table!r} is not a valid table name; use 1 to 64 ASCII letters, "
+                "digits and underscores, not starting with a digit (default 'tenure_leases')"
+            )
+        timeout: float = _number(given, "timeout", DEFAULT_TIMEOUT, 0.1, 600.0)
+        pool_size: int = _number(given, "pool_size", DEFAULT_POOL_SIZE, 0, 1000, int)
+        unix_socket = given.get("unix_socket") or None
+        if unix_socket is not None and not isinstance(unix_socket, str):
+            raise InvalidArgumentType(
+                f"unix_socket must be a str path, got {type(unix_socket).__name__}")
+        try:
+            port = parts.port or 3306
+        except ValueError:
+            raise InvalidArgument(f"url {redacted!r} has an invalid port") from None
+        database = unquote(parts.path.lstrip("/"))
+        if not database or "/" in database:
+            raise InvalidArgument(
+                f"url {redacted!r} must name a database, as in mysql://user@host/database")
+        password = unquote(parts.password or "")
+        connect_options: dict[str, Any] = {
+            "host": parts.hostname or "localhost", "port": port,
+            "user": unquote(parts.username or "") or None, "password": password,
+            "unix_socket": unix_socket, "charset": "utf8mb4", "autocommit": True,
+            # Several statements per round trip (semaphores). FOUND_ROWS stays off: affected
+            # rows must count changed rows, which is how an upsert tells a win from a miss.
+            "client_flag": CLIENT.MULTI_STATEMENTS,
+            "connect_timeout": timeout,
+            **driver_options(database, timeout),
+        }
+        return cls(redacted, table, timeout, pool_size, database, password, connect_options)
+
+    @property
+    def where(self) -> str:
+        """The server's address as errors name it: the socket path, or host:port.
+
+        Example:
+            >>> Settings.parse("mysql://db:3307/locks", {}).where
+            'db:3307'
+        """
+        return (self.connect_options["unix_socket"] or
+                f"{self.connect_options['host']}:{self.connect_options['port']}")
+
+
+def _number(options: dict[str, Any], option: str, default: float, low: float, high: float,
+            kind: type = float) -> Any:
+    value = options.get(option, default)
+    try:
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise TypeError
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise InvalidArgument(
+            f"{option}={value} is not a valid {'integer' if kind is int else 'number'}; "
+            f"use {low:g} to {high:g} (default {default:g})"
+        ) from None
+    if not low <= number <= high:
+        raise InvalidArgument(
+            f"{option}={value} is out of range: it must be {low:g} to {high:g} "
+            f"(default {default:g})"
+        )
+    return number

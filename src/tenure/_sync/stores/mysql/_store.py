@@ -1,0 +1,464 @@
+# GENERATED from src/tenure/_async/stores/mysql/_store.py by scripts/unasync.py: do not edit.
+"""MySQLStore: the operations of the mysql:// store, and its side of the core's one
+waiting path (wait_and_acquire). See the package's docstring for the design.
+
+Example::
+
+    backend = MySQLStore("mysql://app:secret@db/locks?table=app_leases", timeout=2)
+    store = tenure.connect(backend)
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any, NamedTuple
+
+from tenure import _forks
+from tenure._sync import _shim
+from tenure._sync.stores._protocol import (
+    Backend,
+    RecordKeeper,
+    closed_store,
+    record_bytes,
+)
+from tenure._sync.stores.mysql._connections import Connections
+from tenure._sync.stores.mysql._driver import (
+    CONFLICTS,
+    DRIVER_ERRORS,
+    acquired,
+    deadline,
+    error_code,
+)
+from tenure._sync.stores.mysql._options import Settings
+from tenure._sync.stores.mysql._sql import Statements
+from tenure._sync.stores.mysql._undo import Undos, Undo
+from tenure._sync.stores.mysql._waking import (
+    TRY_ALLOWANCE,
+    Sleepers,
+    Outcome,
+    Tried,
+    kill_in,
+    sleep_then_try,
+    wake_in,
+    woke,
+)
+from tenure._errors import StoreUnavailable
+from tenure._names import name_digest
+from tenure._timing import fresh_for
+from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+
+log = logging.getLogger("tenure")
+
+
+class _Attempt(NamedTuple):
+    """What an acquire asks for (a wait sends it behind its sleep)."""
+
+    holder: str
+    ttl: float
+    limit: int
+
+
+def number_of(grant: Grant) -> int:
+    """The lease id of a grant of this store as the integer stored in the table (-1, which no
+    row holds, for an id this store did not make).
+
+    Example:
+        >>> number_of(Grant("jobs", 0, "me", "42", 1, "jobs")), number_of(
+        ...     Grant("jobs", 0, "me", "other", 1, "jobs"))
+        (42, -1)
+    """
+    return int(grant.lease_id) if grant.lease_id.isdecimal() else -1
+
+
+class MySQLStore(Backend, RecordKeeper):
+    """Leases in a table of a MySQL 8 or MariaDB 10.5+ database. Needs tenure[mysql].
+
+    URL: `mysql://[user[:password]@]host[:port]/database` or `mariadb://...`; the database must
+    exist. Options, in the URL's query or as keywords (keywords win): `table` (default
+    "tenure_leases"), `timeout` (seconds for connecting and for every call, default 5),
+    `pool_size` (idle connections kept, default 10, for lease statements and as many for
+    waits), `unix_socket` (a socket path, used instead of host and port).
+
+    Example::
+
+        backend = MySQLStore("mysql://app:secret@db/locks?table=app_leases", timeout=2)
+        store = tenure.connect(backend)
+    """
+
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, notifies_release=True,
+                                batched_renewal=True)
+
+    def __init__(self, url: str, **options: Any) -> None:
+        settings = Settings.parse(url, options)
+        self.url, self.table, self.database = settings.url, settings.table, settings.database
+        self.timeout, self.pool_size = settings.timeout, settings.pool_size
+        self._statements = Statements(settings.table)
+        self._connections = Connections(settings, self._statements)
+        self._sleepers = Sleepers(settings.pool_size)
+        self._undos = Undos(self._connections)
+        self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
+        self._closing = False  # close() began: waits end, and what they take is freed
+        _forks.in_child_after_fork(self, MySQLStore._start_afresh)
+
+    def _start_afresh(self) -> None:
+        """In a child after fork(): the parent's connections and what they took stay the
+        parent's; the child opens its own on first use."""
+        self._connections.start_afresh()
+        self._sleepers.start_afresh()
+        self._undos.start_afresh()
+        self._contended = set()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url} table={self.table}>"
+
+    # -- acquire, renew, release -----------------------------------------------------------
+
+    def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        if self._closing:
+            raise closed_store(self.url, "acquire", name)
+        return self._try(name, name_digest(name), _Attempt(holder, ttl, limit))
+
+    def _try(self, name: str, key: str, attempt: _Attempt,
+                   lease_id: int | None = None) -> Grant | None:
+        """One acquire (a new lease id unless given: a retry of a try whose outcome is unknown
+        takes back what that try took); a try cut short is undone in the background."""
+        parameters = self._parameters(key, name, attempt, lease_id)
+        sent_at = _shim.monotonic()
+        try:
+            found: tuple[int, int] | None = self._connections.call(
+                "acquire", name, self._acquire_in, parameters)
+        except BaseException:
+            if "sent_on" in parameters:  # the server may run it, or ran it: undo in background
+                self._undos.later(Undo(name, key, parameters["lease_id"], parameters["sent_on"]))
+            raise
+        if found is None:
+            self._note_contended(key)
+            return None
+        slot, token = found
+        return Grant(name, slot, attempt.holder, str(parameters["lease_id"]), token, name,
+                     sent_at)
+
+    @staticmethod
+    def _parameters(key: str, name: str, attempt: _Attempt,
+                    lease_id: int | None = None) -> dict[str, Any]:
+        """The parameters of an acquire statement, with a new lease id unless given: random 62
+        bits, never 0 (a freed row's). An integer compares faster than text, and a stale
+        holder's id matches a later grant of the same row with odds of 2**-62."""
+        return {"key": key, "name": name, "holder": attempt.holder,
+                "lease_id": lease_id or secrets.randbits(62) + 1,
+                "ttl_us": round(attempt.ttl * 1_000_000), "limit": attempt.limit}
+
+    def _acquire_statement(self, parameters: dict[str, Any]) -> str:
+        return self._statements.acquire(parameters, self._connections.prepared)
+
+    def _acquire_in(self, connection: Any,
+                          parameters: dict[str, Any]) -> tuple[int, int] | None:
+        statement = self._acquire_statement(parameters)
+        parameters["sent_on"] = connection.thread_id()  # from here on, undone if cut short
+        connection.query(statement)
+        found = acquired(connection, parameters["limit"])
+        if self._closing:  # close() began meanwhile: nobody could release this grant later
+            if found is not None:
+                self._release_in(connection, parameters["key"], found[0],
+                                       parameters["lease_id"])
+            del parameters["sent_on"]  # answered, and freed: nothing to undo
+            raise closed_store(self.url, "acquire", parameters["name"])
+        return found
+
+    def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
+        results: list[Grant | LostReason] = self._connections.call(
+            "renewal", label, self._renew_in, grants, round(ttl * 1_000_000))
+        return results
+
+    def _renew_in(self, connection: Any, grants: Sequence[Grant],
+                        ttl_us: int) -> list[Grant | LostReason]:
+        with connection.cursor() as cursor:
+            arguments: list[Any] = [ttl_us]
+            for grant in grants:
+                arguments += (name_digest(grant.name), grant.slot, number_of(grant))
+            renewed = cursor.execute(self._statements.renew(len(grants)), arguments)
+            if renewed == len(grants):
+                return list(grants)
+            # Some were not renewed (or renewed to the same µs, which counts as no change):
+            # one more query tells which, and why.
+            arguments = []
+            for grant in grants:
+                arguments += (name_digest(grant.name), grant.slot)
+            cursor.execute(self._statements.why_lost(len(grants)), arguments)
+            found = {(bytes(name).decode(), slot): (lease_id, live)
+                     for name, slot, lease_id, live in cursor.fetchall()}
+        results: list[Grant | LostReason] = []
+        for grant in grants:
+            lease_id, live = found.get((grant.name, grant.slot), (0, 0))
+            if lease_id == number_of(grant):
+                results.append(grant if live else LostReason.EXPIRED)
+            else:
+                results.append(LostReason.BROKEN if lease_id == 0 else LostReason.TAKEN)
+        return results
+
+    def release(self, grant: Grant) -> bool:
+        key = name_digest(grant.name)
+        contended = key in self._contended
+        released: int
+        flagged: bool
+        woken: bool
+        released, flagged, woken = self._connections.call(
+            "release", grant.name, self._release_in, key, grant.slot, number_of(grant),
+            contended)
+        if flagged:  # someone waits for the name, here or elsewhere
+            self._note_contended(key)
+            if not woken:  # the KILL was not sent with the release, or nobody slept
+                self._wake(grant.name, key)
+        elif contended:
+            self._contended.discard(key)
+        return bool(released)
+
+    def _release_in(self, connection: Any, key: str, slot: int, lease_id: int,
+                          wake: bool = False) -> tuple[int, bool, bool]:
+        """Release (slot >= 0) or break (slot -1): (rows changed, whether slot 0's waiters'
+        flag was set, whether a sleeper was woken). With `wake`, the KILL QUERY that wakes
+        the longest sleeper goes in the same round trip (see WAKE_NEXT)."""
+        text = self._statements.text
+        then = text["wake next"] % (f"'{key}'",) if wake else ""
+        if slot == 0:
+            changed = connection.query(self._statements.cycle(
+                "release", {"key": f"'{key}'", "lease_id": str(lease_id)},
+                self._connections.prepared) + then)
+            flagged = bool(connection.insert_id())
+            return changed, flagged, wake and woke(connection.next_result)
+        with connection.cursor() as cursor:  # (its close would read the KILL's answer)
+            if slot < 0:
+                changed = cursor.execute(text["break"], (key,))
+            else:
+                changed = cursor.execute(text["release slot"] + then,
+                                               (key, slot, lease_id, key))
+                cursor.nextset()  # the read of slot 0's flag: its LAST_INSERT_ID
+            return changed, bool(cursor.lastrowid), wake and woke(cursor.nextset)
+
+    def _note_contended(self, key: str) -> None:
+        """Someone waits for this name: its releases here send the wake-up along (WAKE_NEXT)."""
+        if len(self._contended) > 10_000:  # names never released here
+            self._contended.clear()
+        self._contended.add(key)
+
+    def break_lease(self, name: str) -> int:
+        key = name_digest(name)
+        broken: int
+        flagged: bool
+        broken, flagged, _ = self._connections.call("break", name, self._release_in, key,
+                                                          -1, 0)
+        if flagged:
+            self._wake(name, key)
+        return int(broken)
+
+    def _wake(self, name: str, key: str) -> bool:
+        """End the sleep of this name's longest sleeping waiter (see wake_in); True when one
+        was woken. Best effort: a waiter not woken wakes at the end of its backoff, so errors
+        are only logged."""
+        try:
+            woken: bool = self._connections.call("wake", name, wake_in, self._statements,
+                                                       key)
+            return woken
+        except StoreUnavailable as exc:
+            log.debug("tenure: %s: waking the waiters of %r failed: %s", self.url, name, exc)
+            return False
+
+    # -- listing and records -----------------------------------------------------------------
+
+    def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        encoded = prefix.encode()
+        rows: list[tuple[Any, ...]] = self._connections.call(
+            "listing", prefix, self._query, "list", (len(encoded), encoded.hex()))
+        now = datetime.now(timezone.utc)
+        return [
+            LeaseInfo(bytes(name).decode(), bytes(holder).decode(), int(token),
+                      now + timedelta(microseconds=int(remaining)), int(slot))
+            for name, slot, holder, token, remaining in rows
+        ]
+
+    def read_record(self, name: str) -> str | None:
+        rows: list[tuple[Any, ...]] = self._connections.call(
+            "reading the record", name, self._query,
+                                            "read record", (name_digest(name),))
+        return None if not rows or rows[0][0] is None else bytes(rows[0][0]).decode()
+
+    def write_record(self, grant: Grant, record: str) -> bool:
+        encoded = record_bytes(record)
+        written: int = self._connections.call(
+            "writing the record", grant.name, self._execute, "write record",
+            (grant.slot, number_of(grant), encoded.hex(), name_digest(grant.name)))
+        return written == 1
+
+    def records(self, prefix: str = "") -> dict[str, str]:
+        encoded = prefix.encode()
+        rows: list[tuple[Any, ...]] = self._connections.call(
+            "listing the records", prefix, self._query,
+                                            "records", (len(encoded), encoded.hex()))
+        return {bytes(name).decode(): bytes(record).decode() for name, record in rows}
+
+    def _query(self, connection: Any, statement: str,
+                     arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(self._statements.text[statement], arguments)
+            return list(cursor.fetchall())
+
+    def _execute(self, connection: Any, statement: str, arguments: tuple[Any, ...]) -> int:
+        with connection.cursor() as cursor:
+            changed: int = cursor.execute(self._statements.text[statement], arguments)
+        return changed
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
+        """Sleep on the server until a release of `name` wakes this waiter, or `timeout`
+        passed (polling instead when enough waiters of the name sleep there, see
+        MOST_ASLEEP). Takes nothing: the caller tries afterwards."""
+        self._wait(name, name_digest(name), None, timeout, patience)
+
+    def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """Sleep on the server until a release of `name` wakes this waiter (or `timeout`
+        passed), with the try sent right behind the sleep: the server runs it at the wake-up,
+        and this returns the grant it took (its `sent_at` from before the sleep), or None.
+        When enough waiters of the name sleep there already (see MOST_ASLEEP), polls: sleeps
+        `timeout` here, then tries.
+
+        Example::
+
+            grant = backend.wait_and_acquire("jobs", "me", 30.0, 1, 0.5, 10.0)
+        """
+        key = name_digest(name)
+        attempt = _Attempt(holder, ttl, limit)
+        tried = self._wait(name, key, attempt, timeout, patience)
+        if tried is not None and tried.outcome is not Outcome.UNKNOWN:
+            return tried.grant
+        if tried is not None:
+            # A KILL QUERY meant for the sleep cut the try behind it off: its outcome is
+            # unknown, so it is made again with its lease id (which takes back what it took).
+            try:
+                return self._try(name, key, attempt, tried.lease_id)
+            except BaseException:
+                self._undos.later(Undo(name, key, tried.lease_id, tried.sent_on))
+                raise
+        if self._closing:
+            raise closed_store(self.url, "acquire", name)
+        return self._try(name, key, attempt)
+
+    def _wait(self, name: str, key: str, attempt: _Attempt | None, timeout: float,
+                    patience: float | None) -> Tried | None:
+        """The wait of wait_released (`attempt` None) and wait_and_acquire: on the server when
+        few enough waits of the name sleep there, else here; what the try sent behind a sleep
+        on the server found, if one was sent and answered (None: the caller tries)."""
+        if self._closing:
+            raise closed_store(self.url, "acquire", name)
+        # A sleep stays well inside the driver's read timeout, and short enough that a lease
+        # the try behind it takes has most of its ttl left: its deadline counts from before
+        # the sleep. The try behind the sleep gets its answer back before the caller's
+        # acquire gives up.
+        seconds = min(timeout, self.timeout * 0.8,
+                      (timeout if patience is None else patience) - TRY_ALLOWANCE)
+        if attempt is not None:
+            seconds = min(seconds, fresh_for(attempt.ttl) / 2)
+        if seconds < 0.001 or self._sleepers.crowded(key):
+            _shim.sleep(timeout)  # enough asleep: poll
+            return None
+        with self._sleepers.asleep(key):
+            return self._sleep_on_server(name, key, attempt, seconds, timeout, patience)
+
+    def _sleep_on_server(self, name: str, key: str, attempt: _Attempt | None,
+                               seconds: float, timeout: float,
+                               patience: float | None) -> Tried | None:
+        """The sleep on the server, with `attempt`'s try sent behind it when given."""
+        started = _shim.monotonic()
+        connection = self._sleepers.take()
+        parameters = None if attempt is None else self._parameters(key, name, attempt)
+        sent_at: float | None = None
+        # Bounded by the caller's patience too: a wait that would outlast its acquire's
+        # timeout is cut there (what the try behind it took is undone, see Undos).
+        bound = min(self.timeout, (timeout if patience is None else patience) + TRY_ALLOWANCE)
+        limit = 1 if attempt is None else attempt.limit
+        try:
+            with deadline(bound):
+                if connection is None:
+                    connection = self._connections.open()
+                self._sleepers.sleeping.add(connection)
+                if self._closing:  # after the add: close() ends it, or this sees the flag
+                    raise closed_store(self.url, "acquire", name)
+                wait = self._statements.wait(key, limit, seconds)
+                then = None if parameters is None else self._acquire_statement(parameters)
+                sent_at = _shim.monotonic()
+                outcome, found = sleep_then_try(connection, wait, then, limit)
+        except BaseException as exc:
+            if connection is not None:
+                self._connections.discard(connection)
+                if sent_at is not None and parameters is not None:
+                    # the try behind the wait may still run, or it ran
+                    self._undos.later(Undo(name, key, parameters["lease_id"],
+                                           connection.thread_id()))
+                self._sleepers.sleeping.discard(connection)
+            if self._closing:  # ended by close() (KILL CONNECTION), or refused above
+                raise closed_store(self.url, "acquire", name) from None
+            if not isinstance(exc, DRIVER_ERRORS):
+                raise
+            log.debug("tenure: %s: waiting on the server failed: %s", self.url, exc)
+            if error_code(exc) not in CONFLICTS:  # a conflict: the try behind lost a lock
+                _shim.sleep(max(0.0, timeout - (_shim.monotonic() - started)))
+            return None
+        assert sent_at is not None
+        tried = None
+        if parameters is not None and attempt is not None:
+            lease_id = parameters["lease_id"]
+            grant = None if found is None else Grant(
+                name, found[0], attempt.holder, str(lease_id), found[1], name, sent_at)
+            tried = Tried(outcome, grant, lease_id, connection.thread_id())
+        if self._closing:  # close() began during the wait: free what its try took, here
+            self._let_go(connection, name, key, tried)
+            raise closed_store(self.url, "acquire", name)
+        self._sleepers.sleeping.discard(connection)
+        # An acquire cut short may leave a transaction open (a semaphore's): closing the
+        # connection rolls it back.
+        if outcome is Outcome.UNKNOWN or self._connections.closed or \
+                not self._sleepers.keep(connection):
+            self._connections.discard(connection)
+        return tried
+
+    def _let_go(self, connection: Any, name: str, key: str, tried: Tried | None) -> None:
+        """A wait that ended after close() began: free the grant its try took, on the wait's
+        own connection (close() refuses new ones); undo a try whose outcome is unknown, or
+        whose release failed (close() ended the connection: close() runs the undo). The
+        connection is closed either way."""
+        undo = tried is not None and tried.outcome is Outcome.UNKNOWN
+        try:
+            if tried is not None and tried.grant is not None:
+                try:
+                    with deadline(self.timeout):
+                        self._release_in(connection, key, tried.grant.slot, tried.lease_id)
+                except DRIVER_ERRORS:
+                    undo = True
+        finally:
+            self._connections.discard(connection)
+            if undo:
+                assert tried is not None
+                self._undos.later(Undo(name, key, tried.lease_id, tried.sent_on))
+            self._sleepers.sleeping.discard(connection)  # last: close() then sees the undo
+
+    # -- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """End the waits sleeping on the server now (their callers get the closed-store
+        error, and what their tries took is freed), finish the undos still running, then
+        close every connection."""
+        self._closing = True
+        self._sleepers.end_waits(self._kill, self.timeout)
+        self._undos.finish()
+        self._connections.close()
+        for connection in self._sleepers.drain():
+            self._connections.discard(connection)
+
+    def _kill(self, ids: list[int]) -> None:
+        self._connections.call("closing", "waits", kill_in, ids)
