@@ -7,6 +7,7 @@ its data, dropped connections (pub/sub included), URL forms and options, and the
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -32,7 +33,15 @@ import tenure
 import tenure.aio
 import tenure.aio.stores
 import tenure.stores
-from tenure._async.stores.redis import DEFAULT_RESTART_GRACE, name_keys, packed, parse_options
+from tenure._async.stores.redis import (
+    ACQUIRE,
+    DEFAULT_RESTART_GRACE,
+    LAST_ACQUIRE,
+    WAKE_ACQUIRE,
+    name_keys,
+    packed,
+    parse_options,
+)
 from tenure.chaos._proxy import Proxy, ProxyHost
 
 pytestmark = pytest.mark.anyio
@@ -240,39 +249,63 @@ async def test_a_waiter_wakes_on_the_release_not_after_its_backoff(
     await assert_waiter_wakes_on_release(url, admin, api)
 
 
-def test_the_wake_up_takes_the_lease_for_the_waiter_s_next_try(url: str, admin: Any) -> None:
+def acquires(commands: list[list[bytes]]) -> list[list[bytes]]:
+    """The requests among `commands` that begin with an acquire script (not behind a wait)."""
+    shas = {hashlib.sha1(text.encode()).hexdigest().encode()
+            for text in (ACQUIRE, WAKE_ACQUIRE, LAST_ACQUIRE)}
+    return [command for command in commands
+            if command[:1] in ([b"EVALSHA"], [b"EVAL"]) and command[1:2][0] in shas]
+
+
+def test_the_wake_up_takes_the_lease_and_returns_it(url: str, admin: Any) -> None:
+    """wait_and_acquire: the acquire pipelined behind the BLMOVE runs in the wake-up's server
+    turn, and its grant is returned, with no other request sent."""
     with tenure.connect(url) as holder, tenure.connect(url) as waiting:
-        lease = holder.lock("relay", ttl=30).try_acquire()
         backend = waiting.backend
-        assert backend.try_acquire("relay", "w", 30.0, 1) is None  # found it held
-        thread = threading.Thread(target=backend.wait_released, args=("relay", 30.0))
-        thread.start()
-        wait_until(lambda: blocked(admin) >= 1, 5, "the waiter to block")
-        lease.release()
-        thread.join(timeout=30)
+        lease = holder.lock("relay", ttl=30).try_acquire()
+        assert backend.try_acquire("relay", "w", 30.0, 1) is None  # connected; found it held
+        admin.script_load(WAKE_ACQUIRE)
+        got: dict[str, Any] = {}
+
+        def wait() -> None:
+            got["grant"] = backend.wait_and_acquire("relay", "w", 30.0, 1, 30.0, 30.0)
+
         with Sent() as sent:
             sent.counting = True
-            grant = backend.try_acquire("relay", "w", 30.0, 1)  # taken at the wake-up
+            thread = threading.Thread(target=wait)
+            thread.start()
+            wait_until(lambda: blocked(admin) >= 1, 5, "the waiter to block")
+            released_at = time.monotonic()
+            assert lease.release() is True
+            thread.join(timeout=30)
             sent.counting = False
-        assert grant is not None and grant.token > lease.token and sent.commands == []
+        grant = got["grant"]
+        assert grant is not None and grant.token > lease.token and grant.holder == "w"
+        assert grant.sent_at <= released_at  # the lease's deadline counts from the BLMOVE
         assert admin.get(grant.key) == backend._value(grant)
+        assert [b"BLMOVE"] in [command[:1] for command in sent.commands]
+        assert not acquires(sent.commands), "a try after the wake-up"
         assert backend.release(grant) is True
-
-        # Taken at a wake-up for one caller, asked for by another: released, then acquired anew.
-        admin.delete(name_keys(backend.prefix, "relay").signal)  # that release's wake-up item
-        lease = holder.lock("relay", ttl=30).try_acquire()
-        assert backend.try_acquire("relay", "w", 30.0, 1) is None
-        thread = threading.Thread(target=backend.wait_released, args=("relay", 30.0))
-        thread.start()
-        wait_until(lambda: blocked(admin) >= 1, 5, "the waiter to block")
-        lease.release()
-        thread.join(timeout=30)
-        other = backend.try_acquire("relay", "someone-else", 10.0, 1)
-        assert other is not None and other.holder == "someone-else"
-        assert admin.get(other.key) == backend._value(other)
-        assert backend.release(other) is True
         assert not admin.exists(name_keys(backend.prefix, "relay").base + "w"
                                 + backend._id_prefix)
+
+
+def test_a_wait_that_no_release_ends_takes_a_free_slot_at_its_end(url: str, admin: Any) -> None:
+    """The last block of a wait has an acquire behind it whether or not a release came: a
+    lease that expired meanwhile (no release, no wake-up) is taken without another request."""
+    with tenure.connect(url) as holder, tenure.connect(url) as waiting:
+        backend = waiting.backend
+        lease = holder.backend.try_acquire("lapse", "h", 0.3, 1)  # never renewed nor released
+        assert lease is not None
+        assert backend.try_acquire("lapse", "w", 30.0, 1) is None  # connected; found it held
+        admin.script_load(LAST_ACQUIRE)
+        with Sent() as sent:
+            sent.counting = True
+            grant = backend.wait_and_acquire("lapse", "w", 30.0, 1, 0.6, 0.6)
+            sent.counting = False
+        assert grant is not None and grant.holder == "w" and grant.token > lease.token
+        assert [command[0] for command in sent.commands] == [b"BLMOVE"]  # and its acquire
+        assert backend.release(grant) is True
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
@@ -934,6 +967,75 @@ async def test_a_cancelled_acquire_frees_what_the_server_granted(
     finally:
         host.set_mode(proxy, "normal")
         await store.close()
+
+
+async def test_a_cancelled_wait_frees_what_its_wake_up_took(
+        url: str, admin: Any, slow_path: tuple[ProxyHost, Proxy]) -> None:
+    """A wait_and_acquire whose wake-up took the lease on the server, cancelled before the
+    answer came back (the path to it stalled): the undo frees the lease."""
+    host, proxy = slow_path
+    prefix = url.rpartition("prefix=")[2]
+    keys = name_keys(prefix, "woken")
+    store = tenure.aio.connect(f"redis://127.0.0.1:{proxy.port}/0?prefix={prefix}")
+    holder = tenure.aio.connect(url)
+    try:
+        lease = await holder.lock("woken", ttl=30).try_acquire()
+        assert lease is not None
+        assert await store.backend.try_acquire("woken", "w", 30.0, 1) is None  # connected
+        admin.script_load(WAKE_ACQUIRE)
+        async with anyio.create_task_group() as group:
+            group.start_soon(store.backend.wait_and_acquire, "woken", "w", 30.0, 1, 5.0, 5.0)
+            await eventually(lambda: blocked(admin) >= 1, 5, "the waiter to block")
+            host.set_mode(proxy, "stall")
+            assert await lease.release() is True
+            await eventually(lambda: int(admin.get(keys.counter)) > lease.token, 5,
+                             "the wake-up to take the lease")
+            group.cancel_scope.cancel()
+        host.set_mode(proxy, "normal")
+        await eventually(lambda: not admin.exists(keys.slot0), 5,
+                         "the lease its wake-up took to be freed (else it blocks the name 30 s)")
+    finally:
+        host.set_mode(proxy, "normal")
+        await store.close()
+        await holder.close()
+
+
+async def test_a_wake_up_answered_past_the_lease_s_deadline_is_not_handed_out(
+        url: str, admin: Any, slow_path: tuple[ProxyHost, Proxy]) -> None:
+    """The wake-up took the lease, but its answer came after the lease's deadline (the path
+    stalled; a process stopped by SIGSTOP is the same): wait_and_acquire returns None, not a
+    lease that may be another's by now."""
+    host, proxy = slow_path
+    prefix = url.rpartition("prefix=")[2]
+    keys = name_keys(prefix, "late")
+    store = tenure.aio.connect(f"redis://127.0.0.1:{proxy.port}/0?prefix={prefix}")
+    holder = tenure.aio.connect(url)
+    got: dict[str, Any] = {}
+    try:
+        lease = await holder.lock("late", ttl=30).try_acquire()
+        assert lease is not None
+        assert await store.backend.try_acquire("late", "w", 0.5, 1) is None  # connected
+        admin.script_load(WAKE_ACQUIRE)
+
+        async def wait() -> None:
+            got["grant"] = await store.backend.wait_and_acquire("late", "w", 0.5, 1, 5.0, 5.0)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait)
+            await eventually(lambda: blocked(admin) >= 1, 5, "the waiter to block")
+            host.set_mode(proxy, "stall")
+            stalled_at = time.monotonic()
+            assert await lease.release() is True
+            await eventually(lambda: int(admin.get(keys.counter)) > lease.token, 5,
+                             "the wake-up to take the lease")
+            await eventually(lambda: time.monotonic() - stalled_at > 0.5, 5,
+                             "the lease's deadline to pass")
+            host.set_mode(proxy, "normal")
+        assert got["grant"] is None
+    finally:
+        host.set_mode(proxy, "normal")
+        await store.close()
+        await holder.close()
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])

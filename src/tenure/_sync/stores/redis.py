@@ -102,6 +102,9 @@ DEFAULT_RESTART_GRACE = 2.0
 # A release's wake-up item stays this long for a waiter that was not blocked yet (the scripts
 # say 2000 too).
 SIGNAL_MS = 2000
+# Redis ends a blocking command whose time ran out up to 1/hz late (hz is 10 by default): the
+# last wait before an acquire's deadline blocks this much less, and not at all when it has less.
+SERVER_TIMER_SLACK = 0.1
 # The reader looks for dropped leases (and whether the store closed) this often at least.
 TICK = 0.5
 # The reader reconnects after a failure within this long (the restart grace must exceed it).
@@ -170,9 +173,12 @@ return {free, token}
 """
 
 # ACQUIRE for a waiter, sent right behind its BLMOVE of the name's signal list into a list of the
-# waiter's own (the last key): it runs as soon as a release woke the waiter, in the same server
-# turn, and only then (-1 when the BLMOVE timed out).
+# waiter's store's own (the last key): it runs as soon as a release woke the waiter, in the same
+# server turn, and only then (-1 when the BLMOVE timed out).
 WAKE_ACQUIRE = "if not redis.call('LPOP', KEYS[#KEYS]) then return -1 end\n" + ACQUIRE
+# The same behind the last BLMOVE of a wait: it acquires whether or not a release woke the
+# waiter (a wait ends with a try), and saves the try's own round trip.
+LAST_ACQUIRE = "redis.call('LPOP', KEYS[#KEYS])\n" + ACQUIRE
 
 # KEYS: the slot keys of the leases. ARGV: ttl ms, then each lease's value. One answer per
 # lease: 1 renewed, 2 taken by another lease, 3 broken, 0 expired. A lease whose key is gone
@@ -348,10 +354,10 @@ def _evalsha(script: _Script, keys: Sequence[bytes], *args: bytes) -> bytes:
     return packed(b"EVALSHA", script.sha, b"%d" % len(keys), *keys, *args)
 
 
-(_ACQUIRE, _RENEW, _RELEASE, _BREAK, _READ, _RAISE, _WAKE_ACQUIRE, _WRITE_RECORD, _SWAP_RECORD,
- _UNDO_RECORD, _UNDO_ACQUIRE, _RETOKEN) = map(_script, (
-     ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE, WAKE_ACQUIRE, WRITE_RECORD, SWAP_RECORD,
-     UNDO_RECORD, UNDO_ACQUIRE, RETOKEN))
+(_ACQUIRE, _RENEW, _RELEASE, _BREAK, _READ, _RAISE, _WAKE_ACQUIRE, _LAST_ACQUIRE, _WRITE_RECORD,
+ _SWAP_RECORD, _UNDO_RECORD, _UNDO_ACQUIRE, _RETOKEN) = map(_script, (
+     ACQUIRE, RENEW, RELEASE, BREAK, READ, RAISE, WAKE_ACQUIRE, LAST_ACQUIRE, WRITE_RECORD,
+     SWAP_RECORD, UNDO_RECORD, UNDO_ACQUIRE, RETOKEN))
 
 
 class _Keys(NamedTuple):
@@ -614,12 +620,7 @@ class RedisStore(Backend, RecordKeeper):
         self._pubsub: Callable[[], Any] = self._client.pubsub  # untyped in redis-py
         self._names: dict[str, _Keys] = {}
         self._tails: dict[tuple[str, str], str] = {}
-        self._acquiring: dict[tuple[str, str, float, int, bool], tuple[bytes, bytes]] = {}
-        # Hand-off: what the last try_acquire of a name that found it held asked for, and the
-        # grant a waiter's wake-up took for the next try_acquire (see wait_released).
-        self._missed: dict[str, tuple[str, float, int]] = {}
-        self._prefetched: dict[str, tuple[Grant, float, int, float]] = {}
-        self._prefetching: set[str] = set()
+        self._acquiring: dict[tuple[str, str, float, int, _Script], tuple[bytes, bytes]] = {}
         self._blmove = True  # False once the server turned BLMOVE down (Redis before 6.2)
         self._releasing: dict[str, bytes] = {}  # the RELEASE command up to the value, by key
         # Connections of the scripts: idle ones, and all (closed with the store).
@@ -636,7 +637,7 @@ class RedisStore(Backend, RecordKeeper):
         in_child_after_fork(self, RedisStore._start_afresh)
 
     def _start_afresh(self) -> None:
-        """In a forked child: the parent's connections, leases and wake-up grants are not this
+        """In a forked child: the parent's connections and leases are not this
         process's. Forget them without a word on their sockets (redis-py shuts a socket down
         only in the process that opened it), and connect afresh, from a pool of the store's
         own (a client's pool may hand out the parent's connections), on next use."""
@@ -645,7 +646,7 @@ class RedisStore(Backend, RecordKeeper):
         self._client, self._owns_pool = Redis(connection_pool=self._pool), True
         self._pubsub = self._client.pubsub
         self._idle, self._connections = [], []
-        self._held, self._prefetched, self._missed, self._prefetching = {}, {}, {}, set()
+        self._held = {}
         self._reader = None
         self._mutex = threading.Lock()
         # Lease ids of its own: siblings forked from one parent would otherwise send the same
@@ -681,10 +682,10 @@ class RedisStore(Backend, RecordKeeper):
         return f'["{grant.lease_id}",{grant.token}{tail}'.encode()
 
     def _acquire_command(self, name: str, holder: str, ttl: float, limit: int,
-                         woken: bool = False) -> tuple[bytes, bytes]:
-        """The ACQUIRE (or WAKE_ACQUIRE) command of these arguments but the lease id, packed
-        around it."""
-        key = (name, holder, ttl, limit, woken)
+                         script: _Script = _ACQUIRE) -> tuple[bytes, bytes]:
+        """The ACQUIRE (or WAKE_ACQUIRE, LAST_ACQUIRE) command of these arguments but the lease
+        id, packed around it."""
+        key = (name, holder, ttl, limit, script)
         around = self._acquiring.get(key)
         if around is None:
             if len(self._acquiring) >= 4096:
@@ -693,9 +694,8 @@ class RedisStore(Backend, RecordKeeper):
             names = [keys.slot0.encode(), keys.counter.encode()]
             if limit > 1:
                 names.append(keys.limit.encode())
-            if woken:
+            if script is not _ACQUIRE:
                 names.append(self._wake_key(name))
-            script = _WAKE_ACQUIRE if woken else _ACQUIRE
             before = _evalsha(script, names, b"%d" % limit, b"%d" % int(ttl * 1000))
             before = b"*%d\r\n" % (len(names) + 8) + before.partition(b"\r\n")[2]
             after = _bulk(self._tail(holder, name).encode()) + _bulk(self._grace)
@@ -821,26 +821,8 @@ class RedisStore(Backend, RecordKeeper):
     # -- leases -------------------------------------------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        prefetched = self._prefetched.pop(name, None)
-        if prefetched is not None:
-            grant, wanted_ttl, wanted_limit, sent_at = prefetched
-            if ((grant.holder, wanted_ttl, wanted_limit) == (holder, ttl, limit)
-                    and _shim.monotonic() - sent_at <= fresh_for(ttl)):
-                return grant
-            try:  # not this caller's, or too old: free it (and signal)
-                self.release(grant)
-            except StoreUnavailable:  # it expires by itself
-                pass
-            except BaseException:  # cancelled: free it in the background
-                _shim.start_soon(self._release_quietly, grant)
-                raise
-        granted = self.acquire_as(f"{self._id_prefix}{next(self._ids)}", name, holder, ttl,
-                                        limit)
-        if granted is None:
-            if len(self._missed) >= 4096:
-                self._missed.clear()
-            self._missed[name] = (holder, ttl, limit)
-        return granted
+        return self.acquire_as(f"{self._id_prefix}{next(self._ids)}", name, holder, ttl,
+                                     limit)
 
     def acquire_as(self, lease_id: str, name: str, holder: str, ttl: float,
                          limit: int) -> Grant | None:
@@ -1146,72 +1128,101 @@ class RedisStore(Backend, RecordKeeper):
                             patience: float | None = None) -> None:
         """Block on the name's signal list: a release pushes one item, so one waiter wakes at
         once, and a release just before the wait is not missed (the item stays 2 s). Each
-        block lasts at most half the store's timeout (a reply must come within it).
+        block lasts at most half the store's timeout (a reply must come within it). When the
+        server cannot be reached, the wait is slept out (the next try says why).
 
-        After a try_acquire of the name found it held, the wake-up also takes the lease in the
-        same server turn (see _wait_and_acquire): the next try_acquire returns it without a
-        round trip. Otherwise (another waiter of this store is doing that, or the server has
-        no BLMOVE) it is a plain BLPOP."""
+        Example::
+
+            backend.wait_released("jobs", 1.0)
+        """
         deadline = _shim.monotonic() + timeout
-        missed = self._missed.get(name)
-        with self._mutex:  # one waiter of a name per store takes the lease at its wake-up
-            taking = (missed is not None and self._blmove and name not in self._prefetching
-                      and name not in self._prefetched)
-            if taking:
-                self._prefetching.add(name)
         try:
-            if not taking or missed is None:
-                self.wait_signal(name, deadline)
-                return
-            try:
-                self._wait_and_acquire(name, *missed, deadline)
-            finally:
-                self._prefetching.discard(name)
+            self.wait_signal(name, deadline)
         except (RedisError, OSError):  # e.g. the server is down: poll like other stores
             if not self._closed:
                 _shim.sleep(max(0.0, deadline - _shim.monotonic()))
 
-    def _wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
-                                deadline: float) -> None:
+    def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """Wait up to `timeout` seconds for a release of `name`, take a free slot in the same
+        server turn as the wake-up (or at the end of the wait), and return the Grant taken, or
+        None when every slot was still held (see _protocol.WaitAndAcquire). Without
+        BLMOVE (Redis before 6.2), or when the server cannot be reached, it waits, then tries.
+
+        Example::
+
+            grant = backend.wait_and_acquire("jobs", "web-1", 30.0, 1, 0.5, 10.0)
+        """
+        deadline = _shim.monotonic() + timeout
+        try:
+            if self._blmove:
+                tried, grant = self._wait_and_take(name, holder, ttl, limit, deadline,
+                                                         timeout >= patience)
+                if tried:
+                    return grant
+            if not self._blmove:  # (maybe learned just now)
+                self.wait_signal(name, deadline)
+        except (RedisError, OSError):  # e.g. the server is down: poll like other stores
+            if not self._closed:
+                _shim.sleep(max(0.0, deadline - _shim.monotonic()))
+        return self.try_acquire(name, holder, ttl, limit)
+
+    def _wait_and_take(self, name: str, holder: str, ttl: float, limit: int,
+                             deadline: float, final: bool) -> tuple[bool, Grant | None]:
         """Wait for a release, and take the lease in the same server turn as the wake-up: a
         BLMOVE of the signal list into this store's own list, with WAKE_ACQUIRE pipelined right
-        behind it. A grant waits for the next try_acquire of the name, which returns it when it
-        asks for the same and the grant is fresh (see tenure._timing.fresh_for), else releases
-        it."""
+        behind it (LAST_ACQUIRE behind the last BLMOVE: a wait ends with a try). (True, what
+        the acquire took) once one ran; (False, None) when none did (the server has no BLMOVE,
+        or the store closed). Each block lasts at most half the store's timeout, and short
+        enough that a grant is still fresh (tenure._timing.fresh_for): the lease's deadline
+        counts from when the BLMOVE was sent. The `final` wait of an acquire (its caller gives
+        up at its end) ends on time: its blocks end SERVER_TIMER_SLACK early, and its last
+        moment is slept out here, and the try left to the caller."""
         keys = self._keys(name)
         lease_id = f"{self._id_prefix}{next(self._ids)}"
-        before, after = self._acquire_command(name, holder, ttl, limit, woken=True)
         head = f'["{lease_id}",'.encode()
-        acquire = before + _bulk(head) + after
+        longest = min(self.timeout / 2, fresh_for(ttl) / 2)
+        slack = SERVER_TIMER_SLACK if final else 0.0
         while not self._closed:
-            left = deadline - _shim.monotonic()
+            left = deadline - slack - _shim.monotonic()  # the blocks must end by then
             if left <= 0:
-                return
-            seconds = max(0.001, min(left, self.timeout / 2, fresh_for(ttl) / 2))
+                _shim.sleep(max(0.0, deadline - _shim.monotonic()))
+                return False, None
+            script = _LAST_ACQUIRE if left <= longest else _WAKE_ACQUIRE
+            before, after = self._acquire_command(name, holder, ttl, limit, script)
+            acquire = before + _bulk(head) + after
+            seconds = max(0.001, min(left, longest))
             sent_at = _shim.monotonic()
             try:
                 moved, granted = self._call(packed(
                     b"BLMOVE", keys.signal.encode(), self._wake_key(name), b"LEFT", b"RIGHT",
                     b"%.3f" % seconds) + acquire, replies=2)
-                if isinstance(granted, NoScriptError) and not isinstance(moved, ResponseError):
-                    granted = self._eval(_WAKE_ACQUIRE, acquire)  # a new server: load it
+                if isinstance(granted, NoScriptError):  # a new server: load them, run it again
+                    self._call(packed(b"SCRIPT", b"LOAD", _WAKE_ACQUIRE.text)
+                                     + packed(b"SCRIPT", b"LOAD", _LAST_ACQUIRE.text), replies=2)
+                    granted = self._call(acquire)
             except BaseException:
                 # Cancelled or failed: the wake-up may have taken the lease. Not on the same
                 # connection (see _finish): a BLMOVE still blocked would hold the undo up, and
                 # dropping the connection ends it at once.
                 self._undo_soon(name, head, ttl, limit)
                 raise
-            if isinstance(moved, ResponseError):  # no BLMOVE here: BLPOP from now on
-                self._blmove = False
-                self.wait_signal(name, deadline)
-                return
             if isinstance(granted, ResponseError):
                 raise granted
-            if granted != -1:
-                grant = self._granted(granted, sent_at, lease_id, name, holder, ttl, limit)
-                if grant is not None:
-                    self._prefetched[name] = (grant, ttl, limit, sent_at)
-                return
+            if isinstance(moved, ResponseError):  # no BLMOVE here: BLPOP from now on
+                self._blmove = False
+                if granted in (-1, None):
+                    return False, None
+            elif granted == -1:  # not woken: block again
+                continue
+            grant = self._granted(granted, sent_at, lease_id, name, holder, ttl, limit)
+            if grant is not None and _shim.monotonic() >= local_deadline(sent_at, ttl):
+                # Answered past the lease's deadline (this process was stopped, or the path
+                # stalled): of no use to the caller, and maybe granted to another by now.
+                _shim.start_soon(self._release_quietly, grant)
+                return True, None
+            return True, None if grant is None else grant._replace(sent_at=sent_at)
+        return False, None
 
     def _wake_key(self, name: str) -> bytes:
         """This store's own list that a waiter's BLMOVE moves the name's signal into."""
@@ -1299,10 +1310,6 @@ class RedisStore(Backend, RecordKeeper):
         return live
 
     def close(self) -> None:
-        for grant, *_ in list(self._prefetched.values()):  # taken at a wake-up, never claimed
-            with contextlib.suppress(StoreUnavailable):  # else it expires by itself
-                self.release(grant)
-        self._prefetched.clear()
         with self._mutex:
             if self._closed:
                 return
