@@ -87,8 +87,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         store = tenure.aio.connect(backend)
     """
 
-    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, notifies_release=True,
-                                batched_renewal=True)
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
     def __init__(self, url: str, **options: Any) -> None:
         settings = Settings.parse(url, options)

@@ -88,8 +88,7 @@ class MySQLStore(Backend, RecordKeeper):
         store = tenure.connect(backend)
     """
 
-    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, notifies_release=True,
-                                batched_renewal=True)
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
     def __init__(self, url: str, **options: Any) -> None:
         settings = Settings.parse(url, options)
