@@ -151,9 +151,9 @@ def test_urls_and_options_fail_at_connect(monkeypatch: pytest.MonkeyPatch) -> No
         ("azblob://acct/ab", {}, tenure.InvalidArgument, "3 to 63 lowercase"),
         ("azblob://Not-An-Account/locks", {}, tenure.InvalidArgument, "3 to 24 lowercase"),
         ("azblob:///locks?bogus=1", {"connection_string": secret}, tenure.InvalidArgument,
-         "unknown URL option"),
+         r"unknown option 'bogus' for azblob:// stores; accepted: none \(in the URL's query"),
         ("azblob:///locks", {"connection_string": secret, "bogus": 1}, tenure.InvalidArgument,
-         "unknown keyword option"),
+         "unknown option 'bogus' for azblob:// stores; accepted: connection_string, "),
         ("azblob:///locks", {"connection_string": "nonsense;AccountKey=hunter2"},
          tenure.InvalidArgument, "not an Azure Storage connection string"),
         ("azblob://acct/locks", {"connection_string": secret}, tenure.InvalidArgument,
@@ -163,7 +163,7 @@ def test_urls_and_options_fail_at_connect(monkeypatch: pytest.MonkeyPatch) -> No
         ("azblob:///locks", {"connection_string": secret, "create_container": "no"},
          tenure.InvalidArgumentType, "create_container"),
         ("sqlite:////tmp/x.db", {"connection_string": secret}, tenure.InvalidArgument,
-         "keyword option"),
+         "unknown option 'connection_string' for sqlite:// stores"),
     ]
     for module in (tenure, tenure.aio):
         for url, options, error, message in cases:

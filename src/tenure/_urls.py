@@ -20,18 +20,14 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
+from tenure._async.stores import _registry
 from tenure._errors import InvalidArgument, InvalidArgumentType
 
-SUPPORTED = ("memory://, sqlite:///relative/locks.db, sqlite:////absolute/locks.db, "
-             "file:///path/to/dir, "
-             "azblob://ACCOUNT/CONTAINER, azblob:///CONTAINER (with a connection string), "
-             "redis://HOST:PORT/DB, rediss://..., unix:///path/to/redis.sock, "
-             "postgresql://USER@HOST:PORT/DB, mysql://USER@HOST:PORT/DB")
-# Server-backed schemes, by the store module that serves them. Their stores parse the rest of
-# the URL themselves (each knows its options); here only the shape is checked.
-SERVER_SCHEMES = {"redis": "redis", "rediss": "redis", "unix": "redis",
-                  "postgresql": "postgres", "postgres": "postgres",
-                  "mysql": "mysql", "mariadb": "mysql"}
+# Every URL form, and the server-backed schemes by the store module that serves them (their
+# stores parse the rest of the URL themselves, each knows its options; here only the shape is
+# checked): both from the one registry of stores.
+SUPPORTED = _registry.SUPPORTED
+SERVER_SCHEMES = _registry.server_schemes()
 # Azure's rules: 3 to 63 of [a-z0-9-], starting and ending with a letter or digit, no "--".
 _CONTAINER = re.compile(r"(?!.*--)[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
@@ -95,8 +91,9 @@ def redact_url(url: str) -> str:
     return redact(url)
 
 
-def parse_store_url(url: object) -> StoreURL:
-    """Split a store URL; a clear error for anything tenure cannot connect to.
+def parse_store_url(url: object, schemes: tuple[str, ...] = ()) -> StoreURL:
+    """Split a store URL; a clear error for anything tenure cannot connect to, or (given
+    `schemes`, a store module's SCHEMES) for a URL of another store.
 
     SQLite URLs read as in SQLAlchemy: `sqlite:///locks.db` is relative to the working
     directory, `sqlite:////var/lib/app/locks.db` absolute (see _parse_sqlite). `file:///abs/dir`
@@ -122,6 +119,9 @@ def parse_store_url(url: object) -> StoreURL:
         raise InvalidArgument(
             f"url {redact(url)!r} has no scheme; use one of: {SUPPORTED}"
         )
+    if schemes and scheme not in schemes:
+        expected = " or ".join(f"{name}://" for name in schemes)
+        raise InvalidArgument(f"url {redact(url)!r} is not a {expected} URL")
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     if scheme == "memory":
         return StoreURL(scheme, "", options)
@@ -144,7 +144,7 @@ def parse_store_url(url: object) -> StoreURL:
     if scheme in SERVER_SCHEMES:
         # PostgreSQL and MySQL URLs without a host mean the local socket, as in libpq.
         where = parts.path if scheme == "unix" else parts.netloc.rpartition("@")[2]
-        if SERVER_SCHEMES[scheme] == "redis" and not where.strip("/"):
+        if _registry.entry(scheme).needs_address and not where.strip("/"):
             example = ("unix:///run/redis/redis.sock" if scheme == "unix"
                        else f"{scheme}://HOST:PORT/...")
             raise InvalidArgument(f"url {redact(url)!r} names no server; e.g. {example}")

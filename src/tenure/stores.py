@@ -13,6 +13,7 @@ The server-backed stores are imported on first use, each needing its extra:
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from tenure._sync.stores import _registry
 from tenure._sync.stores._protocol import Backend, RecordKeeper
 from tenure._sync.stores.file import FileStore
 from tenure._sync.stores.memory import MemoryStore
@@ -26,10 +27,9 @@ if TYPE_CHECKING:
     from tenure._sync.stores.redis import RedisStore
     from tenure._sync.stores.redis_quorum import RedisQuorumStore
 
-# A driver loads only for those who use its store.
-_LAZY = {"AzureBlobStore": "azblob", "MySQLStore": "mysql",
-         "PostgresStore": "postgres", "RedisStore": "redis",
-         "RedisQuorumStore": "redis_quorum"}
+# A driver loads only for those who use its store: the classes of the stores that need an
+# extra, by module, from the one registry of stores.
+_LAZY = _registry.lazy_classes()
 
 
 def __getattr__(name: str) -> Any:

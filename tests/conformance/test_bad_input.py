@@ -103,9 +103,11 @@ async def test_bad_admin_arguments(target: Target) -> None:
     ("redis://user:hunter2@/0", tenure.InvalidArgument, "names no server"),
     ("unix://", tenure.InvalidArgument, "names no server"),
     ("sqlite://dbhost/locks.db", tenure.InvalidArgument, "stores are local"),
-    ("sqlite:////tmp/x.db?bogus=1", tenure.InvalidArgument, "unknown URL option"),
+    ("sqlite:////tmp/x.db?bogus=1", tenure.InvalidArgument,
+     "unknown option 'bogus' for sqlite:// stores; accepted: synchronous"),
     ("sqlite:////tmp/x.db?synchronous=off", tenure.InvalidArgument, "synchronous='off'"),
-    ("file:///tmp/x?fsync=1", tenure.InvalidArgument, "unknown URL option"),
+    ("file:///tmp/x?fsync=1", tenure.InvalidArgument,
+     "unknown option 'fsync' for file:// stores; accepted: none"),
     (5, tenure.InvalidArgumentType, "url must be a str"),
 ])
 def test_bad_urls(url: Any, error: type[Exception], message: str) -> None:

@@ -7,25 +7,22 @@ Example::
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
+from tenure._async.stores._options import refuse_unknown
 from tenure._async.stores._protocol import AsyncBackend
-from tenure._async.stores.file import AsyncFileStore
-from tenure._async.stores.memory import AsyncMemoryStore
-from tenure._async.stores.sqlite import AsyncSQLiteStore, warn_of_the_old_reading
-from tenure._errors import InvalidArgument, InvalidArgumentType
-from tenure._urls import SERVER_SCHEMES, parse_store_url
+from tenure._async.stores._registry import store_module
+from tenure._errors import InvalidArgumentType
+from tenure._urls import parse_store_url
 
 if TYPE_CHECKING:
     from tenure._async._store import AsyncStore
 
-T = TypeVar("T")
-
 
 def connect(url: str | AsyncBackend, *, holder: str | None = None,
             **options: Any) -> AsyncStore:
-    """Open a store by URL (or wrap a store object you built).
+    """Open a store by URL (or wrap a store object you built). The scheme picks the store module
+    (stores/_registry.py), whose `from_url` builds the store.
 
     Bad URLs fail here. Connections open on first use; the file store creates its directory now.
 
@@ -50,70 +47,14 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
 
     if not isinstance(url, str):
         if isinstance(url, AsyncBackend):
-            _only(options, kind="a store object")
+            refuse_unknown(options, (), "a store object",
+                           note="give a store object its options when you build it")
             return AsyncStore(url, holder=holder)
         raise InvalidArgumentType(
             f"url must be a str such as 'sqlite:////var/lib/app/locks.db' or a store object, "
             f"got {type(url).__name__}"
         )
-    parsed = parse_store_url(url)
-    backend: AsyncBackend
-    if parsed.scheme == "memory":
-        _only(options, kind="memory://")
-        _only(parsed.options)
-        backend = AsyncMemoryStore()
-    elif parsed.scheme == "sqlite":
-        warn_of_the_old_reading(url, Path(parsed.location))
-        backend = AsyncSQLiteStore(parsed.location, **_merged(
-            _only(parsed.options, "synchronous"), _only(options, "synchronous", kind="sqlite://")))
-    elif parsed.scheme == "azblob":
-        from tenure._async.stores.azblob import open_store  # needs tenure[azure]
-
-        _only(parsed.options)
-        account, container = parsed.location.split("/")
-        backend = open_store(account, container, **_only(
-            options, "connection_string", "blob_url_format", "create_container", "fencing",
-            "timeout",
-            kind="azblob://"))
-    elif parsed.scheme in SERVER_SCHEMES:
-        backend = _server_store(SERVER_SCHEMES[parsed.scheme], url, options)
-    else:
-        _only(options, kind="file://")
-        _only(parsed.options)
-        backend = AsyncFileStore(parsed.location)
+    # The registry names the module of each scheme, imported now: a driver loads only when used.
+    module = store_module(parse_store_url(url).scheme)
+    backend: AsyncBackend = module.from_url(url, **options)
     return AsyncStore(backend, holder=holder)
-
-
-def _server_store(module: str, url: str, options: dict[str, Any]) -> AsyncBackend:
-    """Redis, PostgreSQL and MySQL stores, imported here so each driver loads only when used;
-    each validates its own URL and keyword options."""
-    if module == "redis":  # one server, or several masters with a quorum
-        from tenure._async.stores.redis_quorum import open_store
-
-        return open_store(url, **options)
-    if module == "postgres":
-        from tenure._async.stores.postgres import AsyncPostgresStore
-
-        return AsyncPostgresStore(url, **options)
-    from tenure._async.stores.mysql import AsyncMySQLStore
-
-    return AsyncMySQLStore(url, **options)
-
-
-def _merged(in_url: dict[str, Any], keywords: dict[str, Any]) -> dict[str, Any]:
-    """The options given in the URL's query and as keywords; one given both ways must agree."""
-    for name in sorted(set(in_url) & set(keywords)):
-        if str(keywords[name]).lower() != str(in_url[name]).lower():
-            raise InvalidArgument(f"{name} is {in_url[name]!r} in the URL but {keywords[name]!r} "
-                                  "as a keyword; give it once")
-    return {**in_url, **keywords}
-
-
-def _only(options: dict[str, T], *allowed: str, kind: str = "") -> dict[str, T]:
-    """`options` when all are allowed: URL options, or keyword options of `kind` of store."""
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        accepted = ", ".join(allowed) or "none"
-        where = f"keyword option(s) for {kind} stores" if kind else "URL option(s)"
-        raise InvalidArgument(f"unknown {where} {', '.join(unknown)}; accepted: {accepted}")
-    return options

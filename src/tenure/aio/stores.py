@@ -13,10 +13,12 @@ The server-backed stores are imported on first use, each needing its extra:
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from tenure._async.stores import _registry
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper
 from tenure._async.stores.file import AsyncFileStore
 from tenure._async.stores.memory import AsyncMemoryStore
 from tenure._async.stores.sqlite import AsyncSQLiteStore
+from tenure._types import Capabilities, Grant, LostReason
 
 if TYPE_CHECKING:
     from tenure._async.stores.azblob import AsyncAzureBlobStore
@@ -25,10 +27,9 @@ if TYPE_CHECKING:
     from tenure._async.stores.redis import AsyncRedisStore
     from tenure._async.stores.redis_quorum import AsyncRedisQuorumStore
 
-# A driver loads only for those who use its store.
-_LAZY = {"AsyncAzureBlobStore": "azblob", "AsyncMySQLStore": "mysql",
-         "AsyncPostgresStore": "postgres", "AsyncRedisStore": "redis",
-         "AsyncRedisQuorumStore": "redis_quorum"}
+# A driver loads only for those who use its store: the classes of the stores that need an
+# extra, by module, from the one registry of stores.
+_LAZY = _registry.lazy_classes()
 
 
 def __getattr__(name: str) -> Any:
@@ -39,4 +40,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["AsyncAzureBlobStore", "AsyncBackend", "AsyncFileStore", "AsyncMemoryStore",
            "AsyncMySQLStore", "AsyncPostgresStore", "AsyncRecordKeeper", "AsyncRedisQuorumStore",
-           "AsyncRedisStore", "AsyncSQLiteStore"]
+           "AsyncRedisStore", "AsyncSQLiteStore", "Capabilities", "Grant", "LostReason"]

@@ -40,18 +40,34 @@ def cleaned(detail: object, password: str = "") -> str:
 def failure(url: str, operation: str, name: str, hint: str, detail: object = "", *,
             password: str = "", refused: bool = False) -> StoreUnavailable:
     """The error of a failed store call: f"{url}: {operation} of {name!r} failed: {detail};
-    {hint}". StoreUnavailable (transient: the core retries), or StoreRefused when `refused`
-    (retrying cannot clear it; then "refused" instead of "failed" and `hint` says what to
-    fix). `detail` (the driver's error, or text) is cleaned (see `cleaned`); without it the
-    message is f"{url}: ... failed: {hint}".
+    {hint}", a StoreUnavailable (transient: the core retries); with `refused`, `refusal`'s.
+    `detail` (the driver's error, or text) is cleaned (see `cleaned`); without it the message
+    is f"{url}: ... failed: {hint}".
 
     Example:
-        >>> str(failure("file:///srv/locks", "break", "jobs", "check it",
-        ...             PermissionError(13, "Permission denied"), refused=True))
+        >>> str(failure("file:///srv/locks", "break", "jobs", "check it", OSError("I/O error")))
+        "file:///srv/locks: break of 'jobs' failed: I/O error; check it"
+    """
+    if refused:
+        return refusal(url, operation, name, hint, detail, password=password)
+    return StoreUnavailable(_message(url, f"{subject(operation, name)} failed", hint, detail,
+                                     password))
+
+
+def refusal(url: str, operation: str, name: str, fix: str, detail: object = "", *,
+            password: str = "") -> StoreRefused:
+    """The error of a store call that retrying cannot clear (StoreRefused): as `failure`'s,
+    "refused" instead of "failed", and `fix` says what to change.
+
+    Example:
+        >>> str(refusal("file:///srv/locks", "break", "jobs", "check it",
+        ...             PermissionError(13, "Permission denied")))
         "file:///srv/locks: break of 'jobs' refused: [Errno 13] Permission denied; check it"
     """
+    return StoreRefused(_message(url, f"{subject(operation, name)} refused", fix, detail,
+                                 password))
+
+
+def _message(url: str, what: str, hint: str, detail: object, password: str) -> str:
     said = cleaned(detail, password) if detail != "" else ""
-    told = redact(hint)
-    what = f"{subject(operation, name)} {'refused' if refused else 'failed'}"
-    message = f"{url}: {what}: {said}; {told}" if said else f"{url}: {what}: {told}"
-    return StoreRefused(message) if refused else StoreUnavailable(message)
+    return f"{url}: {what}: {said}; {redact(hint)}" if said else f"{url}: {what}: {redact(hint)}"

@@ -49,22 +49,24 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from tenure import _forks
 from tenure._async import _shim
+from tenure._async.stores._failures import failure, refusal
+from tenure._async.stores._options import only
 from tenure._async.stores._protocol import (
     AsyncBackend,
     AsyncRecordKeeper,
     closed_store,
     record_bytes,
-    subject,
 )
 from tenure._errors import MissingExtra, StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, wall_us
 from tenure._names import name_digest, safe_key, safe_key_prefix
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
-from tenure._urls import local_url
+from tenure._urls import local_url, parse_store_url
 
 try:
     import fcntl
@@ -88,6 +90,22 @@ _MAX_IDLE_FILES = 256
 _RECORD_SUFFIX = ".record"
 _BREAK_PATIENCE = 10.0  # seconds a break_lease waits for another break of the same name
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
+
+
+SCHEMES: tuple[str, ...] = ("file",)
+
+
+def from_url(url: str, **options: Any) -> AsyncBackend:
+    """The store of a `file:///abs/dir` (or `file:relative/dir`) URL, as `tenure.aio.connect`
+    builds it: it takes no options; the directory is created now.
+
+    Example::
+
+        backend = from_url("file:///var/lib/app/locks")
+    """
+    parsed = parse_store_url(url, SCHEMES)
+    only({**parsed.options, **options}, store="file:// stores")
+    return AsyncFileStore(parsed.location)
 
 
 def _parse(data: bytes) -> tuple[int | None, bool, bool, str, str]:
@@ -357,12 +375,9 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
             return self._out_of_files(operation, name, exc)
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self._where}: {subject(operation, name)} refused: "
-                                f"{exc.strerror or exc}; {fix}")
-        return StoreUnavailable(
-            f"{self._where}: {subject(operation, name)} failed: {exc.strerror or exc}; check that "
-            "the directory exists, is writable and is on a local file system"
-        )
+            return failure(self._where, operation, name, fix, exc.strerror or exc, refused=True)
+        return failure(self._where, operation, name, "check that the directory exists, is "
+                       "writable and is on a local file system", exc.strerror or exc)
 
     def _out_of_files(self, operation: str, name: str, exc: OSError) -> StoreRefused:
         """The process (EMFILE) or the system (ENFILE) has no descriptor left: what uses them,
@@ -378,10 +393,10 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
         usage = (f"this store holds {len(self._held)} leases, one open file each, and keeps "
                  f"{self._idle_count} more open for reuse")
         if exc.errno == errno.ENFILE:
-            return StoreRefused(
-                f"{self._where}: {subject(operation, name)} refused: the system's table of open "
-                f"files is full (ENFILE); {usage}; raise the system's limit (sysctl fs.file-max "
-                "on Linux, kern.maxfiles on macOS) or close files in other processes")
+            return refusal(self._where, operation, name, f"{usage}; raise the system's limit "
+                           "(sysctl fs.file-max on Linux, kern.maxfiles on macOS) or close files "
+                           "in other processes", "the system's table of open files is full "
+                           "(ENFILE)")
         suggested = max(65536, 4 * soft)
         if hard == resource.RLIM_INFINITY or hard > soft:
             allowed = suggested if hard == resource.RLIM_INFINITY else min(hard, suggested)
@@ -389,12 +404,11 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                           "in it (up to the hard limit without privileges)")
         else:
             in_process = " (the hard limit too: as root, or in /etc/security/limits.conf)"
-        return StoreRefused(
-            f"{self._where}: {subject(operation, name)} refused: too many open files in this "
-            f"process (EMFILE): its limit is {_limit(soft)} (RLIMIT_NOFILE, hard limit "
-            f"{_limit(hard)}) and {usage}; raise the limit: `ulimit -n {suggested}` in the "
+        return refusal(
+            self._where, operation, name, f"raise the limit: `ulimit -n {suggested}` in the "
             f"shell that starts it or LimitNOFILE={suggested} in its systemd unit{in_process}; "
-            "or hold fewer leases at once")
+            "or hold fewer leases at once", f"too many open files in this process (EMFILE): "
+            f"its limit is {_limit(soft)} (RLIMIT_NOFILE, hard limit {_limit(hard)}) and {usage}")
 
     def _refusal(self, exc: OSError) -> str | None:
         """What to fix when `exc` is permanent (None: transient). A busy lock is no error
@@ -533,10 +547,10 @@ class AsyncFileStore(AsyncBackend, AsyncRecordKeeper):
                     return fd
                 except BlockingIOError:
                     if _shim.monotonic() >= deadline:
-                        raise StoreUnavailable(
-                            f"{self._where}: break of {name!r} failed: another break_lease of it "
-                            f"has been running for over {_BREAK_PATIENCE:g} s; check for a "
-                            "stopped process that is breaking it") from None
+                        raise failure(
+                            self._where, "break", name, "check for a stopped process that is "
+                            "breaking it", f"another break_lease of it has been running for "
+                            f"over {_BREAK_PATIENCE:g} s") from None
                 except OSError as exc:
                     raise self._failure("break", name, exc) from exc
                 await _shim.sleep(pause)  # polled: a blocking flock would stall the event loop

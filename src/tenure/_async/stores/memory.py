@@ -16,12 +16,28 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 from tenure._async import _shim
+from tenure._async.stores._options import only
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._hostclock import wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+from tenure._urls import parse_store_url
+
+SCHEMES: tuple[str, ...] = ("memory",)
+
+
+def from_url(url: str, **options: Any) -> AsyncBackend:
+    """The store of a `memory://` URL, as `tenure.aio.connect` builds it: it takes no options.
+
+    Example::
+
+        backend = from_url("memory://")
+    """
+    only({**parse_store_url(url, SCHEMES).options, **options}, store="memory:// stores")
+    return AsyncMemoryStore()
 
 
 @dataclass

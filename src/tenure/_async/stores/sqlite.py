@@ -38,18 +38,19 @@ from urllib.parse import unquote, urlsplit
 
 from tenure import _forks
 from tenure._async import _shim
+from tenure._async.stores._failures import failure, refusal
+from tenure._async.stores._options import merged, only
 from tenure._async.stores._protocol import (
     AsyncBackend,
     AsyncRecordKeeper,
     closed_store,
     record_bytes,
-    subject,
 )
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, host_monotonic, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
-from tenure._urls import local_url
+from tenure._urls import local_url, parse_store_url
 
 _SCHEMA = ["""
 CREATE TABLE IF NOT EXISTS tenure_leases (
@@ -184,6 +185,23 @@ _URL_FORMS = "sqlite:///path is relative to the working directory, sqlite:////pa
 
 
 log = logging.getLogger("tenure")
+
+SCHEMES: tuple[str, ...] = ("sqlite",)
+
+
+def from_url(url: str, **options: Any) -> AsyncBackend:
+    """The store of a `sqlite:///relative/path.db` or `sqlite:////absolute/path.db` URL, as
+    `tenure.aio.connect` builds it: option `synchronous` ("normal" or "full") in the URL's
+    query or as a keyword (given both ways, they must agree).
+
+    Example::
+
+        backend = from_url("sqlite:////var/lib/app/locks.db?synchronous=full")
+    """
+    parsed = parse_store_url(url, SCHEMES)
+    warn_of_the_old_reading(url, Path(parsed.location))
+    return AsyncSQLiteStore(parsed.location, **only(
+        merged(parsed.options, options), "synchronous", store="sqlite:// stores"))
 
 
 def warn_of_the_old_reading(url: str, path: Path) -> bool:
@@ -401,11 +419,9 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             return StoreRefused(str(exc))
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {subject(operation, name)} refused: {exc}; {fix}")
-        return StoreUnavailable(
-            f"{self.url}: {subject(operation, name)} failed: {exc}; check that the database "
-            "file and its directory are writable and not on a network file system"
-        )
+            return refusal(self.url, operation, name, fix, exc)
+        return failure(self.url, operation, name, "check that the database file and its "
+                       "directory are writable and not on a network file system", exc)
 
     def _refusal(self, exc: Exception) -> str | None:
         """What to fix when `exc` is permanent (None: transient, such as a busy database)."""

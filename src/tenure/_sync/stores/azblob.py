@@ -51,25 +51,25 @@ import anyio
 from tenure import _forks
 from tenure._sync import _shim
 from tenure._sync.stores._azure_sign_in import QuietCredential, no_token_hint
+from tenure._sync.stores._failures import failure, refusal
+from tenure._sync.stores._options import as_number, refuse_unknown
 from tenure._sync.stores._protocol import (
     MAX_RECORD_BYTES,
     Backend,
     RecordKeeper,
     closed_store,
     record_bytes,
-    subject,
 )
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
     MissingExtra,
-    StoreRefused,
     StoreUnavailable,
 )
 from tenure._hostclock import wall_us
 from tenure._names import safe_key, safe_key_prefix
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
-from tenure._urls import redact
+from tenure._urls import parse_store_url
 
 try:
     from azure.core import MatchConditions
@@ -320,9 +320,8 @@ class AzureBlobStore(Backend, RecordKeeper):
             with anyio.fail_after(self.timeout) if _COROUTINES else contextlib.nullcontext():
                 yield
         except TimeoutError:
-            raise StoreUnavailable(redact(
-                f"{self.url}: {subject(operation, name)} failed: no answer within "
-                f"timeout={self.timeout:g} s; check the network and the blob service")) from None
+            raise failure(self.url, operation, name, "check the network and the blob service",
+                          f"no answer within timeout={self.timeout:g} s") from None
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -340,7 +339,7 @@ class AzureBlobStore(Backend, RecordKeeper):
         status, code = _status(exc), _code(exc)
         fix = self._refusal(exc)
         if fix is not None:
-            return StoreRefused(redact(f"{self.url}: {subject(operation, name)} refused: {fix}"))
+            return refusal(self.url, operation, name, fix)
         if status == 404:
             hint = f"not found (HTTP 404 {code}): check the account, container and endpoint"
         elif isinstance(exc, ServiceRequestError):
@@ -351,7 +350,7 @@ class AzureBlobStore(Backend, RecordKeeper):
             hint = "the blob service did not answer in time"
         else:
             hint = f"the blob service answered HTTP {status} {code}".rstrip()
-        return StoreUnavailable(redact(f"{self.url}: {subject(operation, name)} failed: {hint}"))
+        return failure(self.url, operation, name, hint)
 
     def _refusal(self, exc: AzureError) -> str | None:
         """What to fix when `exc` is permanent: access refused (401, 403: a wrong key or SAS,
@@ -656,10 +655,9 @@ class AzureBlobStore(Backend, RecordKeeper):
             if _status(exc) in (404, 412):  # lease released, expired, broken or taken; blob gone
                 return False
             if _code(exc) == "InvalidBlobType":
-                raise StoreUnavailable(redact(
-                    f"{self.url}: writing the record of {grant.name!r} failed: the blob "
-                    f"{grant.key!r} is not a page blob, so it cannot keep a record; delete it "
-                    "(tenure creates it again as a page blob)")) from None
+                raise failure(self.url, "writing the record", grant.name, "delete it (tenure "
+                              "creates it again as a page blob)", f"the blob {grant.key!r} is "
+                              "not a page blob, so it cannot keep a record") from None
             raise self._failure("writing the record", grant.name, exc) from None
         except AzureError as exc:
             raise self._failure("writing the record", grant.name, exc) from None
@@ -797,12 +795,29 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
                                close_client=True, credential=credential, timeout=timeout)
 
 
+SCHEMES: tuple[str, ...] = ("azblob",)
+# The options of open_store, taken as keywords only: a connection string is a secret, and a
+# URL's query ends up in logs.
+KEYWORDS = ("connection_string", "blob_url_format", "create_container", "fencing", "timeout")
+
+
+def from_url(url: str, **options: Any) -> Backend:
+    """The store of an `azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER` URL, as
+    `tenure.connect` builds it (see open_store): options as keywords, none in the URL.
+
+    Example::
+
+        backend = from_url("azblob:///locks", connection_string="UseDevelopmentStorage=true")
+    """
+    parsed = parse_store_url(url, SCHEMES)
+    refuse_unknown(parsed.options, (), "azblob:// stores",
+                   note=f"in the URL's query; as keywords: {', '.join(KEYWORDS)}")
+    refuse_unknown(options, KEYWORDS, "azblob:// stores")
+    account, container = parsed.location.split("/")
+    return open_store(account, container, **options)
+
+
 def _checked_timeout(timeout: object) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise InvalidArgumentType(
-            f"timeout must be a number of seconds, got {type(timeout).__name__}")
-    if not 1.0 <= timeout <= 600.0:
-        raise InvalidArgument(
-            f"timeout={timeout} is out of range: it must be 1 to 600 seconds (default "
-            f"{DEFAULT_TIMEOUT:g})")
-    return float(timeout)
+    if isinstance(timeout, str):  # a keyword only, never text from a URL
+        raise InvalidArgumentType("timeout must be a number of seconds, got str")
+    return as_number("timeout", timeout, 1.0, 600.0, default=DEFAULT_TIMEOUT)
