@@ -178,8 +178,8 @@ def test_the_cli_prints_one_error_line_with_the_pip_command(extra: str, tmp_path
 
 
 @pytest.mark.parametrize(("blocked", "extra", "name", "module"), [
-    (["azure"], "azure", "AzureQueue", "tenure.jobs.queues.azure"),
-    (["psycopg"], "postgres", "PostgresQueue", "tenure.jobs.queues.postgres"),
+    (["azure"], "azure", "AzureQueue", "tenure.jobs.queues._azure"),
+    (["psycopg"], "postgres", "PostgresQueue", "tenure.jobs.queues._postgres"),
 ])
 def test_every_queue_names_the_pip_command(blocked: list[str], extra: str, name: str,
                                            module: str, tmp_path: Path) -> None:

@@ -18,14 +18,14 @@ from tenure._lazy import module_getattr
 from tenure.jobs.queues._source import MessageLost, MessageSource, QueueMessage
 
 if TYPE_CHECKING:
-    from tenure.jobs.queues.azure import AzureQueue
-    from tenure.jobs.queues.postgres import PostgresQueue
+    from tenure.jobs.queues._azure import AzureQueue
+    from tenure.jobs.queues._postgres import PostgresQueue
 
     Message = QueueMessage  # deprecated spelling
 
 __getattr__ = module_getattr(__name__, lazy={
-    "AzureQueue": "tenure.jobs.queues.azure:AzureQueue",
-    "PostgresQueue": "tenure.jobs.queues.postgres:PostgresQueue",
+    "AzureQueue": "tenure.jobs.queues._azure:AzureQueue",
+    "PostgresQueue": "tenure.jobs.queues._postgres:PostgresQueue",
 }, deprecated={"Message": "QueueMessage"})
 
 __all__ = ["AzureQueue", "MessageLost", "MessageSource", "PostgresQueue", "QueueMessage"]

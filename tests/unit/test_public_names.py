@@ -50,6 +50,8 @@ RENAMED = [
     ("tenure.exactly_once.provider", "PaymentProvider", "tenure.idempotency:PaymentProvider"),
     ("tenure.exactly_once.outbox", "Relay", "tenure.outbox:Relay"),
     ("tenure.exactly_once.outbox", "OutboxMessage", "tenure.outbox:OutboxMessage"),
+    ("tenure.jobs.queues.azure", "AzureQueue", "tenure.queues:AzureQueue"),
+    ("tenure.jobs.queues.postgres", "PostgresQueue", "tenure.queues:PostgresQueue"),
 ]
 
 
