@@ -56,5 +56,4 @@ def connect(url: str | AsyncBackend, *, holder: str | None = None,
         )
     # The registry names the module of each scheme, imported now: a driver loads only when used.
     module = store_module(parse_store_url(url).scheme)
-    backend: AsyncBackend = module.from_url(url, **options)
-    return AsyncStore(backend, holder=holder)
+    return AsyncStore(module.from_url(url, **options), holder=holder)

@@ -57,5 +57,4 @@ def connect(url: str | Backend, *, holder: str | None = None,
         )
     # The registry names the module of each scheme, imported now: a driver loads only when used.
     module = store_module(parse_store_url(url).scheme)
-    backend: Backend = module.from_url(url, **options)
-    return Store(backend, holder=holder)
+    return Store(module.from_url(url, **options), holder=holder)

@@ -20,9 +20,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tenure._errors import InvalidArgument, MissingExtra
+
+if TYPE_CHECKING:
+    from tenure._async.stores._protocol import AsyncBackend
 
 _PACKAGE = "tenure._async.stores"
 
@@ -37,7 +40,7 @@ class StoreModule(Protocol):
 
     SCHEMES: tuple[str, ...]
 
-    def from_url(self, url: str, **options: Any) -> Any:
+    def from_url(self, url: str, **options: Any) -> AsyncBackend:
         """The store of `url` (a scheme of SCHEMES), built as `connect(url, **options)` does."""
         ...
 

@@ -21,9 +21,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from tenure._errors import InvalidArgument, MissingExtra
+
+if TYPE_CHECKING:
+    from tenure._sync.stores._protocol import Backend
 
 _PACKAGE = "tenure._sync.stores"
 
@@ -38,7 +41,7 @@ class StoreModule(Protocol):
 
     SCHEMES: tuple[str, ...]
 
-    def from_url(self, url: str, **options: Any) -> Any:
+    def from_url(self, url: str, **options: Any) -> Backend:
         """The store of `url` (a scheme of SCHEMES), built as `connect(url, **options)` does."""
         ...
 
