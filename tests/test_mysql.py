@@ -922,13 +922,14 @@ async def test_password_never_shown(api: str, mariadb_server: MariaDBServer) -> 
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"table": "bad-name"}, "table='bad-name' is not a valid table name"),
-    ({"table": "x" * 65}, "is not a valid table name"),
-    ({"timeout": "soon"}, "timeout=soon is not a valid number"),
-    ({"timeout": 0}, "timeout=0 is out of range"),
-    ({"pool_size": "1.5"}, "pool_size=1.5 is not a valid integer"),
-    ({"pool_size": -1}, "pool_size=-1 is out of range"),
-    ({"ssl_mode": "on"}, "unknown option.*ssl_mode.*accepted: table, timeout"),
+    ({"table": "bad-name"}, "table='bad-name' is not a usable SQL identifier"),
+    ({"table": "x" * 65}, "is not a usable SQL identifier: use 1 to 64"),
+    ({"timeout": "soon"}, "timeout='soon' is not a number: give seconds, from 0.1 to 600"),
+    ({"timeout": 0}, "timeout='?0'? is out of range: give seconds"),
+    ({"pool_size": "1.5"}, "pool_size='1.5' is not a whole number: give one from 0 to 1000"),
+    ({"pool_size": -1}, "pool_size='?-1'? is out of range: give a whole number"),
+    ({"ssl_mode": "on"}, "unknown option 'ssl_mode' for mysql:// stores; accepted: table, "
+                         "timeout"),
 ])
 def test_bad_options(options: dict[str, Any], message: str) -> None:
     for store in (MySQLStore, AsyncMySQLStore):

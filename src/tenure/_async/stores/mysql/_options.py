@@ -8,11 +8,11 @@ Example:
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from tenure._async.stores._options import as_count, as_identifier, as_number, refuse_unknown
 from tenure._async.stores.mysql._driver import CLIENT, driver_options
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import redact
@@ -22,7 +22,6 @@ OPTIONS = ("table", "timeout", "pool_size", "unix_socket")
 DEFAULT_TABLE = "tenure_leases"
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_POOL_SIZE = 10
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -57,18 +56,13 @@ class Settings:
         if parts.scheme.lower() not in SCHEMES:
             raise InvalidArgument(f"url {redacted!r} is not a mysql:// or mariadb:// URL")
         given = {**dict(parse_qsl(parts.query, keep_blank_values=True)), **options}
-        unknown = sorted(set(given) - set(OPTIONS))
-        if unknown:
-            raise InvalidArgument(f"unknown option(s) {', '.join(unknown)} for {redacted}; "
-                                  f"accepted: {', '.join(OPTIONS)}")
-        table = str(given.get("table", DEFAULT_TABLE))
-        if not _IDENTIFIER.fullmatch(table):
-            raise InvalidArgument(
-                f"table={table!r} is not a valid table name; use 1 to 64 ASCII letters, "
-                "digits and underscores, not starting with a digit (default 'tenure_leases')"
-            )
-        timeout: float = _number(given, "timeout", DEFAULT_TIMEOUT, 0.1, 600.0)
-        pool_size: int = _number(given, "pool_size", DEFAULT_POOL_SIZE, 0, 1000, int)
+        refuse_unknown(given, OPTIONS, "mysql:// stores")
+        table = as_identifier("table", given.get("table", DEFAULT_TABLE), 64,
+                              default=DEFAULT_TABLE)
+        timeout = as_number("timeout", given.get("timeout", DEFAULT_TIMEOUT), 0.1, 600.0,
+                            default=DEFAULT_TIMEOUT)
+        pool_size = as_count("pool_size", given.get("pool_size", DEFAULT_POOL_SIZE), 0, 1000,
+                             default=DEFAULT_POOL_SIZE)
         unix_socket = given.get("unix_socket") or None
         if unix_socket is not None and not isinstance(unix_socket, str):
             raise InvalidArgumentType(
@@ -105,22 +99,3 @@ class Settings:
         return (self.connect_options["unix_socket"] or
                 f"{self.connect_options['host']}:{self.connect_options['port']}")
 
-
-def _number(options: dict[str, Any], option: str, default: float, low: float, high: float,
-            kind: type = float) -> Any:
-    value = options.get(option, default)
-    try:
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise TypeError
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise InvalidArgument(
-            f"{option}={value} is not a valid {'integer' if kind is int else 'number'}; "
-            f"use {low:g} to {high:g} (default {default:g})"
-        ) from None
-    if not low <= number <= high:
-        raise InvalidArgument(
-            f"{option}={value} is out of range: it must be {low:g} to {high:g} "
-            f"(default {default:g})"
-        )
-    return number

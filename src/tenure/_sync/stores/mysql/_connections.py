@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import closed_store, subject
+from tenure._sync.stores._failures import failure
+from tenure._sync.stores._protocol import closed_store
 from tenure._sync.stores.mysql._driver import (
     CONFLICT_PAUSE,
     CONFLICTS,
@@ -163,15 +164,10 @@ class Connections:
             return StoreRefused(str(exc))
         settings = self.settings
         code = error_code(exc)
-        detail = f"{type(exc).__name__}: {exc}"
-        # A password of a few characters would mangle the address and numbers it occurs in
-        # (drivers never echo one; the URL itself is redacted by its structure).
-        if len(settings.password) >= 4:
-            detail = detail.replace(settings.password, "***")
         fix = self.refusal(code)
         if fix is not None:
-            return StoreRefused(
-                f"{settings.url}: {subject(operation, label)} refused ({detail}); {fix}")
+            return failure(settings.url, operation, label, fix, exc, password=settings.password,
+                           refused=True)
         if isinstance(exc, TimeoutError) or isinstance(exc.__context__, TimeoutError):
             hint = (f"no answer within timeout={settings.timeout:g} s; check that the server "
                     f"at {settings.where} is up and not overloaded")
@@ -179,8 +175,7 @@ class Connections:
             hint = f"check that the server at {settings.where} is running and reachable"
         else:
             hint = f"check the server at {settings.where} and its error log"
-        return StoreUnavailable(
-            f"{settings.url}: {subject(operation, label)} failed ({detail}); {hint}")
+        return failure(settings.url, operation, label, hint, exc, password=settings.password)
 
     def refusal(self, code: int | None) -> str | None:
         """What to fix when the server's error `code` is permanent; None when it is transient:
