@@ -8,6 +8,7 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +131,24 @@ def test_a_store_object_takes_no_options() -> None:
         tenure.connect(backend, prefix="app:")
     assert str(raised.value) == ("unknown option 'prefix' for a store object; accepted: none "
                                  "(give a store object its options when you build it)")
+
+
+def test_a_store_whose_driver_is_missing_names_the_pip_command(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store module that imports its driver bare still gives MissingExtra: the registry
+    names the extra (the built-in stores raise their own, with the same pip command)."""
+    package = tmp_path / "fake_stores"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "graph.py").write_text("import tenure_no_such_driver\n")
+    (package / "broken.py").write_text("import fake_stores.no_such_module\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(async_registry, "_PACKAGE", "fake_stores")
+    graph = async_registry.Entry("graph", ("graph",), "graph://HOST/DB", extra="graph")
+    with pytest.raises(tenure.MissingExtra) as raised:
+        async_registry.load(graph)
+    assert str(raised.value) == ("the graph store needs tenure_no_such_driver: install "
+                                 "tenure[graph] (pip install 'tenure[graph]')")
+    with pytest.raises(ModuleNotFoundError) as bug:  # not a driver: a module of its own
+        async_registry.load(async_registry.Entry("broken", ("broken",), "", extra="graph"))
+    assert not isinstance(bug.value, tenure.MissingExtra)

@@ -161,7 +161,8 @@ def load(found: Entry) -> ModuleType:
         raise
     except ModuleNotFoundError as exc:
         # A driver of the extra is missing (not a module of tenure itself: that is a bug).
-        if found.extra is None or (exc.name or "").partition(".")[0] == "tenure":
+        ours = _PACKAGE.partition(".")[0]
+        if found.extra is None or (exc.name or "").partition(".")[0] == ours:
             raise
         raise MissingExtra(
             f"the {found.schemes[0] if found.schemes else found.module} store needs "
