@@ -10,6 +10,7 @@ import pytest
 
 import tenure
 import tenure.aio
+from tenure._async.stores._registry import entry
 
 # Every scheme, with a server nobody listens on: the refusal must come before any connection.
 URLS = [
@@ -64,3 +65,30 @@ def _azure_credentials(template: str) -> dict[str, str]:
     # azblob:///CONTAINER needs a connection string; none is used before the refusal.
     return {"connection_string": "UseDevelopmentStorage=true"} if template.startswith(
         "azblob") else {}
+
+
+
+# Stores whose module does not use stores/_options.refuse_unknown yet (their split into a
+# package is under way); an XPASS here says one does now: drop it from this set.
+NOT_YET_ONE_WORDING = {"redis", "postgres"}
+
+
+def _one_wording_case(template: str) -> object:
+    module = entry(template.partition(":")[0]).module
+    marks = [pytest.mark.xfail(reason=f"{module} has its own wording still")] if (
+        module in NOT_YET_ONE_WORDING) else []
+    return pytest.param(template, marks=marks, id=template)
+
+
+@pytest.mark.parametrize("template", [_one_wording_case(template) for template in URLS])
+def test_an_unknown_option_is_worded_the_same_for_every_store(template: str,
+                                                              tmp_path: Path) -> None:
+    """One wording (issue 18's leftover): the option, the kind of store (named by its first
+    scheme in the registry), then the accepted options; in the URL or as a keyword alike."""
+    url = template.format(tmp=tmp_path)
+    kind = entry(url.partition(":")[0]).schemes[0]
+    expected = f"unknown option 'bogus' for {kind}:// stores; accepted: "
+    for given, options in ((_with_bogus(template, tmp_path), {}), (url, {"bogus": 1})):
+        with pytest.raises(tenure.InvalidArgument) as raised:
+            tenure.connect(given, **options, **_azure_credentials(template))
+        assert str(raised.value).startswith(expected), str(raised.value)
