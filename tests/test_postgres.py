@@ -403,8 +403,8 @@ async def test_a_waiter_that_gave_up_is_not_handed_the_lease(
 
 async def test_a_cancelled_waiter_does_not_keep_the_lease(postgres_server: PostgresServer,
                                                           schema: str) -> None:
-    """Cancelled after it registered: the release still hands it the lease, and its store
-    frees it at once (long before the 30 s ttl)."""
+    """Cancelled after it registered: its store withdraws the registration (and frees what a
+    release handed it meanwhile) at once, long before the 30 s ttl."""
     url = f"{postgres_server.url}?schema={schema}"
     holder, waiter, other = (tenure.aio.connect(url) for _ in range(3))
     lease = await holder.lock("cancelled", ttl=30).try_acquire()
@@ -418,12 +418,12 @@ async def test_a_cancelled_waiter_does_not_keep_the_lease(postgres_server: Postg
         await eventually(lambda: slot_zero(postgres_server, schema, "cancelled")[2] == 1, 10,
                          "the waiter to register")
         group.cancel_scope.cancel()
+    await eventually(lambda: slot_zero(postgres_server, schema, "cancelled")[2] == 0, 10,
+                     "the cancelled waiter's store to withdraw its registration")
     assert await lease.release() is True
-    assert slot_zero(postgres_server, schema, "cancelled")[1] == lease.token + 1  # handed
-    await eventually(lambda: slot_zero(postgres_server, schema, "cancelled")[0] == "", 10,
-                     "the cancelled waiter's store to free the lease")
+    assert slot_zero(postgres_server, schema, "cancelled")[:2] == ("", lease.token)  # free
     again = await other.lock("cancelled", ttl=30).try_acquire()
-    assert again is not None and again.token > lease.token + 1
+    assert again is not None and again.token > lease.token
     await again.release()
     for store in (holder, waiter, other):
         await store.close()
@@ -1602,3 +1602,37 @@ def test_a_libpq_option_with_a_space_reaches_the_server(postgres_server: Postgre
         lease.release()
     finally:
         store.close()
+
+
+async def test_wait_released_is_a_plain_wait_that_takes_nothing(
+        api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
+        schema: str) -> None:
+    """The job runner's wait_released then try_acquire: the wait registers for no hand-over,
+    so the release frees the lease (nothing is taken for a later try_acquire to pick up), and
+    the try after it takes the lease with a new token."""
+    holder, waiter = connect(), connect()
+    lease = await call(holder.lock("plain", ttl=30).try_acquire())
+    backend = waiter.backend
+    assert await call(backend.try_acquire("plain", "w", 30.0, 1)) is None
+    if api == "async":
+        async with anyio.create_task_group() as group:
+            group.start_soon(backend.wait_released, "plain", 10.0, 10.0)
+            await eventually(lambda: name_digest("plain") in backend._waiters, 10,
+                             "the waiter to listen")
+            assert slot_zero(postgres_server, schema, "plain")[2] == 0  # not registered
+            assert await lease.release() is True
+    else:
+        thread = threading.Thread(target=backend.wait_released, args=("plain", 10.0, 10.0))
+        thread.start()
+        await eventually(lambda: name_digest("plain") in backend._waiters, 10,
+                         "the waiter to listen")
+        assert slot_zero(postgres_server, schema, "plain")[2] == 0  # not registered
+        assert lease.release() is True
+        thread.join(timeout=10)
+    assert slot_zero(postgres_server, schema, "plain")[:2] == ("", lease.token)  # freed
+    grant = await call(backend.try_acquire("plain", "w", 30.0, 1))
+    assert grant is not None and grant.token == lease.token + 1
+    assert await call(backend.release(grant)) is True
+    if api == "async":
+        await holder.close()
+        await waiter.close()

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import enum
 import hashlib
 import itertools
 import logging
@@ -29,7 +30,7 @@ import re
 import secrets
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -84,13 +85,16 @@ _LISTEN_RETRY = 1.0
 # Two acquirers of a semaphore may pick the same free slot; the loser tries again this often.
 _SLOT_RETRIES = 4
 # Hand-over: registrations per lock name at most; a registration lasts at most this share of
-# the ttl, and a lease handed over is taken without a round trip within twice that of when its
-# registration was sent (so it keeps at least 80 % of its ttl, less the usual margin).
+# the ttl (a lease handed over keeps at least 90 % of its ttl, less the usual margin).
 _MOST_WAITERS = 32
 _HANDOVER_SHARE = 0.1
-# A registration with less time left than this is withdrawn by the try after a wait rather
-# than kept for the next wait, and none is made for less.
+# A registration with this much time left or less is withdrawn by the try after a wait rather
+# than kept for a further wait (its last try starts then), and none is made for less.
 _KEEP_AT_LEAST = 0.01
+# A registered waiter tries every `timeout` (the core's backoff), doubling up to this (or the
+# first `timeout` when longer): a release hands it the lease or wakes it, so the tries only
+# find a lease that expired unreleased.
+_REGISTERED_POLL = 1.0
 # psycopg's own default: how often its wait functions hand control back to a waiting exchange
 # with the server when nothing happens (so the client-side bound is checked this often).
 _WAIT_INTERVAL = 0.1
@@ -292,8 +296,8 @@ ORDER BY w.i
 """
 
 # -- hand-over ---------------------------------------------------------------------------------
-# A waiter for a lock registers in slot 0's row (wait_released: _ENQUEUE) for as long as its
-# acquire waits, at most _HANDOVER_SHARE of the ttl: one place in the queue across its waits.
+# A waiter for a lock registers in slot 0's row (wait_and_acquire: _ENQUEUE) for as long as its
+# acquire waits, at most _HANDOVER_SHARE of the ttl: one place in the queue across its tries.
 # The release grants the lease to the first registration still valid (its time not over, its
 # listener's session alive) in the same statement: lease id, holder, token = counter + 1 and
 # expiry from the registration, under the same row lock as every grant. The NOTIFY carries the
@@ -302,6 +306,8 @@ ORDER BY w.i
 # the waiter takes the lease without a further round trip. The waiter's try after a wait that
 # was not handed the lease is an acquire by the registration's lease id (_ACQUIRE_QUEUED): a
 # lease handed over meanwhile is "already ours", and a registration whose time is up leaves.
+# A wait interrupted while registered withdraws the registration and frees what it was handed
+# (_WITHDRAW, then _HAND_OVER by its lease id), in the background.
 
 _HANDOVER_CHANNEL = "tenure.w."
 _QUEUE = ("q_ids", "q_holders", "q_ttls", "q_until")
@@ -339,6 +345,14 @@ UPDATE {t} AS l SET
     {withdraw}
 WHERE l.digest = sha256(%(name)s) AND l.slot = 0 AND ({mine} OR %(leave)s)
 RETURNING l.lease_id = %(lease_id)s, l.token
+"""
+
+# The undo of an interrupted registered wait, before _HAND_OVER by its lease id: leave the queue.
+_WITHDRAW = """
+UPDATE {t} AS l SET
+    {withdraw}
+WHERE l.digest = sha256(%(name)s) AND l.slot = 0
+  AND array_position(l.q_ids, %(lease_id)s) IS NOT NULL
 """
 
 # Release frees the row when the lease id matches and no waiter is registered and, when
@@ -912,23 +926,30 @@ class _Connection(psycopg.Connection[tuple[Any, ...]]):
         return super().wait(gen, interval, timeout)
 
 
-class _Registration:
-    """A waiter's registration for a hand-over (see _ENQUEUE), from its first wait on."""
+class _Turn(enum.Enum):
+    """Where a registered wait stands (see _ENQUEUE); moved by the wait and by the listener."""
 
-    __slots__ = ("ends", "event", "forget_at", "holder", "lease_id", "name", "sent_at", "state",
-                 "token", "ttl")
+    WAITING = "waiting"  # queued; nothing handed over yet
+    HANDED = "handed"  # a release handed the lease over: `token` is set, the waiter takes it
+    OVER = "over"  # taken, withdrawn, or interrupted: a later notice about it is ignored
+
+
+class _Registration:
+    """A waiter's registration for a hand-over (see _ENQUEUE), for the length of one
+    wait_and_acquire call."""
+
+    __slots__ = ("ends", "event", "holder", "lease_id", "name", "sent", "sent_at", "token",
+                 "ttl", "turn")
 
     def __init__(self, name: str, lease_id: str, holder: str, ttl: float, sent_at: float,
                  event: _shim.Event, ends: float) -> None:
         self.name, self.lease_id, self.holder, self.ttl = name, lease_id, holder, ttl
         self.sent_at = sent_at  # when the registering statement was sent (monotonic)
-        self.event = event  # set when the lease is handed over; replaced for each wait
+        self.event = event  # set when the lease is handed over (or the name released)
         self.ends = ends  # the registration is good until then (monotonic; the server's later)
         self.token: int | None = None  # set once the lease is ours
-        # -> "claimable" (a wait ended), "claiming" (a try runs), "kept" (the try failed, the
-        # next wait goes on with it), "done" (taken or withdrawn), or "dropped" (nobody waits)
-        self.state = "waiting"
-        self.forget_at = ends + 60.0  # no notice about it comes later than this
+        self.turn = _Turn.WAITING
+        self.sent: list[_Session] = []  # the sessions its statements went out on (see _undo)
 
     def grant(self) -> Grant:
         assert self.token is not None
@@ -1045,6 +1066,7 @@ class PostgresStore(Backend, RecordKeeper):
             *lease, ("wait", _FLOAT8)])
         self._acquire_queued_sql = _statement("acquire_queued", _ACQUIRE_QUEUED, table,
                                               [*lease, ("leave", _BOOL)])
+        self._withdraw_sql = _render(_WITHDRAW, table)
         release = [("name", _BYTEA), ("slot", _INT4), ("lease_id", _TEXT), ("channel", _TEXT),
                    ("key", _TEXT)]
         self._release_sql = _statement("release", _RELEASE, table, release)
@@ -1056,7 +1078,9 @@ class PostgresStore(Backend, RecordKeeper):
         self._read_record_sql = _render(_READ_RECORD, table)
         self._records_sql = _render(_RECORDS, table)
         self._running = _RUNNING.encode()
-        self._undo_sql = {1: _render(_HAND_OVER, table), 2: _render(_UNDO_SLOTS, table)}
+        # The undo of an acquire (by limit; 0: of a registered wait, see _WITHDRAW).
+        self._undo_sql = {0: self._withdraw_sql + b";\n" + _render(_HAND_OVER, table),
+                          1: _render(_HAND_OVER, table), 2: _render(_UNDO_SLOTS, table)}
         self._record_slot = -1 if self._advisory else 0  # the row that keeps the record
         # Advisory mode: its statements, the key of its lock keys, and the pooled session that
         # holds each lease's lock (by lease id) until release.
@@ -1091,17 +1115,12 @@ class PostgresStore(Backend, RecordKeeper):
         self._waiters: dict[str, list[_shim.Event]] = {}
         self._missed: dict[str, float] = {}  # key -> when a try_acquire that found it held began
         self._released: dict[str, float] = {}  # key -> when its last release notice arrived
-        # Hand-over (see _ENQUEUE): what the last try_acquire of a lock name that found it held
-        # asked for (holder, ttl); registrations by lease id (kept a while after they ended, so
-        # a late notice is recognised); those whose wait ended, for the next try_acquire of
-        # their name; names with a registration under way; grants nobody will take, to free.
+        # Hand-over (see _ENQUEUE): the registrations of the waits under way, by lease id (for
+        # the listener's notices) and by name (one registered wait per name and store).
         self._handover_channel = _HANDOVER_CHANNEL + self._id_prefix
         self._listener_alive = False  # its session holds the lock that says so (see _ALIVE)
-        self._asked: dict[str, tuple[str, float]] = {}
         self._registered: dict[str, _Registration] = {}
-        self._claimable: dict[str, _Registration] = {}
         self._registering: set[str] = set()
-        self._orphans: list[Grant] = []
         # Every connection this store opened and has not dropped, for the child of a fork.
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         _forks.in_child_after_fork(self, PostgresStore._start_afresh_in_child)
@@ -1295,9 +1314,8 @@ class PostgresStore(Backend, RecordKeeper):
         self._listener, self._listen_task, self._listen_starting = None, None, False
         self._listen_retry_at, self._listener_alive = -math.inf, False
         self._listen_failing = False
-        self._waiters, self._missed, self._released, self._asked = {}, {}, {}, {}
-        self._registered, self._claimable, self._registering = {}, {}, set()
-        self._orphans = []  # handed to the parent's waits: the parent frees them
+        self._waiters, self._missed, self._released = {}, {}, {}
+        self._registered, self._registering = {}, set()  # the parent's waits
         self._id_prefix = secrets.token_hex(6)
         self._handover_channel = _HANDOVER_CHANNEL + self._id_prefix
 
@@ -1656,15 +1674,6 @@ class PostgresStore(Backend, RecordKeeper):
     # -- leases -------------------------------------------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        if self._claimable:  # a wait registered for a hand-over just ended (see wait_released)
-            with self._mutex:
-                registration = self._claimable.pop(name, None)
-                if registration is not None:
-                    registration.state = "claiming"  # a notice now only sets its token
-            if registration is not None:
-                if limit == 1:
-                    return self._claim(registration, holder, ttl)
-                self._drop(registration)  # a semaphore of the same name: not for it
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         params = {"name": name.encode(), "limit": limit, "holder": holder.encode(),
                   "lease_id": lease_id, "ttl": ttl}
@@ -1706,54 +1715,16 @@ class PostgresStore(Backend, RecordKeeper):
             except BaseException:  # cancelled, or failed: the server may have granted it
                 self._undo_later(name, lease_id, limit, sent)
                 raise
-        if self._notify:  # see wait_released
-            self._note_missed(name, started, (holder, ttl) if limit == 1 else None)
-        return None
-
-    def _claim(self, registration: _Registration, holder: str,
-                     ttl: float) -> Grant | None:
-        """try_acquire after a wait registered for a hand-over: the lease handed over, without
-        a round trip when it asks for the same and the registration is recent (its deadline
-        counts from when the registration was sent); else an acquire by the registration's
-        lease id (a hand-over came first: "already ours"). Not granted, the registration is
-        kept for the next wait while it has time left, else withdrawn."""
-        started = _shim.monotonic()
-        with self._mutex:
-            token = registration.token
-            if token is not None:
-                registration.state = "done"
-                self._registered.pop(registration.lease_id, None)
-        if (token is not None and (holder, ttl) == (registration.holder, registration.ttl)
-                and started - registration.sent_at <= 2 * _HANDOVER_SHARE * ttl):
-            return registration.grant()
-        name, lease_id = registration.name, registration.lease_id
-        leave = token is not None or registration.ends - started < _KEEP_AT_LEAST
-        sent: list[_Session] = []
-        try:
-            result = self._execute("acquire", name, self._acquire_queued_sql, {
-                "name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
-                "ttl": ttl, "leave": leave}, sent=sent)
-        except BaseException:
-            self._drop(registration)  # maybe still registered: what it is handed is freed
-            self._undo_later(name, lease_id, 1, sent)  # and what the statement took
-            raise
-        if result.ntuples and result.get_value(0, 0) == b"t":
-            self._forget(registration)
-            return Grant(name, 0, holder, lease_id, int(result.get_value(0, 1)), name)
-        if leave:
-            self._forget(registration)
-        elif registration.token is not None:  # handed over after the statement's look
-            return self._claim(registration, holder, ttl)
-        else:
-            self._keep(registration)
-        self._note_missed(name, started, (holder, ttl))
+        if self._notify:  # see wait_and_acquire
+            self._note_missed(name, started)
         return None
 
     def _undo_later(self, name: str, lease_id: str, limit: int,
                     sent: list[_Session]) -> None:
         """An acquire by `lease_id` was cancelled, or failed, after `sent` got its request: free
         in the background what it may have taken, so that the caller's cancellation or error
-        is not delayed by a round trip (a stalled path would hold it for `timeout`)."""
+        is not delayed by a round trip (a stalled path would hold it for `timeout`). `limit`
+        0: a registered wait (see _WITHDRAW)."""
         if sent:
             pids = [session.pid for session in sent if session.connection.closed]
             _shim.start_soon(self._undo, name, lease_id, limit, pids)
@@ -1773,7 +1744,7 @@ class PostgresStore(Backend, RecordKeeper):
         still run and the release saw what they took. Else it looks and releases again until
         they are gone (up to `timeout`). Through PgBouncer the pids are not the server's: the
         release runs once, and frees what the requests took by then."""
-        release = self._undo_sql[min(limit, 2)]
+        release = _Script(self._undo_sql[min(limit, 2)])
         params = {"name": name.encode(), "slot": 0, "lease_id": lease_id, "pids": pids,
                   "channel": self.channel, "key": name_digest(name)}
         try:
@@ -1781,30 +1752,13 @@ class PostgresStore(Backend, RecordKeeper):
                 self._execute("undo", name, release, params)
                 return
             until = _shim.monotonic() + self._timeout
-            script = _Script(self._running + b";\n" + release)
+            script = _Script(self._running + b";\n" + release.text)
             while (self._execute("undo", name, script, params)
                    and _shim.monotonic() < until):
                 _shim.sleep(_UNDO_POLL)
         except StoreUnavailable as exc:
             log.debug("tenure: %s: could not free what an interrupted acquire of %r took "
                       "(it expires by itself): %s", self.url, name, exc)
-
-    def _forget(self, registration: _Registration) -> None:
-        """The registration was taken or withdrawn: no notice about it counts any more."""
-        with self._mutex:
-            registration.state = "done"
-            self._registered.pop(registration.lease_id, None)
-
-    def _keep(self, registration: _Registration) -> None:
-        """A try after a wait failed: the registration stays queued for the next wait (which
-        finds it handed over at once, when that came meanwhile)."""
-        with self._mutex:
-            if registration.name not in self._claimable and (
-                    registration.name not in self._registering):
-                registration.state = "kept"
-                self._claimable[registration.name] = registration
-                return
-        self._drop(registration)  # another wait of the name registered meanwhile
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         if not grants:
@@ -1959,37 +1913,65 @@ class PostgresStore(Backend, RecordKeeper):
 
     def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
-        """Wait for a NOTIFY of a release of `name`; for a lock, registered for a hand-over
-        (see _ENQUEUE) for `patience` seconds, at most _HANDOVER_SHARE of the ttl, so that
-        the waits of one acquire keep one place in the queue."""
+        """Wait up to `timeout` seconds for a NOTIFY of a release of `name` (a plain wait:
+        `patience` is not needed; see wait_and_acquire for the acquires of tenure's core)."""
         if not self._notify:
-            _shim.sleep(timeout)  # no notifications: the core polls with backoff
+            _shim.sleep(timeout)  # no notifications: the caller polls with backoff
             return
-        until = _shim.monotonic() + max(timeout, patience or 0.0)  # when the acquire gives up
         if not self._listening():
             # The listener is down (or starting): poll, and try it again within a second.
             _shim.sleep(min(timeout, _LISTEN_RETRY))
             return
+        with self._watching(name) as (event, released):
+            if not released:
+                _shim.wait_event(event, timeout)
+
+    def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """Wait for a release of `name`, then take a free slot; the Grant taken, or None.
+
+        A lock's waiter in table mode registers for a hand-over (see _ENQUEUE) for `patience`
+        seconds, at most _HANDOVER_SHARE of the ttl, and goes on waiting, with a try every
+        `timeout` (doubling up to a second), until it is handed the lease (no further round
+        trip) or its registration ends: one place in the queue across its tries. Others wait
+        for the NOTIFY of a release (or `timeout`), then try once. The grant's `sent_at` is
+        when the request that took it was sent. Interrupted, a wait frees what it may have
+        taken.
+
+        Example::
+
+            grant = backend.wait_and_acquire("jobs", "me", 30.0, 1, 0.05, 10.0)
+        """
+        if self._notify and self._listening():
+            until = _shim.monotonic() + max(timeout, patience)  # when the acquire gives up
+            with self._watching(name) as (event, released):
+                if not released:
+                    if limit == 1 and not self._advisory and self._listener_alive:
+                        registration = self._register(name, holder, ttl, event, until)
+                        if registration is not None:
+                            return self._wait_registered(registration, timeout)
+                    _shim.wait_event(event, timeout)
+        elif self._notify:  # the listener is down (or starting): poll, and try it again soon
+            _shim.sleep(min(timeout, _LISTEN_RETRY))
+        else:
+            _shim.sleep(timeout)  # no notifications: poll with the core's backoff
+        sent_at = _shim.monotonic()
+        grant = self.try_acquire(name, holder, ttl, limit)
+        return None if grant is None else grant._replace(sent_at=sent_at)
+
+    @contextlib.contextmanager
+    def _watching(self, name: str) -> Iterator[tuple[_shim.Event, bool]]:
+        """An event set by the next release notice of `name`, for the length of a wait, and
+        whether a notice came after the last failed try of it began (so that it is not lost
+        on us: a try right away, then)."""
         key = name_digest(name)
         event = _shim.Event()
         with self._mutex:
             self._waiters.setdefault(key, []).append(event)
             missed = self._missed.pop(key, None)
-            # A release noticed after our failed try began would otherwise be lost on us.
             released = missed is not None and self._released.get(key, -math.inf) >= missed
-        registration: _Registration | None = None
-        ended = False
         try:
-            if not released:
-                registration = self._resume(name, event)
-                if registration is None:
-                    registration = self._register(name, event, until)
-                if registration is None:
-                    _shim.wait_event(event, timeout)
-                elif registration.token is None:
-                    _shim.wait_event(
-                        event, max(0.0, min(timeout, registration.ends - _shim.monotonic())))
-            ended = True
+            yield event, released
         finally:
             with self._mutex:
                 waiting = self._waiters.get(key, [])
@@ -1998,35 +1980,13 @@ class PostgresStore(Backend, RecordKeeper):
                 if not waiting:
                     self._waiters.pop(key, None)
                     self._released.pop(key, None)
-            if registration is not None:
-                self._end_wait(registration, ended)
 
-    def _resume(self, name: str, event: _shim.Event) -> _Registration | None:
-        """The registration that the last failed try of `name` kept (see _claim), to wait on
-        again with `event`; None when there is none."""
-        with self._mutex:
-            registration = self._claimable.get(name)
-            if (registration is None or registration.state != "kept"
-                    or name in self._registering):
-                return None
-            del self._claimable[name]
-            if registration.ends > _shim.monotonic():
-                self._registering.add(name)
-                registration.state, registration.event = "waiting", event
-                return registration
-            self._drop_locked(registration)  # its time is up: what it is handed is freed
-            return None
-
-    def _register(self, name: str, event: _shim.Event,
+    def _register(self, name: str, holder: str, ttl: float, event: _shim.Event,
                         until: float) -> _Registration | None:
         """Register for a hand-over of lock `name` until `until` at most (see _ENQUEUE),
-        when a try_acquire of it just failed and no other wait of this store is registered for
-        it. The statement grants the lease at once when it is free by now. None: wait as
-        before."""
-        asked = self._asked.get(name)
-        if asked is None or not self._listener_alive or self._advisory:
-            return None
-        holder, ttl = asked
+        unless another wait of this store is registered for it. The statement grants the
+        lease at once when it is free by now (the registration then has its token). None:
+        wait without one."""
         sent_at = _shim.monotonic()
         wait = min(until - sent_at, _HANDOVER_SHARE * ttl)
         if wait < _KEEP_AT_LEAST:
@@ -2034,85 +1994,83 @@ class PostgresStore(Backend, RecordKeeper):
         lease_id = f"{self._id_prefix}{next(self._ids)}"
         registration = _Registration(name, lease_id, holder, ttl, sent_at, event, sent_at + wait)
         with self._mutex:
-            if name in self._registering or name in self._claimable:
+            if name in self._registering:
                 return None
             self._registering.add(name)
             self._registered[lease_id] = registration  # its hand-over may beat our answer
-            for other in [other for other in self._registered.values()
-                          if other.state in ("done", "dropped") and other.forget_at < sent_at]:
-                del self._registered[other.lease_id]
-        sent: list[_Session] = []
         try:
             result = self._execute("waiting", name, self._enqueue_sql, {
                 "name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
-                "ttl": ttl, "wait": wait}, sent=sent)
+                "ttl": ttl, "wait": wait}, sent=registration.sent)
         except BaseException as exc:
-            self._end_wait(registration, ended=False)  # frees what is handed to it later
-            self._undo_later(name, lease_id, 1, sent)  # what a free name granted
+            self._end(registration)
+            self._undo_later(name, lease_id, 0, registration.sent)  # and what it took
             if isinstance(exc, StoreUnavailable):  # wait without it
                 log.debug("tenure: %s: waiting without a hand-over: %s", self.url, exc)
                 return None
             raise
-        if not result.ntuples:  # the queue is full: wait as before
-            with self._mutex:
-                self._registering.discard(name)
-                del self._registered[lease_id]
+        if not result.ntuples:  # the queue is full: wait without it
+            self._end(registration)
             return None
         if result.get_value(0, 0) == b"t":  # free by now: granted
             with self._mutex:
                 registration.token = int(result.get_value(0, 1))
+                registration.turn = _Turn.HANDED
         return registration
 
-    def _end_wait(self, registration: _Registration, ended: bool) -> None:
-        """A registered wait is over: its registration goes to the next try_acquire of the
-        name; or, when the wait was interrupted, nobody takes what it is handed (freed)."""
+    def _wait_registered(self, registration: _Registration,
+                               timeout: float) -> Grant | None:
+        """Wait while registered: the lease handed over (see _handed), or taken by a try
+        after each `timeout` (doubling) or a release notice (_ACQUIRE_QUEUED, by the
+        registration's lease id: a hand-over that came first is "already ours"); the last try
+        withdraws the registration. Interrupted: the registration is withdrawn and what it
+        was handed freed, in the background."""
+        name, lease_id = registration.name, registration.lease_id
+        try:
+            while True:
+                # The last try starts a little before the registration (and the acquire's
+                # patience) ends, so that it withdraws the registration within the acquire.
+                left = registration.ends - _KEEP_AT_LEAST - _shim.monotonic()
+                if registration.token is None:
+                    _shim.wait_event(registration.event, max(0.0, min(timeout, left)))
+                with self._mutex:
+                    if registration.token is not None:
+                        registration.turn = _Turn.OVER
+                        return registration.grant()
+                    registration.event.clear()
+                started = _shim.monotonic()
+                leave = registration.ends - started <= _KEEP_AT_LEAST
+                result = self._execute("acquire", name, self._acquire_queued_sql, {
+                    "name": name.encode(), "holder": registration.holder.encode(),
+                    "lease_id": lease_id, "ttl": registration.ttl, "leave": leave},
+                    sent=registration.sent)
+                if result.ntuples and result.get_value(0, 0) == b"t":
+                    return Grant(name, 0, registration.holder, lease_id,
+                                 int(result.get_value(0, 1)), name, started)
+                if leave:
+                    self._note_missed(name, started)
+                    return None
+                timeout = max(timeout, min(2 * timeout, _REGISTERED_POLL))
+        except BaseException:
+            self._undo_later(name, lease_id, 0, registration.sent)
+            raise
+        finally:
+            self._end(registration)
+
+    def _end(self, registration: _Registration) -> None:
+        """The registered wait is over: a later notice about it is ignored (what it was
+        handed and nobody took, its undo frees)."""
         with self._mutex:
-            self._registering.discard(registration.name)
-            if ended:
-                registration.state = "claimable"
-                self._claimable[registration.name] = registration
-                return
-        self._drop(registration)
-
-    def _abandon(self, registration: _Registration) -> None:
-        """A kept registration's time is up: no wait of its acquire goes on with it (mutex
-        held)."""
-        if self._claimable.get(registration.name) is registration:
-            del self._claimable[registration.name]
-        self._drop_locked(registration)
-
-    def _sweep(self) -> None:
-        """Free what was handed over to kept registrations whose time is up (their acquire
-        gave up between a try and its next wait)."""
-        now = _shim.monotonic()
-        with self._mutex:
-            for registration in list(self._claimable.values()):
-                if (registration.state == "kept" and registration.token is not None
-                        and registration.ends < now):
-                    self._abandon(registration)
-
-    def _drop(self, registration: _Registration) -> None:
-        """Nobody will take what `registration` is handed: the listener frees it (now, if it
-        was handed over already, else when its hand-over notice comes)."""
-        with self._mutex:
-            self._drop_locked(registration)
-
-    def _drop_locked(self, registration: _Registration) -> None:
-        registration.state = "dropped"
-        if registration.token is not None:
+            registration.turn = _Turn.OVER
             self._registered.pop(registration.lease_id, None)
-            self._orphans.append(registration.grant())
+            self._registering.discard(registration.name)
 
-    def _note_missed(self, name: str, started: float,
-                     asked: tuple[str, float] | None) -> None:
+    def _note_missed(self, name: str, started: float) -> None:
         with self._mutex:
             if len(self._missed) > 10_000:  # try_acquire callers that never wait
                 self._missed.clear()
                 self._released.clear()
-                self._asked.clear()
             self._missed[name_digest(name)] = started
-            if asked is not None and not self._advisory:
-                self._asked[name] = asked
 
     def _wake(self, key: str) -> None:
         with self._mutex:
@@ -2127,27 +2085,11 @@ class PostgresStore(Backend, RecordKeeper):
         _, lease_id, token = payload.split(" ")
         with self._mutex:
             registration = self._registered.get(lease_id)
-            if registration is None or registration.state == "done":
-                return  # withdrawn or taken meanwhile: the acquire said "already ours"
+            if registration is None or registration.turn is not _Turn.WAITING:
+                return  # over: taken by its try ("already ours"), or freed by its undo
             registration.token = int(token)
-            if registration.state == "kept" and registration.ends < _shim.monotonic():
-                self._abandon(registration)  # its time is up: no wait goes on with it
-            if registration.state == "dropped":
-                del self._registered[lease_id]
-                self._orphans.append(registration.grant())
-                return
+            registration.turn = _Turn.HANDED
         registration.event.set()
-
-    def _free_orphans(self) -> None:
-        """Release what was handed over to waits that were interrupted (cancelled, or failed
-        while registering): held by nobody, it would block the name until it expires."""
-        with self._mutex:
-            orphans, self._orphans = self._orphans, []
-        for grant in orphans:
-            try:
-                self.release(grant)
-            except StoreUnavailable as exc:  # it expires by itself
-                log.debug("tenure: %s: could not free a lease nobody took: %s", self.url, exc)
 
     def _wake_all(self) -> None:
         """The listener stopped: everyone polls now rather than at the end of its backoff."""
@@ -2214,12 +2156,6 @@ class PostgresStore(Backend, RecordKeeper):
                         self._handed(notice.payload)
                     else:
                         self._wake(notice.payload)
-                    if self._orphans:
-                        self._free_orphans()
-                if self._claimable:
-                    self._sweep()
-                if self._orphans:
-                    self._free_orphans()
         except (psycopg.Error, OSError) as exc:
             if not self._closed:
                 self._listener_failed("the release listener stopped", exc)
@@ -2252,13 +2188,6 @@ class PostgresStore(Backend, RecordKeeper):
             log.debug("tenure: closing a PostgreSQL connection failed", exc_info=True)
 
     def close(self) -> None:
-        with self._mutex:  # handed over, never taken: free them while the pool is open
-            for registration in self._claimable.values():
-                if registration.token is not None:
-                    self._orphans.append(registration.grant())
-            self._claimable.clear()
-        if self._orphans and not self._closed:
-            self._free_orphans()
         with self._mutex:
             self._closed = True
             idle, self._idle = self._idle, []
