@@ -1,0 +1,376 @@
+"""The Redis store's connections: redis-py's, used through their send/read API (its client API
+and pool cost about as much CPU again per command), the undo of acquires whose answers were
+given up on, and what a driver error means (transient, or refused for good).
+
+Example::
+
+    connections = Connections.of_url("redis://cache:6379/0", settings)
+    reply = await connections.call(packed(b"PING"))
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+from urllib.parse import unquote, urlsplit
+
+from tenure._async import _shim
+from tenure._async.stores._protocol import closed_store, subject
+from tenure._async.stores.redis._scripts import SCRIPTS, Script, packed
+from tenure._async.stores.redis._settings import DEFAULT_TIMEOUT, Settings, client_address
+from tenure._errors import InvalidArgument, MissingExtra, StoreRefused, StoreUnavailable
+from tenure._urls import redact
+
+try:
+    from redis.asyncio import ConnectionPool, Redis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import (
+        AuthenticationError,
+        AuthorizationError,
+        NoPermissionError,
+        NoScriptError,
+        ReadOnlyError,
+        ResponseError,
+    )
+    from redis.exceptions import ConnectionError as RedisConnectionError
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
+                       "(pip install 'tenure[redis]')") from exc
+
+log = logging.getLogger("tenure")
+
+# Error replies that no retry clears: the credentials, the user's rights, the setup. LOADING,
+# READONLY (a replica, or a failover under way), BUSY, MISCONF, OOM, TRYAGAIN and CLUSTERDOWN
+# pass by themselves and stay transient.
+_REFUSED_REPLIES = {
+    "WRONGPASS": "authentication refused: check the user name and password in the URL",
+    "NOAUTH": "the server requires a password: put it in the URL (redis://:PASSWORD@host)",
+    "NOPERM": ("the user may not run this command or touch these keys: grant it +@scripting "
+               "+@read +@write and the key pattern of the prefix in the server's ACL"),
+    "ERR invalid password": "authentication refused: check the password in the URL",
+    "ERR AUTH": "the server has no password set: remove the password from the URL",
+    "ERR Client sent AUTH": "the server has no password set: remove the password from the URL",
+    "ERR DB index is out of range": ("the database number in the URL does not exist on the "
+                                     "server: use one below its 'databases' setting"),
+    "ERR unknown command": ("the server does not run this command (renamed or disabled, or a "
+                            "Redis before 5): tenure needs EVAL, EVALSHA and SCRIPT"),
+}
+
+
+def refusal(exc: BaseException) -> str | None:
+    """What to fix when a Redis error is permanent; None when it is transient (a timeout, a
+    refused or reset connection, a server loading or failing over).
+
+    Example:
+        >>> refusal(ResponseError("NOPERM this user has no permissions"))[:31]
+        'the user may not run this comma'
+    """
+    if isinstance(exc, (NoPermissionError, AuthorizationError)):
+        return _REFUSED_REPLIES["NOPERM"]
+    message = str(exc)
+    for start, fix in _REFUSED_REPLIES.items():
+        if message.startswith(start) or message.startswith(start.removeprefix("ERR ")):
+            return fix
+    if isinstance(exc, AuthenticationError):  # redis-py drops the NOAUTH and WRONGPASS codes
+        if "already authenticated" in message or "Authentication required" in message:
+            return _REFUSED_REPLIES["NOAUTH"]
+        return "authentication refused: check the user name and password in the URL"
+    return None
+
+
+class Undo(NamedTuple):
+    """What an ACQUIRE of a lease id may take, to free it if its answer is given up on."""
+
+    name: str
+    slot0: bytes  # the name's first slot key
+    head: bytes  # '["<lease id>",'
+    ttl: float
+    limit: int
+
+    def command(self) -> bytes:
+        """UNDO_ACQUIRE of this lease id, packed. EVAL, not EVALSHA: rare, and maybe on a new
+        connection, where round trips count.
+
+        Example::
+
+            await connections.call(undo.command())
+        """
+        return packed(b"EVAL", SCRIPTS.undo_acquire.text, b"1", self.slot0, b"%d" % self.limit,
+                      self.head, b"%d" % max(1, int(self.ttl * 1000)))
+
+
+def _retry() -> Retry:
+    # redis-py retries a connection that broke once, at once (its default backs off for
+    # seconds); a timeout is not retried: the caller's deadline rules.
+    return Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+
+
+class Connections:
+    """One store's connections to one Redis server: `call` sends a packed command and reads
+    its reply, `failure` turns a driver error into tenure's. Build with `of_url` or
+    `of_client`.
+
+    Example::
+
+        connections = Connections.of_client(redis.asyncio.Redis(), timeout=None)
+    """
+
+    def __init__(self, url: str, pool: ConnectionPool, owns_pool: bool,
+                 kwargs: dict[str, Any], password: str, timeout: float, prefix: str) -> None:
+        self.url, self.timeout, self.prefix = url, timeout, prefix
+        self.closed = False
+        self._pool, self._owns_pool, self._kwargs = pool, owns_pool, kwargs
+        self._password = password
+        self._client = Redis(connection_pool=pool)
+        # Connections of the scripts: idle ones, and all (closed with the store).
+        self._idle: list[Any] = []
+        self._all: list[Any] = []
+        self._mutex = threading.Lock()
+
+    @classmethod
+    def of_url(cls, url: str, settings: Settings) -> Connections:
+        """The connections for `url` (its password and tenure's options are in `settings`).
+
+        Example::
+
+            connections = Connections.of_url(url, parse_options(url, {}))
+        """
+        shown = redact(url)
+        try:
+            pool = ConnectionPool.from_url(
+                settings.url, socket_timeout=settings.timeout,
+                socket_connect_timeout=settings.timeout, health_check_interval=30,
+                retry=_retry(), **settings.driver)
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgument(f"url {shown!r} is not usable: {exc}") from None
+        return cls(shown, pool, True, pool.connection_kwargs,
+                   unquote(urlsplit(url).password or ""), settings.timeout, settings.prefix)
+
+    @classmethod
+    def of_client(cls, client: Redis, timeout: float | None, prefix: str) -> Connections:
+        """Connections with `client`'s settings, but raw replies and tenure's retry; `timeout`
+        replaces the client's socket timeouts when given.
+
+        Example::
+
+            connections = Connections.of_client(redis.asyncio.Redis(), None, "app:")
+        """
+        pool = client.connection_pool
+        kwargs = dict(pool.connection_kwargs)
+        # A client without a socket timeout (redis-py's default) would wait forever on a
+        # silent path: the store's connections get the default timeout then.
+        seconds = timeout or float(kwargs.get("socket_timeout") or DEFAULT_TIMEOUT)
+        address = client_address(kwargs)
+        password = str(kwargs.get("password") or "")
+        kwargs.update(decode_responses=False, retry=_retry(), socket_timeout=seconds)
+        if timeout is not None or not kwargs.get("socket_connect_timeout"):
+            kwargs.update(socket_connect_timeout=seconds)
+        return cls(address, pool, False, kwargs, password, seconds, prefix)
+
+    def start_afresh(self) -> None:
+        """In a forked child: forget the parent's connections without a word on their sockets
+        (redis-py shuts a socket down only in the process that opened it), and connect afresh,
+        from a pool of the store's own (a client's pool may hand out the parent's connections),
+        on next use.
+
+        Example::
+
+            os.register_at_fork(after_in_child=connections.start_afresh)
+        """
+        self._pool = ConnectionPool(connection_class=self._pool.connection_class,
+                                    **self._kwargs)
+        self._client, self._owns_pool = Redis(connection_pool=self._pool), True
+        self._idle, self._all = [], []
+        self._mutex = threading.Lock()
+
+    def pubsub(self) -> Any:
+        """A redis-py PubSub on this server (untyped in redis-py).
+
+        Example::
+
+            async with connections.pubsub() as pubsub: ...
+        """
+        pubsub: Callable[[], Any] = self._client.pubsub  # untyped in redis-py
+        return pubsub()
+
+    def failure(self, operation: str, name: str, exc: Exception) -> StoreUnavailable:
+        """One clear error for a driver failure: what was tried, what went wrong, what to do;
+        StoreRefused when retrying cannot clear it (see `refusal`).
+
+        Example::
+
+            raise connections.failure("acquire", "jobs", exc) from exc
+        """
+        if isinstance(exc, StoreRefused):  # the store is closed: already says so
+            return StoreRefused(str(exc))
+        detail = str(exc).rstrip(".") or type(exc).__name__
+        # A password of a few characters would mangle the address and numbers it occurs in
+        # (drivers never echo one; the URL itself is redacted by its structure).
+        if len(self._password) >= 4:
+            detail = detail.replace(self._password, "***")
+        fix = refusal(exc)
+        if fix is not None:
+            return StoreRefused(f"{self.url}: {subject(operation, name)} refused: {detail}; {fix}")
+        if isinstance(exc, ReadOnlyError):
+            hint = ("this server is a read-only replica (or failing over): point the URL at the "
+                    "primary")
+        elif isinstance(exc, ResponseError):
+            hint = ("the server refused the command; check that it runs Redis 5 or later with "
+                    f"Lua scripting, and that nothing else writes keys under {self.prefix!r}")
+        else:
+            hint = ("check that the server is running and reachable at this address, and the "
+                    f"TLS settings; each call waits at most timeout={self.timeout:g} s")
+        return StoreUnavailable(f"{self.url}: {subject(operation, name)} failed: {detail}; {hint}")
+
+    async def eval(self, script: Script, command: bytes, undo: Undo | None = None) -> Any:
+        """Run a packed EVALSHA of `script`; first load the script if the server lacks it.
+
+        Example::
+
+            answers = await connections.eval(SCRIPTS.renew, command)
+        """
+        try:
+            return await self.call(command, undo=undo)
+        except NoScriptError:
+            await self.call(packed(b"SCRIPT", b"LOAD", script.text))
+            return await self.call(command, undo=undo)
+
+    async def call(self, command: bytes, replies: int = 1, undo: Undo | None = None) -> Any:
+        """Send one packed command and read its reply (`replies` > 1: that many pipelined
+        replies, error replies among them returned, not raised).
+
+        A broken connection reconnects when used next; when one breaks mid-call, the idle ones
+        are dropped too (a restart broke them all) and the command is sent once more (every
+        script here is safe to repeat).
+
+        `undo`: what an acquire sent took, to free when its answer is given up on (cancelled,
+        timed out, broken) after it may have reached the server; see _finish and undo_soon.
+
+        Example::
+
+            reply = await connections.call(packed(b"GET", b"key"))
+        """
+        if self.closed:
+            raise closed_store(self.url)
+        for last_try in (False, True):
+            try:
+                connection = self._idle.pop()
+            except IndexError:
+                connection = self._new_connection()
+            sent, reply = False, []
+            try:
+                await connection.send_packed_command((command,))
+                sent = True
+                if replies == 1:
+                    reply = await connection.read_response(disconnect_on_error=False)
+                else:  # pipelined: every reply, error replies among them
+                    for _ in range(replies):
+                        reply.append(await _reply_or_error(connection))
+            except ResponseError:
+                self._idle.append(connection)  # the error reply was read whole
+                raise
+            except RedisConnectionError:
+                await connection.disconnect()
+                self._idle.append(connection)
+                if last_try or self.closed:
+                    if undo is not None:
+                        self.undo_soon(undo)
+                    raise
+                stale, self._idle = self._idle, []
+                for other in stale:
+                    await other.disconnect()
+                self._idle.extend(stale)
+                continue
+            except BaseException as exc:  # a timeout, a cancellation: its reply may still come
+                if undo is not None and sent and not isinstance(exc, Exception):
+                    # Cancelled while the answer is on its way: the connection is intact
+                    # (redis-py's parser resumes a cut read), so the undo goes right behind.
+                    left = replies - (len(reply) if isinstance(reply, list) else 0)
+                    _shim.start_soon(self._finish, connection, left, undo)
+                    raise
+                with _shim.shielded():
+                    await connection.disconnect()
+                self._idle.append(connection)
+                if undo is not None:
+                    self.undo_soon(undo)
+                raise
+            self._idle.append(connection)
+            if self.closed:
+                await connection.disconnect()
+            return reply
+        raise AssertionError("unreachable")
+
+    async def _finish(self, connection: Any, replies: int, undo: Undo) -> None:
+        """Free what a cancelled acquire took: UNDO_ACQUIRE sent on the request's own
+        connection, which Redis runs right after the request (one connection's commands run in
+        order), then the answers of both read, and the connection used again."""
+        try:
+            await connection.send_packed_command((undo.command(),))
+            for _ in range(replies + 1):
+                await _reply_or_error(connection)
+        except Exception as exc:  # the path broke too: from another connection, then
+            log.debug("tenure: could not undo a cancelled acquire on its connection: %s", exc)
+            await connection.disconnect()
+            self.undo_soon(undo)
+        self._idle.append(connection)
+
+    def undo_soon(self, undo: Undo) -> None:
+        """Free, in the background and on another connection, what an ACQUIRE whose answer
+        was given up on (timed out, broken) took.
+
+        Disconnecting the request's connection first is not enough: the request may still be
+        on its way (a retransmission, a proxy), and Redis may serve the undo's connection
+        first. So UNDO_ACQUIRE leaves a mark when it finds nothing, and the ACQUIRE takes
+        nothing when it finds the mark: whichever comes second, nothing is held.
+
+        Example::
+
+            connections.undo_soon(Undo("jobs", slot0, b'["lease-1",', 30.0, 1))
+        """
+        _shim.start_soon(self.undo, undo)
+
+    async def undo(self, undo: Undo) -> None:
+        """UNDO_ACQUIRE now, best effort (the store may be closing: else the lease expires).
+
+        Example::
+
+            await connections.undo(Undo("jobs", slot0, b'["lease-1",', 30.0, 1))
+        """
+        try:
+            await self.call(undo.command())
+        except Exception as exc:
+            log.debug("tenure: could not undo an unanswered acquire of %r: %s", undo.name, exc)
+
+    def _new_connection(self) -> Any:
+        connection = self._pool.connection_class(**self._kwargs)
+        with self._mutex:
+            self._all.append(connection)
+        return connection
+
+    async def close(self) -> None:
+        """Close every connection (and the pool, unless it is a client's: its owner closes it).
+
+        Example::
+
+            await connections.close()
+        """
+        with self._mutex:
+            self.closed = True
+            connections, self._all, self._idle = self._all, [], []
+        for connection in connections:
+            await connection.disconnect()
+        if self._owns_pool:
+            await self._pool.disconnect()
+
+
+async def _reply_or_error(connection: Any) -> Any:
+    """The next reply on `connection`; an error reply is returned, not raised. A read that
+    fails or is cancelled leaves the connection as it is (the caller decides)."""
+    try:
+        return await connection.read_response(disconnect_on_error=False)
+    except ResponseError as exc:
+        return exc
+

@@ -1,0 +1,332 @@
+"""The Lua scripts of the Redis store, the keys of a name, and commands packed by hand.
+
+Every name has keys of its own that share one hash tag, `{<readable prefix>-<digest>}` (see
+tenure._names.safe_key; it never contains a brace), so each script touches one cluster slot:
+
+    <prefix>{<tag>}:s<slot>   the lease of a slot: a JSON array [lease id, token, holder, name]
+                              with a PX expiry (PTTL is the time left, by the server's clock)
+    <prefix>{<tag>}:token     the name's fencing counter; never expires, never deleted
+    <prefix>{<tag>}:limit     the largest semaphore limit used (semaphores only; for breaks)
+    <prefix>{<tag>}:b<slot>   left by break_lease for the broken lease's remaining time, so its
+                              holder's next renewal reports BROKEN rather than EXPIRED
+    <prefix>{<tag>}:signal    a list a release pushes one item onto (for 2 s): a waiter blocked
+                              on it wakes at once, one waiter per release
+    <prefix>{<tag>}:w<store>  a store's own list a waiter's BLMOVE moves the signal into
+    <prefix>{<tag>}:x<id>     left by UNDO_ACQUIRE (for the ttl) when it found nothing to free:
+                              an ACQUIRE of lease id <id> still on its way takes nothing
+    <prefix>{<tag>}:record    the name's record (records API): JSON [name, token, seq, record];
+                              never expires, written only while the writer's lease is live
+
+Each script runs with EVALSHA (the store loads it when the server lacks it).
+
+Example:
+    >>> name_keys("tenure:", "jobs").counter
+    'tenure:{jobs-65177a560cada1f767891398e66c46de}:token'
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from tenure._names import safe_key
+from tenure._types import LostReason
+
+# A release's wake-up item stays this long for a waiter that was not blocked yet (the scripts
+# say 2000 too).
+SIGNAL_MS = 2000
+
+# Renewal answers of the RENEW script, as reasons of a loss.
+LOST = {0: LostReason.EXPIRED, 2: LostReason.TAKEN, 3: LostReason.BROKEN}
+
+# KEYS: slot 0, counter, and for a semaphore its highest limit. ARGV: limit, ttl ms, value head
+# '["<lease id>",', value tail ',"<holder>","<name>"]', restart grace s. Takes the first free
+# slot; returns the token for a lock, {slot, token} for a semaphore, false when all are held
+# (or when UNDO_ACQUIRE of this lease id came first).
+ACQUIRE = """
+local limit, head = tonumber(ARGV[1]), ARGV[3]
+local base = string.sub(KEYS[1], 1, -3)
+local key, free
+for slot = 0, limit - 1 do
+  key = slot == 0 and KEYS[1] or base .. 's' .. slot
+  local value = redis.call('GET', key)
+  if not value then free = slot break end
+  if string.sub(value, 1, #head) == head then
+    -- this very request, retried after its reply was lost: the same grant again
+    local token = tonumber(string.match(value, '^[^,]*,(%d+)'))
+    if limit == 1 then return token end
+    return {slot, token}
+  end
+end
+if not free then return false end
+-- a request that was given up before it ran (see UNDO_ACQUIRE) takes nothing
+if redis.call('EXISTS', base .. 'x' .. string.sub(head, 3, -3)) == 1 then return false end
+local counter = redis.call('GET', KEYS[2])
+if not counter then
+  -- Never granted on this server, or the server lost its data: in the server's first seconds,
+  -- wait, so that holders from before a restart can reclaim their leases first.
+  local up = string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)')
+  if tonumber(up) < tonumber(ARGV[5]) then return false end
+end
+-- the token: the server's clock in microseconds, or the counter + 1 when that is ahead
+local now = redis.call('TIME')
+local token = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
+if counter and tonumber(counter) >= tonumber(token) then
+  token = string.format('%d', tonumber(counter) + 1)
+end
+redis.call('SET', KEYS[2], token)
+redis.call('SET', key, head .. token .. ARGV[4], 'PX', ARGV[2])
+if limit == 1 then return tonumber(token) end
+if tonumber(redis.call('GET', KEYS[3]) or '1') < limit then redis.call('SET', KEYS[3], limit) end
+return {free, token}
+"""
+
+# ACQUIRE for a waiter, sent right behind its BLMOVE of the name's signal list into a list of the
+# waiter's store's own (the last key): it runs as soon as a release woke the waiter, in the same
+# server turn, and only then (-1 when the BLMOVE timed out).
+WAKE_ACQUIRE = "if not redis.call('LPOP', KEYS[#KEYS]) then return -1 end\n" + ACQUIRE
+# The same behind the last BLMOVE of a wait: it acquires whether or not a release woke the
+# waiter (a wait ends with a try), and saves the try's own round trip.
+LAST_ACQUIRE = "redis.call('LPOP', KEYS[#KEYS])\n" + ACQUIRE
+
+# KEYS: the slot keys of the leases. ARGV: ttl ms, then each lease's value. One answer per
+# lease: 1 renewed, 2 taken by another lease, 3 broken, 0 expired. A lease whose key is gone
+# while its name's counter is gone too was lost with the server's data, and nothing of that
+# name was granted, released or broken since: it is written back, and kept.
+RENEW = """
+local answers = {}
+for i, key in ipairs(KEYS) do
+  local mine = ARGV[i + 1]
+  local value = redis.call('GET', key)
+  if value == mine then
+    redis.call('PEXPIRE', key, ARGV[1])
+    answers[i] = 1
+  elseif value then
+    answers[i] = 2
+  else
+    local base, slot = string.match(key, '^(.*:)s(%d+)$')
+    if redis.call('GET', base .. 'b' .. slot) == mine then
+      answers[i] = 3
+    elseif redis.call('EXISTS', base .. 'token') == 0 then
+      redis.call('SET', key, mine, 'PX', ARGV[1])
+      answers[i] = 1
+    else
+      answers[i] = 0
+    end
+  end
+end
+return answers
+"""
+
+# KEYS: slot key, counter. ARGV: the lease's value. Compare-and-delete, then wake one waiter
+# (see `signal` above). A counter the server lost is written back first (as 0: the next token
+# comes from the clock), so that no renewal still on its way can bring the released lease back
+# (see RENEW).
+RELEASE = """
+redis.call('SET', KEYS[2], '0', 'NX')
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  local signal = string.sub(KEYS[2], 1, -6) .. 'signal'
+  if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
+  redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
+  return 1
+end
+return 0
+"""
+
+# KEYS: slot 0. ARGV: limit, value head '["<lease id>",', ttl ms. Frees the slot an ACQUIRE of
+# this lease id took, if any, and wakes a waiter (its caller gave up on the answer: cancelled,
+# or timed out); when it took none, leaves the mark `x<lease id>` for the ttl, so that the
+# ACQUIRE takes nothing if it is still on its way (on another connection, it may come second).
+UNDO_ACQUIRE = """
+local limit, head = tonumber(ARGV[1]), ARGV[2]
+local base = string.sub(KEYS[1], 1, -3)
+for slot = 0, limit - 1 do
+  local key = slot == 0 and KEYS[1] or base .. 's' .. slot
+  local value = redis.call('GET', key)
+  if value and string.sub(value, 1, #head) == head then
+    redis.call('DEL', key)
+    local signal = base .. 'signal'
+    if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
+    redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
+    return 1
+  end
+end
+redis.call('SET', base .. 'x' .. string.sub(head, 3, -3), '1', 'PX', ARGV[3])
+return 0
+"""
+
+# KEYS: slot 0, highest limit, counter. Frees every slot (the counter stays) and wakes a waiter
+# per slot freed; a tombstone with the lease's remaining time lets its holder's next renewal
+# report BROKEN.
+BREAK = """
+local base = string.sub(KEYS[1], 1, -3)
+local freed = 0
+for slot = 0, tonumber(redis.call('GET', KEYS[2]) or '1') - 1 do
+  local key = slot == 0 and KEYS[1] or base .. 's' .. slot
+  local value = redis.call('GET', key)
+  if value then
+    local left = redis.call('PTTL', key)
+    redis.call('DEL', key)
+    redis.call('SET', base .. 'b' .. slot, value, 'PX', math.max(left, 1))
+    freed = freed + 1
+  end
+end
+redis.call('SET', KEYS[3], '0', 'NX')  -- as in RELEASE
+if freed > 0 then
+  redis.call('DEL', base .. 'signal')
+  for _ = 1, freed do redis.call('RPUSH', base .. 'signal', 1) end
+  redis.call('PEXPIRE', base .. 'signal', 2000)  -- SIGNAL_MS
+end
+return freed
+"""
+
+# KEYS: counter. ARGV: a token. Raises the counter to the token when it is behind (quorum mode:
+# every master that granted a lease learns the lease's token, the largest of their counters).
+RAISE = """
+if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return 1
+"""
+
+# KEYS: slot key. ARGV: the lease's value, the value with another token. Gives a live lease
+# another token, keeping its expiry (quorum mode: a master's late grant joins its lease with the
+# lease's token); 1 when done.
+RETOKEN = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', math.max(redis.call('PTTL', KEYS[1]), 1))
+return 1
+"""
+
+# KEYS: slot key, record. ARGV: the lease's value, the new record. Writes only while the lease is
+# live; 1 when written.
+WRITE_RECORD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"""
+
+# As WRITE_RECORD, for the quorum store: returns the record it replaced ('' when none), or nil
+# when the lease is not live, so a write that misses its quorum can be undone.
+SWAP_RECORD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return nil end
+local old = redis.call('GET', KEYS[2]) or ''
+redis.call('SET', KEYS[2], ARGV[2])
+return old
+"""
+
+# KEYS: record. ARGV: the record written, the one it replaced. Puts the old one back unless the
+# record changed since.
+UNDO_RECORD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2]) end
+return 1
+"""
+
+# KEYS: slot keys. Returns value and PTTL of each ('' and -2 when gone).
+READ = """
+local found = {}
+for i, key in ipairs(KEYS) do
+  found[2 * i - 1] = redis.call('GET', key) or ''
+  found[2 * i] = redis.call('PTTL', key)
+end
+return found
+"""
+
+
+class Script(NamedTuple):
+    """A script's text and its SHA-1 (what EVALSHA names it by)."""
+
+    text: bytes
+    sha: bytes
+
+
+def _script(text: str) -> Script:
+    return Script(text.encode(), hashlib.sha1(text.encode()).hexdigest().encode())
+
+
+def bulk(arg: bytes) -> bytes:
+    """One argument of a command in the Redis protocol.
+
+    Example:
+        >>> bulk(b"GET")
+        b'$3\\r\\nGET\\r\\n'
+    """
+    return b"$%d\r\n%s\r\n" % (len(arg), arg)
+
+
+def packed(*args: bytes) -> bytes:
+    """A command in the Redis protocol (RESP), ready to send.
+
+    Example:
+        >>> packed(b"GET", b"k")
+        b'*2\\r\\n$3\\r\\nGET\\r\\n$1\\r\\nk\\r\\n'
+    """
+    return b"*%d\r\n" % len(args) + b"".join(map(bulk, args))
+
+
+def evalsha(script: Script, keys: Sequence[bytes], *args: bytes) -> bytes:
+    """EVALSHA of `script` with `keys` and `args`, packed (see `packed`).
+
+    Example:
+        >>> evalsha(SCRIPTS.read, [b"k"]).count(b"\\r\\n")
+        9
+    """
+    return packed(b"EVALSHA", script.sha, b"%d" % len(keys), *keys, *args)
+
+
+class Scripts(NamedTuple):
+    """Every script of the store, ready for EVALSHA (see `evalsha`)."""
+
+    acquire: Script
+    wake_acquire: Script
+    last_acquire: Script
+    renew: Script
+    release: Script
+    undo_acquire: Script
+    break_lease: Script
+    raise_counter: Script
+    retoken: Script
+    write_record: Script
+    swap_record: Script
+    undo_record: Script
+    read: Script
+
+
+SCRIPTS = Scripts(*map(_script, (
+    ACQUIRE, WAKE_ACQUIRE, LAST_ACQUIRE, RENEW, RELEASE, UNDO_ACQUIRE, BREAK, RAISE, RETOKEN,
+    WRITE_RECORD, SWAP_RECORD, UNDO_RECORD, READ)))
+
+
+class Keys(NamedTuple):
+    """The keys of one name (see the module docstring)."""
+
+    base: str
+    slot0: str
+    counter: str
+    limit: str
+    signal: str
+
+
+def name_keys(prefix: str, name: str) -> Keys:
+    """The keys of `name` under the store prefix `prefix`.
+
+    Example:
+        >>> name_keys("tenure:", "jobs").slot0
+        'tenure:{jobs-65177a560cada1f767891398e66c46de}:s0'
+    """
+    base = f"{prefix}{{{safe_key(name)}}}:"
+    return Keys(base, base + "s0", base + "token", base + "limit", base + "signal")
+
+
+def glob_escape(text: str) -> str:
+    """`text` with the glob characters of SCAN's MATCH escaped.
+
+    Example:
+        >>> glob_escape("a*b")
+        'a\\\\*b'
+    """
+    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
+

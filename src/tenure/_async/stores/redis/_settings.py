@@ -1,0 +1,224 @@
+"""The Redis store's options: a URL's, a client's, and a quorum's, checked before any I/O.
+
+Example:
+    >>> parse_options("redis://cache:6379/0?prefix=app:", {"timeout": 2}).timeout
+    2.0
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra
+from tenure._urls import redact
+
+try:
+    from redis.asyncio import Redis
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
+                       "(pip install 'tenure[redis]')") from exc
+
+DEFAULT_PREFIX = "tenure:"
+DEFAULT_TIMEOUT = 5.0
+# Options that go to redis-py as they are (TLS files and checks, the database number).
+PASSED_ON = ("db", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs",
+             "ssl_check_hostname")
+OPTIONS = ("prefix", "timeout", "restart_grace", *PASSED_ON)
+# In its first seconds, a server grants no name that has no counter: a server that lost its
+# data gives the holders from before its restart this long to reclaim their leases.
+DEFAULT_RESTART_GRACE = 2.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A Redis store's validated options; `url` is for redis-py, without tenure's options."""
+
+    url: str = field(repr=False)  # may hold a password
+    prefix: str
+    timeout: float
+    restart_grace: float
+    driver: dict[str, Any]
+
+
+def parse_options(url: str, options: dict[str, Any]) -> Settings:
+    """Validate a Redis URL and its options (keywords win over the query).
+
+    Example:
+        >>> parse_options("redis://cache:6379/0?prefix=app:", {"timeout": 2}).prefix
+        'app:'
+    """
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    shown = redact(url)
+    if scheme not in ("redis", "rediss", "unix"):
+        raise InvalidArgument(
+            f"url {shown!r} is not a Redis URL; use redis://HOST:PORT/DB, rediss://HOST:PORT/DB "
+            "or unix:///path/to/redis.sock?db=N")
+    if "," in parts.netloc:
+        raise InvalidArgument(
+            f"url {shown!r} names several servers; this store talks to one Redis server (or "
+            "one endpoint of a proxy): give one host")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise InvalidArgument(f"url {shown!r} has a bad port; e.g. redis://cache:6379/0") from None
+    path = parts.path.strip("/")
+    if scheme == "unix" and not path:
+        raise InvalidArgument(f"url {shown!r} names no socket; e.g. unix:///run/redis.sock?db=0")
+    if scheme != "unix" and not host:
+        raise InvalidArgument(f"url {shown!r} names no server; e.g. {scheme}://HOST:6379/0")
+    if scheme != "unix" and path and not path.isdigit():
+        raise InvalidArgument(
+            f"url {shown!r} has path {parts.path!r}; the path is the database number, e.g. "
+            f"{scheme}://{host}:{port or 6379}/0")
+    merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
+    merged.update(options)
+    prefix, timeout, grace = own_options(merged, OPTIONS, "redis:// stores")
+    driver: dict[str, Any] = {}
+    if "db" in merged:
+        db = merged.pop("db")
+        if isinstance(db, bool) or not (isinstance(db, int) or str(db).isdigit()):
+            raise InvalidArgument(f"db={db!r} is not a database number; use e.g. db=0")
+        driver["db"] = int(db)
+    if merged and scheme != "rediss":
+        raise InvalidArgument(
+            f"option(s) {', '.join(sorted(merged))} are TLS settings: use a rediss:// URL")
+    driver.update(merged)
+    return Settings(f"{scheme}://{parts.netloc}{parts.path}", prefix, timeout or DEFAULT_TIMEOUT,
+                    grace, driver)
+
+
+def own_options(merged: dict[str, Any], accepted: Sequence[str],
+                 where: str) -> tuple[str, float | None, float]:
+    """Pop and check tenure's own options: prefix, timeout (None when not given), grace.
+
+    Example:
+        >>> own_options({"prefix": "app:"}, ("prefix",), "redis:// stores")
+        ('app:', None, 2.0)
+    """
+    unknown = sorted(set(merged) - set(accepted))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown option(s) {', '.join(unknown)} for {where}; accepted: "
+            f"{', '.join(accepted)}")
+    prefix = merged.pop("prefix", DEFAULT_PREFIX)
+    if not isinstance(prefix, str):
+        raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
+    if "{" in prefix or "}" in prefix or len(prefix) > 200:
+        raise InvalidArgument(
+            f"prefix={prefix!r} is not allowed: at most 200 characters and no '{{' or '}}' "
+            "(braces would change the keys' cluster hash tag); e.g. prefix='myapp:'")
+    timeout = None if "timeout" not in merged else seconds(
+        "timeout", merged.pop("timeout"), 600.0, "it bounds every connect and every reply")
+    grace = seconds("restart_grace", merged.pop("restart_grace", DEFAULT_RESTART_GRACE),
+                     3600.0, "0 turns it off (see the Redis store's docs)", zero=True)
+    return prefix, timeout, grace
+
+
+def checked_client(client: object, url: object) -> Any:
+    """`client` when it is a client of this API's kind (redis.asyncio.Redis for tenure.aio,
+    redis.Redis for tenure) and no URL came with it.
+
+    Example::
+
+        client = checked_client(redis.asyncio.Redis(), None)
+    """
+    if url is not None:
+        raise InvalidArgument(
+            "give either a URL or client=, not both: the client already says where the server "
+            "is; e.g. tenure.connect(tenure.stores.RedisStore(client=my_client, prefix='app:'))")
+    if not isinstance(client, Redis):
+        raise InvalidArgumentType(
+            f"client must be a {Redis.__module__}.{Redis.__name__} for this store, got "
+            f"{type(client).__module__}.{type(client).__name__}: tenure.stores.RedisStore takes "
+            "a redis.Redis, tenure.aio.stores.AsyncRedisStore a redis.asyncio.Redis (Redis "
+            "Cluster clients are not supported)")
+    return client
+
+
+def client_address(kwargs: dict[str, Any]) -> str:
+    """Where a client's connections go, for messages (never its password).
+
+    Example:
+        >>> client_address({"host": "cache", "port": 6380, "password": "secret"})
+        'redis://cache:6380/0 (client)'
+    """
+    db = kwargs.get("db", 0)
+    if kwargs.get("path"):
+        return f"unix://{kwargs['path']}?db={db} (client)"
+    if kwargs.get("host"):
+        return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{db} (client)"
+    return "redis:// (client)"
+
+
+def seconds(option: str, value: object, most: float, why: str, zero: bool = False) -> float:
+    """A number of seconds, more than 0 (0 or more with `zero`) and at most `most`.
+
+    Example:
+        >>> seconds("timeout", "2.5", 600.0, "it bounds every reply")
+        2.5
+    """
+    try:
+        seconds = float(value)  # type: ignore[arg-type]  # anything else is refused below
+    except (TypeError, ValueError):
+        seconds = math.nan
+    in_range = (seconds >= 0 if zero else seconds > 0) and seconds <= most
+    if isinstance(value, bool) or not in_range:
+        least = "0 or more" if zero else "more than 0"
+        raise InvalidArgument(
+            f"{option}={value!r} is out of range: give seconds, {least} and at most {most:g}; "
+            f"{why}")
+    return seconds
+
+
+def parse_quorum(url: str, options: dict[str, Any]) -> tuple[list[str], int, dict[str, Any]]:
+    """The masters' URLs (credentials and database shared), the quorum (a majority unless
+    given), and the options left for each master's store.
+
+    Example:
+        >>> urls, quorum, rest = parse_quorum("redis://a:1,b:2,c:3/0?prefix=x:", {})
+        >>> urls, quorum, rest
+        (['redis://a:1/0', 'redis://b:2/0', 'redis://c:3/0'], 2, {'prefix': 'x:'})
+    """
+    parts = urlsplit(url)
+    shown = redact(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("redis", "rediss"):
+        raise InvalidArgument(
+            f"url {shown!r}: several masters need redis:// or rediss://, e.g. "
+            "redis://r1:6379,r2:6379,r3:6379/0")
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    names = hosts.split(",")
+    if any(not name.strip() for name in names):
+        raise InvalidArgument(
+            f"url {shown!r} has an empty host between commas; e.g. redis://r1:6379,r2:6379,"
+            "r3:6379/0")
+    if len(set(names)) < len(names):
+        raise InvalidArgument(f"url {shown!r} names a master twice; name each master once")
+    at = f"{credentials}@" if credentials else ""
+    urls = [f"{scheme}://{at}{name}{parts.path}" for name in names]
+    merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
+    merged.update(options)
+    if "client" in merged:
+        raise InvalidArgument(
+            "client= takes one client; several masters are named in the URL only")
+    quorum = _quorum(merged.pop("quorum", len(names) // 2 + 1), len(names))
+    return urls, quorum, merged
+
+
+def _quorum(value: object, masters: int) -> int:
+    majority = masters // 2 + 1
+    if isinstance(value, bool) or not (isinstance(value, int) or str(value).isdigit()):
+        raise InvalidArgumentType(
+            f"quorum must be a whole number of masters, got {value!r}; e.g. quorum={majority}")
+    quorum = int(str(value))
+    if not majority <= quorum <= masters:
+        raise InvalidArgument(
+            f"quorum={quorum} is out of range for {masters} masters: give {majority} to "
+            f"{masters}. A quorum of half the masters or fewer would let two holders hold one "
+            "lock at once (two groups of masters that share none could each grant it)")
+    return quorum

@@ -1,0 +1,104 @@
+# GENERATED from src/tenure/_async/stores/redis/__init__.py by scripts/unasync.py: do not edit.
+"""`redis://HOST:PORT/DB`, `rediss://...` (TLS), `unix:///path/to/redis.sock?db=N`: leases in Redis;
+several masters with a quorum (`redis://a,b,c/0?quorum=2`) too.
+
+Where things are:
+
+    _scripts.py      the Lua scripts, the keys of a name, commands packed by hand
+    _settings.py     options: a URL's, a client's, a quorum's (checked before any I/O)
+    _connections.py  connections to one server, the undo of unanswered acquires, errors
+    _reader.py       the pub/sub reader that notices a restart and reclaims the leases held
+    _waiting.py      waiting for a release; the wake-up takes the lease and returns it
+    _records.py      the records API (a record per name, fenced by its lease)
+    _single.py       RedisStore: one server
+    _fan_out.py      calls to several masters at once, answers counted as they come
+    _quorum.py       RedisQuorumStore: a quorum of independent masters
+
+See docs/stores/redis.md.
+
+Example::
+
+    store = tenure.connect("redis://cache.internal:6379/0?prefix=myapp:")
+    store = tenure.connect(tenure.stores.RedisStore(client=redis.Redis(), prefix="myapp:"))
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores.redis._quorum import (
+    MASTER_SHARE,
+    WAIT_SLACK,
+    RedisQuorumStore,
+)
+from tenure._sync.stores.redis._reader import RECONNECT_MAX, TICK
+from tenure._sync.stores.redis._scripts import (
+    ACQUIRE,
+    BREAK,
+    LAST_ACQUIRE,
+    RAISE,
+    READ,
+    RELEASE,
+    RENEW,
+    RETOKEN,
+    SIGNAL_MS,
+    SWAP_RECORD,
+    UNDO_ACQUIRE,
+    UNDO_RECORD,
+    WAKE_ACQUIRE,
+    WRITE_RECORD,
+    name_keys,
+    packed,
+)
+from tenure._sync.stores.redis._settings import (
+    DEFAULT_PREFIX,
+    DEFAULT_RESTART_GRACE,
+    DEFAULT_TIMEOUT,
+    OPTIONS,
+    PASSED_ON,
+    Settings,
+    parse_options,
+    parse_quorum,
+)
+from tenure._sync.stores.redis._single import RedisStore
+from tenure._sync.stores.redis._waiting import SERVER_TIMER_SLACK
+
+# The URL schemes this store serves (several masters: a quorum store, by the same schemes).
+SCHEMES: tuple[str, ...] = ("redis", "rediss", "unix")
+
+
+def from_url(url: str, **options: Any) -> Backend:
+    """The store for a `redis://`, `rediss://` or `unix://` URL, as `tenure.connect` builds
+    it: one server, or a quorum of masters when the URL names several (comma-separated).
+
+    Example::
+
+        backend = from_url("redis://cache:6379/0?prefix=app:", timeout=2)
+        quorum = from_url("redis://r1:6379,r2:6379,r3:6379/0")  # RedisQuorumStore
+    """
+    return open_store(url, **options)
+
+
+def open_store(url: str | None = None, **options: Any) -> Backend:
+    """The Redis store for `url` (or `client=`): a quorum store when the URL names several
+    masters.
+
+    Example::
+
+        backend = open_store("redis://r1,r2,r3/0")  # RedisQuorumStore, quorum 2
+    """
+    if isinstance(url, str) and "," in urlsplit(url).netloc:
+        return RedisQuorumStore(url, **options)
+    return RedisStore(url, **options)
+
+
+__all__ = [
+    "ACQUIRE", "BREAK", "DEFAULT_PREFIX", "DEFAULT_RESTART_GRACE", "DEFAULT_TIMEOUT",
+    "LAST_ACQUIRE", "MASTER_SHARE", "OPTIONS", "PASSED_ON", "RAISE", "READ", "RECONNECT_MAX",
+    "RELEASE", "RENEW", "RETOKEN", "SCHEMES", "SERVER_TIMER_SLACK", "SIGNAL_MS", "SWAP_RECORD",
+    "TICK", "UNDO_ACQUIRE", "UNDO_RECORD", "WAIT_SLACK", "WAKE_ACQUIRE", "WRITE_RECORD",
+    "RedisQuorumStore", "RedisStore", "Settings", "from_url", "name_keys",
+    "open_store", "packed", "parse_options", "parse_quorum",
+]

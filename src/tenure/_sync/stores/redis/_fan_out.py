@@ -1,0 +1,176 @@
+# GENERATED from src/tenure/_async/stores/redis/_fan_out.py by scripts/unasync.py: do not edit.
+"""Calls to several Redis masters at once, for the quorum store: each call's answer counted
+as it comes, the caller going on as soon as the answers decide, and the calls still running
+then finishing in the background (their outcomes to a `late` callback).
+
+Example::
+
+    masters = Masters(nodes)
+    answers = masters.first(on, [0, 1, 2], enough, bound=0.5)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from tenure._sync import _shim
+from tenure._sync.stores.redis._single import RedisStore
+from tenure._errors import StoreUnavailable
+from tenure._types import LostReason
+
+# When masters disagree on why a lease is gone, the reason most of them gave; on a tie, this.
+_REASON_ORDER = (LostReason.BROKEN, LostReason.TAKEN, LostReason.EXPIRED)
+# A master that has this many calls unanswered past their bound is skipped (counted as down)
+# until some of them end: a silent master must not pile up stalled calls, and threads in the
+# sync API, at every operation.
+MAX_OVERDUE = 4
+
+
+class Down(NamedTuple):
+    """A master's failure, as one answer among the others' (not raised)."""
+
+    error: StoreUnavailable
+
+
+class Silent(Down):
+    """A master that had not answered when its caller went on (its call goes on)."""
+
+
+class Masters:
+    """One store per master, and the calls running on each (see `first`).
+
+    Example::
+
+        masters = Masters([RedisStore(url) for url in urls])
+    """
+
+    def __init__(self, nodes: list[RedisStore]) -> None:
+        self.nodes = nodes
+        self.start_afresh()
+
+    def start_afresh(self) -> None:
+        """Forget the calls running (a forked child runs none of its parent's).
+
+        Example::
+
+            masters.start_afresh()
+        """
+        # Calls running on each master: call number -> when its caller stops waiting for it.
+        self._running: list[dict[int, float]] = [{} for _ in self.nodes]
+        self._calls = itertools.count()
+        # This store's calls of a name that a master had not answered when their caller went
+        # on: the next call of that name to that master waits (within its bound) for them.
+        self._lagging: dict[tuple[int, str], _shim.Event] = {}
+
+    def first(self, on: Callable[[int], Any], masters: Sequence[int],
+                     enough: Callable[[dict[int, Any]], bool], bound: float,
+                     late: Callable[[int, Any], Any] | None = None,
+                     name: str | None = None) -> list[Any]:
+        """`on(master)` for each master at once; the answers in order, as soon as
+        `enough(answers so far, by master)` holds, all answered, or `bound` seconds passed.
+        A master that has not answered by then, or that has MAX_OVERDUE calls overdue already
+        (it is not asked), answers Down. `late(master, outcome)` gets the outcome of each call
+        that ends after that (typed loosely: coroutines in tenure.aio, plain calls in tenure).
+
+        With `name`: a call of the name to a master first waits (within `bound`) for this
+        store's earlier calls of the name that master had not answered in time, so that a
+        master serves one store's calls of a name in order (a release that returned at its
+        quorum is not overtaken there by the next acquire, which it would refuse)."""
+        now = _shim.monotonic()
+        answers: dict[int, Any] = {}
+        for index in masters:
+            if sum(due < now for due in list(self._running[index].values())) >= MAX_OVERDUE:
+                answers[index] = Down(StoreUnavailable(
+                    f"{self.nodes[index].url}: {MAX_OVERDUE} earlier calls are still "
+                    "unanswered; check that the master is running and reachable"))
+        asked = [index for index in masters if index not in answers]
+        done = {index: _shim.Event() for index in asked} if name is not None else {}
+
+        def tracked(index: int) -> Any:
+            call, running = next(self._calls), self._running[index]
+            running[call] = now + bound
+            try:
+                earlier = self._lagging.get((index, name)) if name is not None else None
+                if earlier is not None:
+                    _shim.wait_event(earlier, bound)
+                return on(index)
+            finally:
+                running.pop(call, None)
+
+        def on_late(index: int, outcome: Any) -> None:
+            try:
+                if late is not None and not isinstance(outcome, BaseException):
+                    late(index, outcome)
+            finally:
+                if name is not None:
+                    done[index].set()
+                    if self._lagging.get((index, name)) is done[index]:
+                        del self._lagging[index, name]
+
+        def by_master(got: dict[int, Any]) -> dict[int, Any]:  # run_first counts by position
+            return {asked[position]: answer for position, answer in got.items()}
+
+        if asked:
+            try:
+                answers.update(by_master(_shim.run_first(
+                    tracked, asked, lambda got: enough({**answers, **by_master(got)}), bound,
+                    on_late)))
+            except RuntimeError as exc:  # sync API at interpreter exit: no new threads
+                if "shutdown" not in str(exc):
+                    raise
+                for index in asked:
+                    answers[index] = on(index)
+        if name is not None:
+            for index in asked:
+                if index not in answers and not done[index].is_set():
+                    self._lagging[index, name] = done[index]
+        silent = StoreUnavailable(f"no answer within {bound:g} s")
+        return [answers.get(index, Silent(silent)) for index in masters]
+
+
+def downs(answers: dict[int, Any]) -> int:
+    """How many of `answers` are Down.
+
+    Example:
+        >>> downs({0: None, 1: Down(StoreUnavailable("down"))})
+        1
+    """
+    return sum(isinstance(answer, Down) for answer in answers.values())
+
+
+def settled(answers: dict[int, Any], waiting: int, quorum: int) -> bool:
+    """No quorum can agree any more: settled once `quorum` masters answered (the answer is
+    theirs), or once too few can answer (the store is unavailable).
+
+    Example:
+        >>> settled({0: True, 1: True}, 1, 2)
+        True
+    """
+    answered = len(answers) - downs(answers)
+    return answered >= quorum or answered + waiting < quorum
+
+
+def never(answers: dict[int, Any]) -> bool:
+    """Wait for every master (within the bound).
+
+    Example:
+        >>> never({0: True})
+        False
+    """
+    return False
+
+
+def reason(reasons: list[LostReason]) -> LostReason:
+    """Why a lease is lost, when the masters that answered gave `reasons`.
+
+    Example:
+        >>> reason([LostReason.TAKEN, LostReason.EXPIRED, LostReason.TAKEN]).value
+        'taken'
+    """
+    if not reasons:
+        return LostReason.EXPIRED
+    counts = Counter(reasons)
+    return min(counts, key=lambda reason: (-counts[reason], _REASON_ORDER.index(reason)))
