@@ -33,9 +33,11 @@ from waiting import call, eventually, wait_until
 import tenure
 import tenure.aio
 from tenure._async.stores import mysql as async_mysql
+from tenure._async.stores.mysql import _waking as async_waking
 from tenure._names import name_digest
 from tenure._sync.stores import mysql as sync_mysql
 from tenure._sync.stores.mysql import _store as sync_store_module
+from tenure._sync.stores.mysql import _waking as sync_waking
 from tenure._types import Grant, LostReason
 from tenure.aio.stores import AsyncMySQLStore
 from tenure.stores import MySQLStore
@@ -327,6 +329,34 @@ async def test_the_waiters_flag_is_cleared_once_nobody_sleeps(
             with counted:
                 assert lease is not None and await call(lease.release()) is True
         assert (counted.round_trips, counted.statements) == (1, 1)
+
+
+async def test_the_woken_waiter_goes_before_the_releaser(
+        api: str, mariadb_server: MariaDBServer, table: str, admin: Admin,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Right after a release woke a waiter, the releasing store's own try of the name fails
+    without a statement (the head start, 5 s here), so it does not take the lease back from
+    the waiter it woke."""
+    waking = async_waking if api == "async" else sync_waking
+    monkeypatch.setattr(waking, "WAKE_HEAD_START", 5.0)
+    tries: list[Any] = []
+    calls: list[str] = []  # what the holder's store asks its server
+    async with holder_and_waiter(api, f"{mariadb_server.url}?table={table}") as (holder, waiter):
+        lock = holder.lock("first", ttl=30)
+        ask = holder.backend._connections.call
+
+        def recording(operation: str, *args: Any) -> Any:
+            calls.append(operation)
+            return ask(operation, *args)
+
+        async def try_again() -> None:  # right after the release
+            tries.append(await call(lock.try_acquire()))
+
+        monkeypatch.setattr(holder.backend._connections, "call", recording)
+        await wait_for_handoff(api, admin, table, holder, waiter, "first", 1,
+                               after_release=try_again)
+        assert tries == [None] and calls == ["acquire", "release", "wake"]
+        assert await call(lock.try_acquire()) is not None  # the head start is used up
 
 
 async def test_the_try_behind_a_wait_takes_the_lease_at_the_wake_up(

@@ -37,6 +37,7 @@ from tenure._async.stores.mysql._undo import AsyncUndos, Undo
 from tenure._async.stores.mysql._waking import (
     TRY_ALLOWANCE,
     AsyncSleepers,
+    HeadStart,
     Outcome,
     Tried,
     kill_in,
@@ -98,6 +99,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         self._sleepers = AsyncSleepers(settings.pool_size)
         self._undos = AsyncUndos(self._connections)
         self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
+        self._head_start = HeadStart()
         self._closing = False  # close() began: waits end, and what they take is freed
         _forks.in_child_after_fork(self, AsyncMySQLStore._start_afresh)
 
@@ -108,6 +110,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         self._sleepers.start_afresh()
         self._undos.start_afresh()
         self._contended = set()
+        self._head_start.start_afresh()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url} table={self.table}>"
@@ -117,7 +120,10 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         if self._closing:
             raise closed_store(self.url, "acquire", name)
-        return await self._try(name, name_digest(name), _Attempt(holder, ttl, limit))
+        key = name_digest(name)
+        if self._head_start.taken_by_woken(key):
+            return None  # the waiter a release here just woke goes first
+        return await self._try(name, key, _Attempt(holder, ttl, limit))
 
     async def _try(self, name: str, key: str, attempt: _Attempt,
                    lease_id: int | None = None) -> Grant | None:
@@ -210,7 +216,9 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         if flagged:  # someone waits for the name, here or elsewhere
             self._note_contended(key)
             if not woken:  # the KILL was not sent with the release, or nobody slept
-                await self._wake(grant.name, key)
+                woken = await self._wake(grant.name, key)
+            if woken:
+                self._head_start.give(key)
         elif contended:
             self._contended.discard(key)
         return bool(released)

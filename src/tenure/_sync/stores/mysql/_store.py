@@ -38,6 +38,7 @@ from tenure._sync.stores.mysql._undo import Undos, Undo
 from tenure._sync.stores.mysql._waking import (
     TRY_ALLOWANCE,
     Sleepers,
+    HeadStart,
     Outcome,
     Tried,
     kill_in,
@@ -99,6 +100,7 @@ class MySQLStore(Backend, RecordKeeper):
         self._sleepers = Sleepers(settings.pool_size)
         self._undos = Undos(self._connections)
         self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
+        self._head_start = HeadStart()
         self._closing = False  # close() began: waits end, and what they take is freed
         _forks.in_child_after_fork(self, MySQLStore._start_afresh)
 
@@ -109,6 +111,7 @@ class MySQLStore(Backend, RecordKeeper):
         self._sleepers.start_afresh()
         self._undos.start_afresh()
         self._contended = set()
+        self._head_start.start_afresh()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url} table={self.table}>"
@@ -118,7 +121,10 @@ class MySQLStore(Backend, RecordKeeper):
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         if self._closing:
             raise closed_store(self.url, "acquire", name)
-        return self._try(name, name_digest(name), _Attempt(holder, ttl, limit))
+        key = name_digest(name)
+        if self._head_start.taken_by_woken(key):
+            return None  # the waiter a release here just woke goes first
+        return self._try(name, key, _Attempt(holder, ttl, limit))
 
     def _try(self, name: str, key: str, attempt: _Attempt,
                    lease_id: int | None = None) -> Grant | None:
@@ -211,7 +217,9 @@ class MySQLStore(Backend, RecordKeeper):
         if flagged:  # someone waits for the name, here or elsewhere
             self._note_contended(key)
             if not woken:  # the KILL was not sent with the release, or nobody slept
-                self._wake(grant.name, key)
+                woken = self._wake(grant.name, key)
+            if woken:
+                self._head_start.give(key)
         elif contended:
             self._contended.discard(key)
         return bool(released)
