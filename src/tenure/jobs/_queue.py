@@ -38,7 +38,7 @@ import anyio.to_thread
 
 from tenure._errors import InvalidArgument, InvalidArgumentType, LeaseLost
 from tenure._names import MAX_NAME_LENGTH
-from tenure._timing import Backoff, check_range, jittered, margin_for, to_seconds
+from tenure._timing import Backoff, check_range, check_ttl, jittered, margin_for, to_seconds
 from tenure.jobs import _metrics
 from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import READ, WRITE, Outage, Retry, describe
@@ -136,10 +136,8 @@ class QueueConsumer:
         if unknown:
             raise InvalidArgument(
                 f"unknown queue option {unknown[0]!r}; the options are: {', '.join(sorted(known))}")
-        capabilities = self.locks.store.backend.capabilities
-        self.lock_ttl = check_range(
-            to_seconds(options.get("lock_ttl", 30.0), "lock_ttl"), "lock_ttl",
-            capabilities.min_ttl, capabilities.max_ttl, capabilities.ttl_hint)
+        self.lock_ttl = check_ttl(options.get("lock_ttl", 30.0),
+                                  self.locks.store.backend.capabilities, "lock_ttl")
         seconds = {option: check_range(to_seconds(options.get(option, default), option), option,
                                        low, high)
                    for option, (default, low, high) in _DURATIONS.items()}

@@ -45,7 +45,7 @@ from tenure._async._store import AsyncStore
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailable
 from tenure._names import validate_name
 from tenure._sync._store import Store
-from tenure._timing import Backoff, check_range, to_seconds
+from tenure._timing import Backoff, check_range, check_ttl, to_seconds
 from tenure.jobs._election import Election
 from tenure.jobs._health import job_health
 from tenure.jobs._locks import AnyStore, LockPort
@@ -298,9 +298,7 @@ class _Registry:
                        poll=self._poll(options.get("poll"), ttl), unhealthy_after=unhealthy_after)
 
     def _ttl(self, ttl: Any) -> float:
-        capabilities = self.store.backend.capabilities
-        return check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
-                           capabilities.max_ttl, capabilities.ttl_hint)
+        return check_ttl(ttl, self.store.backend.capabilities)
 
     @staticmethod
     def _poll(poll: Any, ttl: float) -> float:
