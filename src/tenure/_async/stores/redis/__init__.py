@@ -12,6 +12,7 @@ Where things are:
     _single.py       AsyncRedisStore: one server
     _fan_out.py      calls to several masters at once, answers counted as they come
     _quorum.py       AsyncRedisQuorumStore: a quorum of independent masters
+    _quorum_records.py  the quorum store's records API
 
 See docs/stores/redis.md.
 

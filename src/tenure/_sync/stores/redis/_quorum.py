@@ -34,7 +34,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import secrets
 import threading
@@ -48,7 +47,6 @@ from tenure._sync.stores._protocol import (
     Backend,
     RecordKeeper,
     closed_store,
-    record_bytes,
     subject,
 )
 from tenure._sync.stores.redis._fan_out import (
@@ -60,6 +58,7 @@ from tenure._sync.stores.redis._fan_out import (
     reason,
     settled,
 )
+from tenure._sync.stores.redis._quorum_records import QuorumRecords
 from tenure._sync.stores.redis._settings import parse_quorum
 from tenure._sync.stores.redis._single import RedisStore
 from tenure._errors import InvalidArgumentType, MissingExtra, StoreRefused, StoreUnavailable
@@ -115,6 +114,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
         self._freed: dict[str, int] = {}  # masters a release failed part-way on had freed
         self._waiting_on = 0  # the master whose signal lists waiters block on
         self._masters = Masters(self.nodes)
+        self._records = QuorumRecords(self)
         self._mutex = threading.Lock()  # _parts and a late grant's decision (sync: threads)
         self._closed = False
         in_child_after_fork(self, RedisQuorumStore._start_afresh)
@@ -443,99 +443,34 @@ class RedisQuorumStore(Backend, RecordKeeper):
                                      expires_at=ends[self.quorum - 1]))
         return sorted(found, key=lambda info: (info.name, info.slot))
 
-    # -- records ------------------------------------------------------------------------------
+    # -- records (_quorum_records.py) --------------------------------------------------------
 
     def read_record(self, name: str) -> str | None:
-        """The record with the highest version among the masters (at least `quorum` must
-        answer): a write that counted reached a quorum, and any quorum shares a master with it."""
-        def on(index: int) -> tuple[tuple[int, int], str] | Down | None:
-            try:
-                return self.nodes[index]._read_versioned_record(name)
-            except StoreUnavailable as exc:
-                return Down(exc)
+        """The newest record of `name` that a quorum of masters shows, or None.
 
-        answers = self._masters.first(on, self._all, self._answered, self.timeout)
-        errors = [answer for answer in answers if isinstance(answer, Down)]
-        if len(self.nodes) - len(errors) < self.quorum:
-            raise self._failure("reading the record", name, errors,
-                                len(self.nodes) - len(errors))
-        found = [answer for answer in answers if answer is not None
-                 and not isinstance(answer, Down)]
-        return max(found)[1] if found else None
+        Example::
+
+            last = backend.read_record("nightly-report")
+        """
+        return self._records.read(name)
 
     def write_record(self, grant: Grant, record: str) -> bool:
-        """Written where the lease's masters still hold it; True when at least `quorum` did.
-        A write that missed its quorum is taken back where it landed, so it never wins a read."""
-        record_bytes(record)
-        self._refuse_if_closed("writing the record", grant.name)
-        parts = dict(self._parts.get(grant.lease_id, {}))
-        version = (grant.token, next(self._writes))
+        """Replace the record of `grant.name` where the lease is held; True on a quorum.
 
-        def on(index: int) -> bytes | Down | None:
-            try:
-                return self.nodes[index]._write_versioned_record(parts[index], record,
-                                                                      version)
-            except StoreUnavailable as exc:
-                return Down(exc)
+        Example::
 
-        indexes = list(parts)
-        # Writes that land after the answers were counted: undone if the write failed.
-        parked: dict[int, bytes] = {}
-        decided = failed = False
-
-        def enough(got: dict[int, Any]) -> bool:
-            written = sum(isinstance(answer, bytes) for answer in got.values())
-            if written >= self.quorum:
-                return True
-            waiting = len(indexes) - len(got)
-            return not waiting or written + waiting + downs(got) < self.quorum
-
-        def undo(index: int, undo: bytes | None = None) -> None:
-            with contextlib.suppress(StoreUnavailable):  # best effort: the master may be down
-                self.nodes[index]._undo_record(grant.name, undo or landed[index])
-
-        def late(index: int, answer: Any) -> None:
-            with self._mutex:
-                if not decided and isinstance(answer, bytes):
-                    parked[index] = answer
-                if not failed or not isinstance(answer, bytes):
-                    return
-            undo(index, answer)
-
-        answers = self._masters.first(on, indexes, enough, self.timeout, late, grant.name)
-        landed = {index: answer for index, answer in zip(indexes, answers, strict=True)
-                  if isinstance(answer, bytes)}
-        errors = [answer for answer in answers if isinstance(answer, Down)]
-        with self._mutex:
-            decided, failed = True, len(landed) < self.quorum
-            landed.update(parked if failed else {})
-        if not failed:
-            return True
-        if landed:
-            self._masters.first(undo, list(landed), never, self.timeout)
-        if len(landed) + len(errors) < self.quorum:
-            return False
-        raise self._failure("writing the record", grant.name, errors, len(parts) - len(errors))
+            written = backend.write_record(grant, '{"done": "2026-11-23"}')
+        """
+        return self._records.write(grant, record)
 
     def records(self, prefix: str = "") -> dict[str, str]:
-        def on(index: int) -> dict[str, tuple[tuple[int, int], str]] | Down:
-            try:
-                return self.nodes[index]._versioned_records(prefix)
-            except StoreUnavailable as exc:
-                return Down(exc)
+        """Every record whose name starts with `prefix`, by name.
 
-        answers = self._masters.first(on, self._all, self._answered, self.timeout)
-        errors = [answer for answer in answers if isinstance(answer, Down)]
-        if len(self.nodes) - len(errors) < self.quorum:
-            raise self._failure("listing the records", prefix, errors,
-                                len(self.nodes) - len(errors))
-        newest: dict[str, tuple[tuple[int, int], str]] = {}
-        for answer in answers:
-            if not isinstance(answer, Down):
-                for name, entry in answer.items():
-                    if name not in newest or entry > newest[name]:
-                        newest[name] = entry
-        return {name: record for name, (_, record) in newest.items()}
+        Example::
+
+            everything = backend.records("jobs/")
+        """
+        return self._records.all(prefix)
 
     # -- waiting ------------------------------------------------------------------------------
 
