@@ -1133,6 +1133,29 @@ async def refused_within_a_second(store: Any, timeout: float | None = None) -> s
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_password_the_server_does_not_check_is_warned_about_once(
+        url: str, api: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A server without a password accepts any password from redis-py (HELLO AUTH default
+    <password>): the store says so once, without the password, and works."""
+    secret = "an-unchecked-s3cret"
+    with_password = url.replace("redis://", f"redis://:{secret}@", 1)
+    store = connect(with_password, api)
+    try:
+        with caplog.at_level(logging.WARNING, logger="tenure"):
+            for _ in range(2):
+                lease = await call(store.lock("pw", ttl=5).try_acquire())
+                assert lease is not None
+                await call(lease.release())
+        said = [record.getMessage() for record in caplog.records
+                if record.name == "tenure" and record.levelno == logging.WARNING]
+        assert len(said) == 1, said
+        assert "no password set" in said[0] and "was not checked" in said[0]
+        assert secret not in said[0] and store.url in said[0]
+    finally:
+        await call(store.close())
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
 @pytest.mark.parametrize("wrong", ["1", "not-the-password-but-a-long-one"])
 async def test_a_wrong_password_is_refused_at_once(password_server: RedisServer, api: str,
                                                     wrong: str) -> None:

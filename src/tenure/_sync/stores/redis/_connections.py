@@ -125,6 +125,9 @@ class Connections:
         self.closed = False
         self._pool, self._owns_pool, self._kwargs = pool, owns_pool, kwargs
         self._password = password
+        # A password for the default user is checked once (see _check_password).
+        self._password_unchecked = bool(password) and kwargs.get("username") in (None, "",
+                                                                                  "default")
         self._client = Redis(connection_pool=pool)
         # Connections of the scripts: idle ones, and all (closed with the store).
         self._idle: list[Any] = []
@@ -263,6 +266,8 @@ class Connections:
                 connection = self._new_connection()
             sent, reply = False, []
             try:
+                if self._password_unchecked:
+                    self._check_password(connection)
                 connection.send_packed_command((command,))
                 sent = True
                 if replies == 1:
@@ -303,6 +308,21 @@ class Connections:
                 connection.disconnect()
             return reply
         raise AssertionError("unreachable")
+
+    def _check_password(self, connection: Any) -> None:
+        """Warn once when the server has no password set: redis-py authenticates with HELLO
+        AUTH default <password>, which a default user without a password accepts whatever the
+        password, so a password in the URL would go unchecked without a word. A plain AUTH
+        <password> says so."""
+        self._password_unchecked = False
+        try:
+            connection.send_packed_command((packed(b"AUTH", self._password.encode()),))
+            connection.read_response(disconnect_on_error=False)
+        except (AuthenticationError, ResponseError) as exc:  # the reply was read whole
+            if "without any password" in str(exc) or "no password is set" in str(exc):
+                log.warning("tenure: %s: the server has no password set, so the password given "
+                            "was not checked; remove it from the URL, or set one on the server "
+                            "(requirepass)", self.url)
 
     def _finish(self, connection: Any, replies: int, undo: Undo) -> None:
         """Free what a cancelled acquire took: UNDO_ACQUIRE sent on the request's own
