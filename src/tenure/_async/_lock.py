@@ -109,6 +109,16 @@ class AsyncLock:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl:g}s limit={self.limit}>"
 
+    def _terms(self) -> AsyncLeaseTerms:
+        """The terms of a lease taken now: `on_lost`, `renew_every` and `ttl` are public
+        attributes, and one set after the lock was made applies to the leases taken after it."""
+        terms = self._lease_terms
+        if (terms.on_lost is not self.on_lost or terms.renew_every != self.renew_every
+                or terms.ttl != self.ttl):
+            terms = self._lease_terms = AsyncLeaseTerms(self.ttl, self.renew_every, self.on_lost,
+                                                        self._backend, self._monitor)
+        return terms
+
     async def __aenter__(self) -> AsyncLease:
         owner = current_owner()
         own = sum(1 for who, store, name, lease in _entered.get()
@@ -204,7 +214,7 @@ class AsyncLock:
         grant = await self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
         if grant is None:
             return None
-        lease = AsyncLease(self._lease_terms, grant, min(sent_at, grant.sent_at))
+        lease = AsyncLease(self._terms(), grant, min(sent_at, grant.sent_at))
         self._monitor.watch(lease)
         return lease
 
@@ -310,7 +320,7 @@ class AsyncLock:
                                              wait, patience)
         if grant is None:
             return None
-        lease = AsyncLease(self._lease_terms, grant, grant.sent_at)
+        lease = AsyncLease(self._terms(), grant, grant.sent_at)
         self._monitor.watch(lease)
         return lease
 
