@@ -305,22 +305,37 @@ def processes() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 class CountingTries:
-    """A lock's backend that counts its try_acquire calls (everything else passes through)."""
+    """A lock's backend that counts its tries: try_acquire calls and, on a store whose waits
+    take the lease (wait_and_acquire), those waits too (everything else passes through)."""
 
     def __init__(self, inner: Any, is_async: bool) -> None:
         self.inner, self.tries = inner, 0
+        self.try_acquire = self._counted(inner.try_acquire, is_async)
+        waits = getattr(inner, "wait_and_acquire", None)
+        if waits is not None:
+            self.wait_and_acquire = self._counted(waits, is_async)
+
+    def _counted(self, method: Any, is_async: bool) -> Any:
         if is_async:
-            async def try_acquire(*args: Any) -> Any:
+            async def counted(*args: Any) -> Any:
                 self.tries += 1
-                return await inner.try_acquire(*args)
-        else:
-            def try_acquire(*args: Any) -> Any:  # type: ignore[misc]
-                self.tries += 1
-                return inner.try_acquire(*args)
-        self.try_acquire = try_acquire
+                return await method(*args)
+            return counted
+
+        def counted_sync(*args: Any) -> Any:
+            self.tries += 1
+            return method(*args)
+        return counted_sync
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+def count_tries(lock: Any, is_async: bool) -> CountingTries:
+    """Make `lock` go through a CountingTries of its backend, and return the spy."""
+    spy = lock._backend = CountingTries(lock._backend, is_async)
+    lock._wait_and_acquire = getattr(spy, "wait_and_acquire", None)
+    return spy
 
 
 @contextlib.asynccontextmanager

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import anyio
 import pytest
-from conftest import CountingTries, Target, call, entered, eventually
+from conftest import Target, call, count_tries, entered, eventually
 from waiting import wait_until
 
 import tenure
@@ -332,7 +332,7 @@ async def test_a_new_thread_is_not_the_holder_of_an_ended_threads_lease(target: 
     if target.is_async:
         pytest.skip("threads own leases in the sync API; tasks in the async one")
     lock = target.connect().lock("handed-on", ttl=target.ttl(5))
-    spy = lock._backend = CountingTries(lock._backend, is_async=False)
+    spy = count_tries(lock, is_async=False)
     taken: list[Any] = []
     first = threading.Thread(target=lambda: taken.append(lock.acquire(timeout=5)))
     first.start()
