@@ -137,3 +137,36 @@ def test_sigterm_stops_the_instances_and_removes_the_temporary_directory(tmp_pat
         demo.kill()
         demo.wait(10)
     assert list(tmp_path.glob("tenure-demo-*")) == []
+
+
+def test_a_sigkilled_demo_leaves_no_process_and_no_directory_behind(tmp_path: Path) -> None:
+    """kill -9 of `tenure demo` while one of its instances is frozen (SIGSTOP): every instance,
+    the frozen one too, exits soon after, and the temporary directory goes with them."""
+    from process_tree import alive, descendants, stopped
+
+    environment = {**os.environ, "TMPDIR": str(tmp_path)}
+    demo = subprocess.Popen([sys.executable, "-m", "tenure", "demo", "--json", "--invoices",
+                             "400", "--instances", "4", "--faults", "1", "--seed", "7"],
+                            env=environment, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    children: set[int] = set()
+    try:
+        def frozen() -> bool:
+            return any('"frozen"' in events.read_text()
+                       for events in tmp_path.glob("tenure-demo-*/events.jsonl"))
+
+        wait_until(frozen, 120, "an instance frozen by the demo's fault")
+        children |= descendants(demo.pid)
+        assert len(children) >= 4 and any(stopped(pid) for pid in children), children
+        demo.kill()
+        demo.wait(10)
+        wait_until(lambda: not any(alive(pid) for pid in children), 30,
+                   "every process of the SIGKILLed demo to exit")
+        wait_until(lambda: list(tmp_path.glob("tenure-demo-*")) == [], 30,
+                   "the temporary directory to be removed")
+    finally:
+        demo.kill()
+        demo.wait(10)
+        for pid in children:  # a failed run leaves nothing behind either
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

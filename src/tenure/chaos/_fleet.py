@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenure.chaos._lifeline import Lifeline
+
 
 @dataclass
 class WorkerProcess:
@@ -50,6 +52,7 @@ class Fleet:
     log: Path
     workers: list[WorkerProcess] = field(default_factory=list)
     module: str = "tenure.chaos._worker"  # the workload's worker: _jobs_worker, _queue_worker
+    lifeline: Lifeline | None = None  # each worker exits soon after the run, however it ends
 
     def add(self, number: int, settings: dict[str, Any], env: dict[str, str]) -> WorkerProcess:
         worker = WorkerProcess(number, {**settings, "number": number}, env)
@@ -59,11 +62,17 @@ class Fleet:
 
     def spawn(self, worker: WorkerProcess) -> None:
         """Start (or restart) the worker's process."""
+        options: dict[str, Any] = {"env": {**os.environ, **worker.env}} \
+            if self.lifeline is None else self.lifeline.child_options(worker.env)
+        if worker.process is not None and self.lifeline is not None:
+            self.lifeline.forget(worker.process.pid)  # reaped by now: a restart follows a kill
         with self.log.open("ab") as output:
             worker.process = subprocess.Popen(
                 [sys.executable, "-m", self.module, json.dumps(worker.settings)],
                 stdout=output, stderr=output, stdin=subprocess.DEVNULL,
-                env={**os.environ, **worker.env}, start_new_session=True)
+                start_new_session=True, **options)
+        if self.lifeline is not None:
+            self.lifeline.adopt(worker.process.pid)
         worker.state = "running"
 
     def by_pid(self, pid: int) -> WorkerProcess | None:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tenure.chaos._history import HistoryWriter
+from tenure.chaos._lifeline import Lifeline, watch_parent
 
 
 @dataclass
@@ -126,13 +127,18 @@ class Oracle:
     port: int
 
     @classmethod
-    def start(cls, history: Path, fencing: bool, log: Path, timeout: float = 30.0) -> Oracle:
-        """Start the oracle process and wait until it listens."""
+    def start(cls, history: Path, fencing: bool, log: Path, timeout: float = 30.0,
+              lifeline: Lifeline | None = None) -> Oracle:
+        """Start the oracle process and wait until it listens (with a `lifeline`, it exits
+        soon after this process, however this one ends)."""
         settings = json.dumps({"history": str(history), "fencing": fencing})
+        options = {} if lifeline is None else lifeline.child_options()
         with log.open("ab") as errors:
             process = subprocess.Popen([sys.executable, "-m", "tenure.chaos._oracle", settings],
                                        stdout=subprocess.PIPE, stderr=errors,
-                                       start_new_session=True)
+                                       start_new_session=True, **options)
+        if lifeline is not None:
+            lifeline.adopt(process.pid)
         assert process.stdout is not None
         # Blocks until the first line (the port) or EOF: no polling needed.
         line = process.stdout.readline()
@@ -192,4 +198,5 @@ class OracleClient:
 
 
 if __name__ == "__main__":
+    watch_parent()  # exit soon after the chaos run, even one killed with SIGKILL
     asyncio.run(_serve(json.loads(sys.argv[1])))

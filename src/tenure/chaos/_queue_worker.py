@@ -38,6 +38,7 @@ from typing import Any
 import tenure
 from tenure.chaos._history import HistoryWriter
 from tenure.chaos._jobs_worker import innermost_errors
+from tenure.chaos._lifeline import watch_parent
 from tenure.chaos._oracle import OracleClient
 from tenure.chaos._producer import number_of, open_source
 from tenure.chaos._worker import CONTROL_WAIT, log_renewals, wait_for_control
@@ -157,6 +158,7 @@ def _deadline(lease: Any) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
+    watch_parent()  # exit soon after the chaos run, even one killed with SIGKILL
     settings = json.loads(argv[0])
     process = f"worker-{settings['number']}"
     history = HistoryWriter(Path(settings["history"]), process)

@@ -28,6 +28,7 @@ from tenure.chaos._checkers import check_history
 from tenure.chaos._faults import Nemesis, plan_faults
 from tenure.chaos._fleet import Fleet
 from tenure.chaos._history import HistoryWriter, read_history
+from tenure.chaos._lifeline import Lifeline
 from tenure.chaos._oracle import Oracle
 from tenure.chaos._producer import Producer, drain, settle_events
 from tenure.chaos._proxy import Proxy, ProxyHost, ProxyTarget, proxied_store
@@ -151,7 +152,10 @@ class _Run:
         self.oracle: Oracle | None = None
         self.proxy_host: ProxyHost | None = None
         self.proxies: dict[int, list[Proxy]] = {}
-        self.fleet = Fleet(log=directory / "workers.log", module=WORKER_MODULES[settings.workload])
+        # Every process of the run exits soon after this one, however it ends (kill -9 too).
+        self.lifeline = Lifeline.start()
+        self.fleet = Fleet(log=directory / "workers.log", module=WORKER_MODULES[settings.workload],
+                           lifeline=self.lifeline)
         self.chance = random.Random(seed)  # the schedule only: the same seed, the same plan
         database = parse_store_url(settings.store).location if settings.scheme == "sqlite" \
             else None
@@ -162,7 +166,7 @@ class _Run:
     def play(self) -> list[str]:
         settings = self.settings
         self.oracle = Oracle.start(self.history_path, settings.fencing,
-                                   self.directory / "oracle.log")
+                                   self.directory / "oracle.log", lifeline=self.lifeline)
         if self.target is not None:
             self.proxy_host = self.nemesis.proxy_host = ProxyHost()
         run_id = uuid.uuid4().hex[:8]
@@ -286,4 +290,5 @@ class _Run:
             self.oracle.stop()
         if self.proxy_host is not None:
             self.proxy_host.close()
+        self.lifeline.close()
         self.history.close()

@@ -46,6 +46,7 @@ from typing import Any
 
 import tenure
 from tenure.chaos._history import HistoryWriter
+from tenure.chaos._lifeline import watch_parent
 from tenure.chaos._oracle import OracleClient
 
 CONTROL_WAIT = 60.0  # how long a worker waits for the control file before giving up
@@ -229,6 +230,7 @@ def wait_for_control(path: Path, timeout: float) -> dict[str, Any] | None:
 
 
 def main(argv: list[str]) -> int:
+    watch_parent()  # exit soon after the chaos run, even one killed with SIGKILL
     settings = json.loads(argv[0])
     process = f"worker-{settings['number']}"
     history = HistoryWriter(Path(settings["history"]), process)

@@ -39,6 +39,7 @@ import sqlalchemy as sa
 
 import tenure
 from tenure import claims, outbox
+from tenure.chaos._lifeline import watch_parent
 from tenure.demo._world import World, invoices
 
 
@@ -150,6 +151,7 @@ class InvoiceApp:
 
 
 def main(argv: list[str]) -> int:
+    watch_parent()  # exit soon after the demo, even one killed with SIGKILL
     settings = json.loads(argv[0])
     directory = Path(settings["directory"])
     world = World(directory)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tenure.chaos._lifeline import Lifeline
+
 FAULT_KINDS = ("freeze", "kill")
 PATIENCE = 3.0  # seconds a request may wait for its moment before it is withdrawn
 
@@ -64,6 +66,7 @@ class Fleet:
     instances: list[Instance] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     log: Path | None = None
+    lifeline: Lifeline | None = None  # each instance exits soon after the demo, however it ends
 
     def start(self) -> None:
         """Start every instance."""
@@ -74,9 +77,12 @@ class Fleet:
     def _spawn(self, instance: Instance) -> None:
         settings = {**self.settings, "instance": instance.number}
         output = subprocess.DEVNULL if self.log is None else self.log.open("ab")
+        options = {} if self.lifeline is None else self.lifeline.child_options()
         instance.process = subprocess.Popen(
             [sys.executable, "-m", "tenure.demo._instance", json.dumps(settings)],
-            stdout=output, stderr=output, start_new_session=True)
+            stdout=output, stderr=output, start_new_session=True, **options)
+        if self.lifeline is not None:
+            self.lifeline.adopt(instance.process.pid)
         instance.state = "running"
 
     def by_pid(self, pid: int) -> Instance | None:
@@ -123,6 +129,8 @@ class Fleet:
             assert instance.process is not None
             if instance.state != "killed" and instance.process.poll() is not None:
                 instance.state, instance.restart_at = "killed", now + restart_after
+                if self.lifeline is not None:
+                    self.lifeline.forget(instance.process.pid)
             elif instance.state == "frozen" and now >= instance.frozen_until:
                 os.kill(instance.process.pid, signal.SIGCONT)
                 instance.state = "thawing"  # until it reports "thawed"

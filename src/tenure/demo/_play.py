@@ -27,6 +27,7 @@ import tenure
 from tenure._errors import InvalidArgument
 from tenure._jsonlines import read_appended
 from tenure._urls import parse_store_url
+from tenure.chaos._lifeline import Lifeline
 from tenure.demo._instances import FAULT_KINDS, Fleet, Instance
 from tenure.demo._report import LAYERS, Report
 from tenure.demo._world import World
@@ -88,7 +89,8 @@ def run_demo(settings: DemoSettings) -> Report:
     seed = random.randrange(1 << 30) if settings.seed is None else settings.seed
     if settings.store is not None:
         _check_store(settings.store)
-    with _directory(settings.directory) as directory:
+    with _directory(settings.directory) as directory, \
+            Lifeline.start(remove=None if settings.directory else directory) as lifeline:
         store = settings.store or f"sqlite:///{directory}/locks.db"
         world = World(directory)
         world.create(settings.invoices, seed)
@@ -96,7 +98,7 @@ def run_demo(settings: DemoSettings) -> Report:
                        "layers": list(settings.layers), "ttl": settings.ttl,
                        "stale": settings.stale, "batch": settings.batch,
                        "latency": settings.latency}, settings.instances,
-                      log=directory / "instances.log")
+                      log=directory / "instances.log", lifeline=lifeline)
         try:
             return _play(settings, seed, world, fleet, directory)
         finally:
