@@ -7,12 +7,12 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from tenure._async.stores._options import as_number, refuse_unknown
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra
 from tenure._urls import redact
 
@@ -92,19 +92,16 @@ def parse_options(url: str, options: dict[str, Any]) -> Settings:
                     grace, driver)
 
 
-def own_options(merged: dict[str, Any], accepted: Sequence[str],
-                 where: str) -> tuple[str, float | None, float]:
-    """Pop and check tenure's own options: prefix, timeout (None when not given), grace.
+def own_options(merged: dict[str, Any], accepted: Sequence[str], where: str,
+                note: str = "") -> tuple[str, float | None, float]:
+    """Pop and check tenure's own options: prefix, timeout (None when not given), grace;
+    refuse those not `accepted` (see stores._options.refuse_unknown).
 
     Example:
         >>> own_options({"prefix": "app:"}, ("prefix",), "redis:// stores")
         ('app:', None, 2.0)
     """
-    unknown = sorted(set(merged) - set(accepted))
-    if unknown:
-        raise InvalidArgument(
-            f"unknown option(s) {', '.join(unknown)} for {where}; accepted: "
-            f"{', '.join(accepted)}")
+    refuse_unknown(merged, accepted, where, note)
     prefix = merged.pop("prefix", DEFAULT_PREFIX)
     if not isinstance(prefix, str):
         raise InvalidArgumentType(f"prefix must be a str, got {type(prefix).__name__}")
@@ -112,10 +109,12 @@ def own_options(merged: dict[str, Any], accepted: Sequence[str],
         raise InvalidArgument(
             f"prefix={prefix!r} is not allowed: at most 200 characters and no '{{' or '}}' "
             "(braces would change the keys' cluster hash tag); e.g. prefix='myapp:'")
-    timeout = None if "timeout" not in merged else seconds(
-        "timeout", merged.pop("timeout"), 600.0, "it bounds every connect and every reply")
-    grace = seconds("restart_grace", merged.pop("restart_grace", DEFAULT_RESTART_GRACE),
-                     3600.0, "0 turns it off (see the Redis store's docs)", zero=True)
+    timeout = None if "timeout" not in merged else as_number(
+        "timeout", merged.pop("timeout"), 0, 600.0, above=True, default=DEFAULT_TIMEOUT,
+        why="it bounds every connect and every reply")
+    grace = as_number("restart_grace", merged.pop("restart_grace", DEFAULT_RESTART_GRACE), 0,
+                      3600.0, default=DEFAULT_RESTART_GRACE,
+                      why="0 turns it off (see the Redis store's docs)")
     return prefix, timeout, grace
 
 
@@ -153,26 +152,6 @@ def client_address(kwargs: dict[str, Any]) -> str:
     if kwargs.get("host"):
         return f"redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{db} (client)"
     return "redis:// (client)"
-
-
-def seconds(option: str, value: object, most: float, why: str, zero: bool = False) -> float:
-    """A number of seconds, more than 0 (0 or more with `zero`) and at most `most`.
-
-    Example:
-        >>> seconds("timeout", "2.5", 600.0, "it bounds every reply")
-        2.5
-    """
-    try:
-        seconds = float(value)  # type: ignore[arg-type]  # anything else is refused below
-    except (TypeError, ValueError):
-        seconds = math.nan
-    in_range = (seconds >= 0 if zero else seconds > 0) and seconds <= most
-    if isinstance(value, bool) or not in_range:
-        least = "0 or more" if zero else "more than 0"
-        raise InvalidArgument(
-            f"{option}={value!r} is out of range: give seconds, {least} and at most {most:g}; "
-            f"{why}")
-    return seconds
 
 
 def parse_quorum(url: str, options: dict[str, Any]) -> tuple[list[str], int, dict[str, Any]]:

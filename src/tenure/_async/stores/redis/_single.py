@@ -91,7 +91,7 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
             checked_client(client, url)
             self.prefix, timeout, self.restart_grace = own_options(
                 dict(options), ("prefix", "timeout", "restart_grace"),
-                "a store made from a client (its other settings are the client's)")
+                "redis:// stores made from a client", "its other settings are the client's")
             self._connections = Connections.of_client(client, timeout, self.prefix)
         else:
             if not isinstance(url, str):

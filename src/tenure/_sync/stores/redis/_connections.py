@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import closed_store, subject
+from tenure._sync.stores import _failures as failures
+from tenure._sync.stores._protocol import closed_store
 from tenure._sync.stores.redis._scripts import SCRIPTS, Script, packed
 from tenure._sync.stores.redis._settings import DEFAULT_TIMEOUT, Settings, client_address
 from tenure._errors import InvalidArgument, MissingExtra, StoreRefused, StoreUnavailable
@@ -211,13 +212,10 @@ class Connections:
         if isinstance(exc, StoreRefused):  # the store is closed: already says so
             return StoreRefused(str(exc))
         detail = str(exc).rstrip(".") or type(exc).__name__
-        # A password of a few characters would mangle the address and numbers it occurs in
-        # (drivers never echo one; the URL itself is redacted by its structure).
-        if len(self._password) >= 4:
-            detail = detail.replace(self._password, "***")
         fix = refusal(exc)
         if fix is not None:
-            return StoreRefused(f"{self.url}: {subject(operation, name)} refused: {detail}; {fix}")
+            return failures.refusal(self.url, operation, name, fix, detail,
+                                    password=self._password)
         if isinstance(exc, ReadOnlyError):
             hint = ("this server is a read-only replica (or failing over): point the URL at the "
                     "primary")
@@ -227,7 +225,7 @@ class Connections:
         else:
             hint = ("check that the server is running and reachable at this address, and the "
                     f"TLS settings; each call waits at most timeout={self.timeout:g} s")
-        return StoreUnavailable(f"{self.url}: {subject(operation, name)} failed: {detail}; {hint}")
+        return failures.failure(self.url, operation, name, hint, detail, password=self._password)
 
     def eval(self, script: Script, command: bytes, undo: Undo | None = None) -> Any:
         """Run a packed EVALSHA of `script`; first load the script if the server lacks it.
