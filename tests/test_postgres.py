@@ -31,7 +31,8 @@ from waiting import call, eventually, wait_until
 
 import tenure
 import tenure.aio
-from tenure._async.stores.postgres import _ALIVE_CLASS
+import tenure.stores
+from tenure._async.stores.postgres._table_sql import _ALIVE_CLASS
 from tenure._names import name_digest
 from tenure.chaos._proxy import Proxy, ProxyHost
 
@@ -191,7 +192,7 @@ async def wait_for_handoff(api: str, holder: Any, waiter: Any, name: str,
 
     def listening() -> bool:
         """The waiter missed, and waits on its event with the listener running."""
-        return name_digest(name) in waiter.backend._waiters
+        return name_digest(name) in waiter.backend._listener.waiters
 
     if api == "async":
         async def wait() -> None:
@@ -223,7 +224,7 @@ async def wait_for_handoff(api: str, holder: Any, waiter: Any, name: str,
 async def test_waiter_is_woken_by_the_release_notification(
         api: str, connect: Callable[..., Any]) -> None:
     holder, waiter = connect(), connect()
-    assert waiter.backend.capabilities.notifies_release
+    assert waiter.backend._notify
     for attempt in range(4):  # the first wait opens the listener; later ones reuse it
         lease, latency = await wait_for_handoff(api, holder, waiter, f"handoff-{attempt}",
                                                 limit=1 + attempt % 2)
@@ -575,7 +576,7 @@ async def test_names_tables_and_schema_are_quoted(
     tables = {row[0] for row in query(
         postgres_server, "SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)}
     assert tables == {"Leases_Of_App"}
-    assert not store.backend.capabilities.notifies_release
+    assert not store.backend._notify
     await call(lease.release())
     await call(store.close())
 
@@ -584,7 +585,7 @@ async def test_pgbouncer_mode_polls_without_listening(
         api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
         schema: str) -> None:
     holder, waiter = connect(), connect(pgbouncer=True)
-    assert not waiter.backend.capabilities.notifies_release
+    assert not waiter.backend._notify
     lease = await call(holder.lock("bouncer", ttl=5).try_acquire())
     lock = waiter.lock("bouncer", ttl=5, min_wait=0.01, max_wait=0.05)
     with pytest.raises(tenure.LockTimeout):
@@ -632,7 +633,7 @@ def signed(key: int) -> int:
 async def test_advisory_leases_are_session_locks_sharing_the_pools_connections(
         api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
         schema: str) -> None:
-    from tenure._async.stores.postgres import _advisory_keys
+    from tenure._async.stores.postgres._advisory_sql import _advisory_keys
 
     store = connect(mode="advisory", pool_size=1)
     assert store.backend.table == "tenure_advisory"
@@ -685,7 +686,12 @@ def test_advisory_mode_options() -> None:
         tenure.connect(f"{url}?mode=advisory&pgbouncer=true")
     store = tenure.connect(f"{url}?mode=advisory&table=locks")
     assert store.backend.mode == "advisory" and store.backend.table == "locks"
-    assert store.backend.capabilities.expiry == "session"
+    assert type(store.backend).__name__ == "PostgresAdvisoryStore"  # picked once, by mode
+    assert isinstance(store.backend, tenure.stores.PostgresStore)
+    store.close()
+    store = tenure.connect(url)
+    assert type(store.backend).__name__ == "PostgresTableStore"
+    assert isinstance(store.backend, tenure.stores.PostgresStore)
     store.close()
 
 
@@ -696,14 +702,14 @@ def test_hot_statements_are_prepared_again_when_the_session_drops_them(
     url = f"{postgres_server.url}?schema={schema}&pool_size=1&prepare_threshold=0"
     with tenure.connect(url) as store:
         store.lock("prepared").try_acquire().release()
-        [session] = store.backend._idle
+        [session] = store.backend._pool.idle
         assert session.prepared == {b"tenure_acquire_lock", b"tenure_release"}
         session.connection.execute("DISCARD ALL")
         for _ in range(2):
             lease = store.lock("prepared").try_acquire()
             assert lease is not None and lease.release() is True
         assert session.prepared == {b"tenure_acquire_lock", b"tenure_release"}
-        assert store.backend._idle == [session]
+        assert store.backend._pool.idle == [session]
 
 
 # -- silent paths, cancelled acquires, fork ----------------------------------------------------
@@ -764,9 +770,9 @@ async def test_a_silent_path_ends_each_call_within_the_timeout(
     assert grant is not None
     # Two idle connections: the renewal and the release find one each (advisory: the one that
     # holds the lease's lock, given back first, is the release's; the renewal takes the last).
-    sessions = [await call(backend._take()) for _ in range(2)]
+    sessions = [await call(backend._pool.take()) for _ in range(2)]
     for session in sessions:
-        await call(backend._give_back(session))
+        await call(backend._pool.give_back(session))
 
     host.set_mode(proxy, "blackhole")
     for operation, attempt in [("renewal", lambda: backend.renew([grant], 30.0)),
@@ -776,7 +782,7 @@ async def test_a_silent_path_ends_each_call_within_the_timeout(
         assert isinstance(failure, tenure.StoreUnavailable), failure
         assert f"{operation} of 'stalled' got no answer within timeout=1 s" in str(failure)
         assert time.monotonic() - started < 3.0  # a sanity limit: the bound is 1 s
-    assert backend._idle == []  # both connections were closed, not given back
+    assert backend._pool.idle == []  # both connections were closed, not given back
 
     # Thawed, the held bytes go through: the release sent before the bound frees the lease
     # (advisory: the end of its closed connection does); the store works on new connections.
@@ -835,9 +841,9 @@ def test_a_forked_child_leaves_the_parents_connections_and_leases_alone(
     lease = store.lock("parent", ttl=30).try_acquire()
     assert lease is not None
     store.backend.wait_released("nobody", 0.01)  # starts the listener: a connection of its own
-    listener = store.backend._listener
+    listener = store.backend._listener.connection
     assert listener is not None
-    pooled = {session.pid for session in store.backend._idle}
+    pooled = {session.pid for session in store.backend._pool.idle}
     parents = pooled | {listener.info.backend_pid}
     assert len(parents) == 2 and backends(postgres_server, parents) == parents
 
@@ -847,7 +853,7 @@ def test_a_forked_child_leaves_the_parents_connections_and_leases_alone(
         try:
             own = store.lock("child", ttl=30).try_acquire()
             assert own is not None and own.release() is True
-            assert {session.pid for session in store.backend._idle}.isdisjoint(parents)
+            assert {session.pid for session in store.backend._pool.idle}.isdisjoint(parents)
             store.close()
             atexit._run_exitfuncs()
             del own, store
@@ -862,7 +868,7 @@ def test_a_forked_child_leaves_the_parents_connections_and_leases_alone(
     assert other.lock("parent", ttl=30).try_acquire() is None and not lease.lost
     again = store.lock("after-fork", ttl=30).try_acquire()  # on the parent's own connection
     assert again is not None and again.release() is True
-    assert {session.pid for session in store.backend._idle} == pooled
+    assert {session.pid for session in store.backend._pool.idle} == pooled
     assert lease.release() is True
     store.close()
     other.close()
@@ -1043,10 +1049,10 @@ async def test_the_listener_logs_its_trouble_once_per_outage(
     """The listener used to log an INFO line at each try (every second or so) for as long as
     it could not connect. Now: a WARNING when it starts failing, DEBUG at each try after
     that, an INFO when it listens again; for an outage that begins while it listens, too."""
-    from tenure._async.stores import postgres as async_postgres
-    from tenure._sync.stores import postgres as sync_postgres
+    from tenure._async.stores.postgres import _listener as async_listener
+    from tenure._sync.stores.postgres import _listener as sync_listener
 
-    for module in (async_postgres, sync_postgres):  # each wait tries the listener again
+    for module in (async_listener, sync_listener):  # each wait tries the listener again
         monkeypatch.setattr(module, "_LISTEN_RETRY", 0.0)
     caplog.set_level(logging.DEBUG, logger="tenure")
     host, proxy, url = path
@@ -1055,7 +1061,7 @@ async def test_the_listener_logs_its_trouble_once_per_outage(
     backend = store.backend
 
     def listening() -> bool:
-        task = backend._listen_task
+        task = backend._listener.task
         return task is not None and task.alive()
 
     async def tries(count: int) -> None:
@@ -1151,7 +1157,7 @@ async def test_a_table_of_an_earlier_version_is_rekeyed_with_its_live_lease(
 async def test_an_advisory_table_of_an_earlier_version_is_rekeyed_with_its_live_lease(
         api: str, connect: Callable[..., Any], postgres_server: PostgresServer,
         schema: str) -> None:
-    from tenure._async.stores.postgres import _advisory_keys
+    from tenure._async.stores.postgres._advisory_sql import _advisory_keys
     from tenure._types import Grant
 
     table = f"{schema}.tenure_advisory"
@@ -1286,9 +1292,9 @@ async def test_a_lost_advisory_session_loses_only_its_own_leases(
     store = advisory_store(api, postgres_server, schema, pool_size=2)
     backend = store.backend
     first = await call(backend.try_acquire("first", "me", 30.0, 1))
-    busy = await call(backend._take())  # the first lease's session: the next acquire opens one
+    busy = await call(backend._pool.take())  # the first lease's session: the next acquire opens one
     second = await call(backend.try_acquire("second", "me", 30.0, 1))
-    await call(backend._give_back(busy))
+    await call(backend._pool.give_back(busy))
     third = await call(backend.try_acquire("third", "me", 30.0, 1))
     sessions = {grant.name: backend._holding[grant.lease_id].pid
                 for grant in (first, second, third)}
@@ -1346,14 +1352,14 @@ async def test_advisory_exhaustion_names_the_cause(
                            notify=False)
     try:
         first = await call(store.lock("first", ttl=30).try_acquire())
-        busy = await call(store.backend._take())
+        busy = await call(store.backend._pool.take())
         second = await call(store.lock("second", ttl=30).try_acquire())  # the role's 2nd
         assert first is not None and second is not None
-        also_busy = await call(store.backend._take())
+        also_busy = await call(store.backend._pool.take())
         with pytest.raises(tenure.StoreUnavailable) as caught:
             await call(store.backend._execute("listing", "", b"SELECT 1", {}))  # a 3rd: refused
-        await call(store.backend._give_back(busy))
-        await call(store.backend._give_back(also_busy))
+        await call(store.backend._pool.give_back(busy))
+        await call(store.backend._pool.give_back(also_busy))
         message = str(caught.value)
         assert caught.value.transient is True
         assert "too many connections" in message and "pool_size=5" in message
@@ -1434,12 +1440,12 @@ async def test_a_cancelled_advisory_release_leaves_its_session_to_the_pool(
     other = advisory_store("async", postgres_server, schema)
     first = await store.lock("first", ttl=30).acquire()
     second = await store.lock("second", ttl=30).acquire()
-    session = await store.backend._take()  # another call uses the only session
+    session = await store.backend._pool.take()  # another call uses the only session
     with anyio.move_on_after(0.2):
         await first.release()
         pytest.fail("the release did not wait for the busy session")
-    await store.backend._give_back(session)
-    assert store.backend._idle == [session] and session.handed_to is None
+    await store.backend._pool.give_back(session)
+    assert store.backend._pool.idle == [session] and session.handed_to is None
     assert await second.release() is True
     taken = await other.lock("second", ttl=30).try_acquire()
     assert taken is not None and await taken.release() is True
@@ -1617,14 +1623,14 @@ async def test_wait_released_is_a_plain_wait_that_takes_nothing(
     if api == "async":
         async with anyio.create_task_group() as group:
             group.start_soon(backend.wait_released, "plain", 10.0, 10.0)
-            await eventually(lambda: name_digest("plain") in backend._waiters, 10,
+            await eventually(lambda: name_digest("plain") in backend._listener.waiters, 10,
                              "the waiter to listen")
             assert slot_zero(postgres_server, schema, "plain")[2] == 0  # not registered
             assert await lease.release() is True
     else:
         thread = threading.Thread(target=backend.wait_released, args=("plain", 10.0, 10.0))
         thread.start()
-        await eventually(lambda: name_digest("plain") in backend._waiters, 10,
+        await eventually(lambda: name_digest("plain") in backend._listener.waiters, 10,
                          "the waiter to listen")
         assert slot_zero(postgres_server, schema, "plain")[2] == 0  # not registered
         assert lease.release() is True

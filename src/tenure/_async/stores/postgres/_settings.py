@@ -1,0 +1,212 @@
+"""The options of a PostgreSQL store, read once from its URL and keywords before any I/O: tenure's
+own (schema, table, timeout, pool_size, notify, pgbouncer, prepare_threshold, mode) and libpq's
+parameters, with tenure's defaults for the latter where unset.
+
+Example:
+    >>> read_settings("postgresql://app@db/app?mode=advisory&sslmode=disable", {}).table
+    'tenure_advisory'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+from tenure._async.stores.postgres._failures import clean
+from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._urls import redact
+
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    from tenure._errors import MissingExtra
+
+    raise MissingExtra(
+        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
+        "(pip install 'tenure[postgres]')"
+    ) from exc
+
+OPTIONS = ("schema", "table", "timeout", "pool_size", "notify", "pgbouncer",
+           "prepare_threshold", "mode")
+MODES = ("table", "advisory")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a store was asked for (see read_settings).
+
+    `pool_size` is the most connections the store's pool opens for its calls (the listener's
+    connection, in table mode with notify, is one more); in advisory mode those same
+    connections also hold the leases' locks, many leases per connection.
+    """
+
+    url: str  # redacted
+    password: str  # hidden in the driver's messages
+    mode: str
+    schema: str
+    table: str
+    timeout: float
+    pool_size: int
+    pgbouncer: bool
+    notify: bool
+    prepare: int | None  # psycopg's prepare_threshold
+    params: dict[str, Any]  # libpq's
+
+
+def read_settings(url: str, options: dict[str, Any]) -> Settings:
+    """The store's settings from `url` and the keyword `options` (the keyword wins); raises
+    InvalidArgument, naming the option, for a bad one.
+
+    Example:
+        >>> read_settings("postgresql://app@db/app", {"timeout": 3}).timeout
+        3.0
+    """
+    if not isinstance(url, str):
+        raise InvalidArgumentType(f"url must be a str, got {type(url).__name__}")
+    redacted = redact(url)
+    dsn, settings = _split(url, redacted, options)
+    mode = settings.get("mode", "table")
+    if mode not in MODES:
+        raise InvalidArgument(f"mode={mode!r} is not a PostgreSQL store mode; use "
+                              "mode=table (leases in a table, the default) or "
+                              "mode=advisory (session advisory locks)")
+    advisory = mode == "advisory"
+    schema = _as_identifier("schema", settings.get("schema", "public"), 63)
+    table = _as_identifier("table", settings.get(
+        "table", "tenure_advisory" if advisory else "tenure_leases"), 63)
+    timeout = _as_number("timeout", settings.get("timeout", 5.0), 0.1, 3600.0, "seconds")
+    pool_size = _as_count("pool_size", settings.get("pool_size", 10), 1, 1000)
+    pgbouncer = _as_bool("pgbouncer", settings.get("pgbouncer", False))
+    notify_option = settings.get("notify")
+    notify = not pgbouncer if notify_option is None else _as_bool("notify", notify_option)
+    if notify and pgbouncer:
+        raise InvalidArgument(
+            "notify=true needs a direct connection (LISTEN is session state), but "
+            "pgbouncer=true says this URL is a transaction-pooling PgBouncer; drop notify "
+            "(waiters then poll) or listen on a direct URL in another store")
+    if advisory and pgbouncer:
+        raise InvalidArgument(
+            "mode=advisory needs a direct connection (an advisory lock is session state), "
+            "but pgbouncer=true says this URL is a transaction-pooling PgBouncer; use "
+            "mode=table (the default) through PgBouncer")
+    threshold = settings.get("prepare_threshold", None if pgbouncer else 5)
+    if threshold is not None and str(threshold).lower() in ("none", "off", ""):
+        threshold = None
+    prepare = None if threshold is None else _as_count("prepare_threshold", threshold, 0,
+                                                        1_000_000)
+    params, password = _libpq_params(dsn, redacted, urlsplit(url).password or "", timeout,
+                                     pgbouncer)
+    return Settings(redacted, password, mode, schema, table, timeout, pool_size, pgbouncer,
+                    notify, prepare, params)
+
+
+def _split(url: str, redacted: str, keywords: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Take tenure's options out of the URL's query; the rest of the URL goes to libpq."""
+    base, _, query = url.partition("?")
+    scheme = urlsplit(base).scheme.lower()
+    if scheme not in ("postgresql", "postgres"):
+        raise InvalidArgument(f"url {redacted!r} is not a PostgreSQL URL; use "
+                              "postgresql://USER@HOST:PORT/DBNAME")
+    unknown = sorted(set(keywords) - set(OPTIONS))
+    if unknown:
+        raise InvalidArgument(
+            f"unknown option(s) {', '.join(unknown)} for a postgresql:// store; accepted: "
+            f"{', '.join(OPTIONS)} (libpq parameters such as sslmode go in the URL's query)")
+    settings: dict[str, Any] = {}
+    libpq: list[tuple[str, str]] = []
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key in OPTIONS:
+            settings[key] = value
+        else:
+            libpq.append((key, value))
+    settings.update(keywords)
+    # quote, not quote_plus: libpq does not read '+' as a space (options=-c%20x=1).
+    return base + ("?" + urlencode(libpq, quote_via=quote) if libpq else ""), settings
+
+
+def _libpq_params(dsn: str, redacted: str, password: str, timeout: float,
+                  pgbouncer: bool) -> tuple[dict[str, Any], str]:
+    """libpq's parameters (parsed locally, no I/O) with tenure's defaults where unset, and the
+    password (from the URL or its parameters)."""
+    try:
+        params: dict[str, Any] = dict(conninfo_to_dict(dsn))
+    except psycopg.Error as exc:
+        unknown = re.search(r'invalid URI query parameter: "(.*)"', str(exc))
+        if unknown:
+            raise InvalidArgument(
+                f"unknown URL option {unknown.group(1)!r} in {redacted!r}: tenure's are "
+                f"{', '.join(OPTIONS)}; the others must be libpq parameters (sslmode, "
+                "application_name, target_session_attrs, ...)") from None
+        raise InvalidArgument(
+            f"url {redacted!r} is not a valid libpq URL: {clean(exc, password)}; see "
+            "https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNSTRING"
+        ) from None
+    password = str(params.get("password") or password)
+    milliseconds = max(1, round(timeout * 1000))
+    params.setdefault("connect_timeout", max(1, math.ceil(timeout)))
+    # A dead peer or a cut network fails a call within about `timeout`, not the kernel's
+    # 15 minutes; the listener's idle connection is probed by keepalives.
+    params.setdefault("tcp_user_timeout", milliseconds)
+    params.setdefault("keepalives", 1)
+    params.setdefault("keepalives_idle", max(1, math.ceil(timeout)))
+    params.setdefault("keepalives_interval", 1)
+    params.setdefault("keepalives_count", 3)
+    if not pgbouncer:
+        # Startup parameters, not SETs, so no session state is needed (PgBouncer refuses
+        # them: pgbouncer=true leaves them out). The server cancels a statement after
+        # `timeout`; and a grant is in the WAL before acquire returns even where the
+        # server's default is synchronous_commit=off, which would lose the last grants in
+        # a crash and so hand a lease to a second holder. The user's own options win.
+        params["options"] = (f"-c statement_timeout={milliseconds} "
+                             "-c synchronous_commit=on "
+                             + str(params.get("options", ""))).strip()
+    return params, password
+
+
+def _as_bool(option: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InvalidArgument(f"{option}={value!r} is not a boolean; use {option}=true or "
+                          f"{option}=false")
+
+
+def _as_number(option: str, value: object, low: float, high: float, hint: str) -> float:
+    if isinstance(value, bool):
+        raise InvalidArgumentType(f"{option} must be a number of {hint}, got a bool")
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidArgument(f"{option}={value!r} is not a number; give {hint}, e.g. "
+                              f"{option}=5") from None
+    if not (math.isfinite(number) and low <= number <= high):
+        raise InvalidArgument(f"{option}={value!r} is out of range; use {low:g} to {high:g} "
+                              f"{hint}")
+    return number
+
+
+def _as_count(option: str, value: object, low: int, high: int) -> int:
+    number = _as_number(option, value, low, high, "(a whole number)")
+    if number != int(number):
+        raise InvalidArgument(f"{option}={value!r} must be a whole number from {low} to {high}")
+    return int(number)
+
+
+def _as_identifier(option: str, value: object, longest: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentType(f"{option} must be a str, got {type(value).__name__}")
+    if not _IDENTIFIER.fullmatch(value) or len(value) > longest:
+        raise InvalidArgument(
+            f"{option}={value!r} is not a usable SQL identifier: use 1 to {longest} ASCII "
+            f"letters, digits and underscores, not starting with a digit (e.g. {option}=locks)"
+        )
+    return value

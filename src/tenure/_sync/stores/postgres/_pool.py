@@ -1,0 +1,251 @@
+# GENERATED from src/tenure/_async/stores/postgres/_pool.py by scripts/unasync.py: do not edit.
+"""The store's pool of connections: at most `pool_size` sessions, idle ones reused last in,
+first out and checked without a round trip; a session that holds advisory leases is handed
+from call to call (take_holding) rather than closed when a statement gets no answer (settle).
+
+Example::
+
+    pool = _Pool(settings, lose=store_lose)
+    session = pool.take()
+    try:
+        ...
+    finally:
+        pool.give_back(session)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import weakref
+from collections.abc import Callable
+
+from tenure._sync import _shim
+from tenure._sync.stores._protocol import closed_store
+from tenure._sync.stores.postgres._connection import (
+    Connection,
+    _alive,
+    _Connection,
+    _NoAnswer,
+    _Session,
+)
+from tenure._sync.stores.postgres._failures import clean
+from tenure._sync.stores.postgres._settings import Settings
+from tenure._errors import StoreUnavailable
+
+try:
+    import psycopg
+    from psycopg import generators
+    from psycopg.pq import TransactionStatus
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    from tenure._errors import MissingExtra
+
+    raise MissingExtra(
+        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
+        "(pip install 'tenure[postgres]')"
+    ) from exc
+
+log = logging.getLogger("tenure")
+
+# Advisory mode: a statement that got no answer within `timeout` on a session holding leases is
+# cancelled, and the session kept when it is idle again within this many seconds (at most
+# `timeout`); else it is closed, and its leases with it.
+_SETTLE = 0.5
+
+
+class _Pool:
+    """Up to `settings.pool_size` connections for the store's calls (the listener's is not one
+    of them). `lose(session)` is told first whenever a session is closed or found broken (its
+    advisory leases are lost). `mutex` is the store's: never held across I/O."""
+
+    def __init__(self, settings: Settings, lose: Callable[[_Session], None],
+                 mutex: threading.Lock) -> None:
+        self.url, self.timeout, self.size = settings.url, settings.timeout, settings.pool_size
+        self.params, self.prepare, self.password = (settings.params, settings.prepare,
+                                                    settings.password)
+        self.lose = lose
+        self.mutex = mutex
+        self.closed = False
+        self.idle: list[_Session] = []  # last in, first out
+        self.opened = 0  # how many exist
+        self.room: list[_shim.Event] = []  # who waits for one
+        # Every connection opened and not dropped (the listener's too), for a fork's child.
+        self.connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+
+    def clean(self, exc: BaseException) -> str:
+        return clean(exc, self.password)
+
+    def start_afresh(self, mutex: threading.Lock) -> None:
+        """After fork(): the parent's connections are the parent's (see the store's
+        _start_afresh_in_child, which has already made their sockets harmless)."""
+        self.connections = weakref.WeakSet()
+        self.mutex = mutex
+        self.idle, self.opened, self.room = [], 0, []
+
+    def close(self) -> list[_Session]:
+        """Take no more calls; the idle sessions, for the caller to discard."""
+        with self.mutex:
+            self.closed = True
+            idle, self.idle = self.idle, []
+            room, self.room = self.room, []
+        for event in room:
+            event.set()
+        return idle
+
+    def connect(self, prepare_threshold: int | None) -> _Connection:
+        """A new connection whose waits for the server are bounded by `timeout`. Connecting is
+        bounded by psycopg itself (libpq's connect_timeout, at least 2 s)."""
+        connection = _Connection.connect(
+            **self.params, autocommit=True, prepare_threshold=prepare_threshold)
+        connection.bound = self.timeout
+        with self.mutex:
+            self.connections.add(connection)
+        return connection
+
+    def take(self) -> _Session:
+        """An idle connection (checked without a round trip), or a new one; waits up to
+        `timeout` while `pool_size` connections are busy."""
+        deadline = -math.inf
+        while True:
+            room: _shim.Event | None = None
+            with self.mutex:
+                if self.closed:
+                    raise closed_store(self.url)
+                session = self.idle.pop() if self.idle else None
+                opening = session is None and self.opened < self.size
+                if opening:
+                    self.opened += 1
+                elif session is None:
+                    room = _shim.Event()
+                    self.room.append(room)
+            if session is not None:
+                if _alive(session.connection):
+                    return session
+                self.discard(session)  # dropped by the server: open another
+            elif opening:
+                try:
+                    return _Session(self.connect(self.prepare))
+                except BaseException:
+                    self.forget_one()
+                    raise
+            elif room is not None:
+                if deadline == -math.inf:
+                    deadline = _shim.monotonic() + self.timeout
+                left = deadline - _shim.monotonic()
+                if left <= 0 or not _shim.wait_event(room, left):
+                    raise StoreUnavailable(
+                        f"{self.url}: all {self.size} connections stayed busy for "
+                        f"{self.timeout:g} s; raise pool_size or lower the concurrency")
+
+    def give_back(self, session: _Session) -> None:
+        connection = session.connection
+        # Broken, or no answer came: closed, unless its statement can be cancelled and the
+        # leases it holds (advisory mode) kept.
+        if (connection.closed or connection.pgconn.transaction_status != TransactionStatus.IDLE
+                ) and (connection.closed or not session.leases
+                       or not self.settle(session)):
+            self.discard(session)
+            return
+        room: list[_shim.Event] = []
+        with self.mutex:
+            keep = not self.closed
+            if keep and session.claims:  # a release waits for this very session: its turn
+                session.handed_to = session.claims.pop(0)
+                room = [session.handed_to]
+            elif keep:
+                self.idle.append(session)
+                room, self.room = self.room, []
+        if not keep:
+            self.discard(session)
+            return
+        for event in room:
+            event.set()
+
+    def discard(self, session: _Session) -> None:
+        self.forget_one()
+        self.lose(session)
+        try:
+            session.connection.close()
+        except (psycopg.Error, OSError):
+            log.debug("tenure: closing a broken PostgreSQL connection failed", exc_info=True)
+
+    def settle(self, session: _Session) -> bool:
+        """A statement on `session`, which holds advisory leases, got no answer within
+        `timeout`: cancel it on the server and read the rest of its answer (an error, or
+        late rows: dropped), within _SETTLE seconds, so that the session, and every lease on
+        it, lives on. False: it is not idle again in time (a silent path, a stalled server);
+        the caller closes it, the last resort."""
+        connection = session.connection
+        if connection.closed or connection.broken or not isinstance(connection, _Connection):
+            return False
+        until = _shim.monotonic() + min(_SETTLE, self.timeout)
+        bound = connection.bound
+        try:
+            with _shim.shielded():
+                connection.cancel_safe(timeout=max(0.001, until - _shim.monotonic()))
+                connection.bound = max(0.001, until - _shim.monotonic())
+                connection.wait(generators.execute(connection.pgconn))
+        except (psycopg.Error, _NoAnswer, OSError) as exc:
+            log.debug("tenure: %s: a statement with no answer could not be cancelled: %s",
+                      self.url, self.clean(exc))
+            return False
+        finally:
+            connection.bound = bound
+        settled = connection.pgconn.transaction_status == TransactionStatus.IDLE
+        if settled:
+            log.info("tenure: %s: a statement with no answer within timeout=%g s was cancelled;"
+                     " its connection and the %d advisory lease(s) it holds live on",
+                     self.url, self.timeout, len(session.leases))
+        return settled
+
+    def take_holding(self, session: _Session, name: str) -> bool:
+        """The session that holds a lease's lock, for this caller alone (a release must unlock
+        on the session that locked): from the pool when idle, else handed over by the call
+        using it (see _give_back). False when the session is gone, and its locks with it."""
+        deadline = _shim.monotonic() + self.timeout
+        while True:
+            claim: _shim.Event | None = None
+            with self.mutex:
+                if session.gone or self.closed:
+                    return False
+                if session in self.idle:
+                    self.idle.remove(session)
+                else:
+                    claim = _shim.Event()
+                    session.claims.append(claim)
+            if claim is None:
+                if _alive(session.connection):
+                    return True
+                self.discard(session)
+                return False
+            try:
+                _shim.wait_event(claim, max(0.0, deadline - _shim.monotonic()))
+            except BaseException:  # cancelled: no claim may outlive its wait
+                with self.mutex:
+                    handed = session.handed_to is claim
+                    if handed:
+                        session.handed_to = None
+                    elif claim in session.claims:
+                        session.claims.remove(claim)
+                if handed:  # handed over meanwhile: the next claim's turn, or the pool's
+                    with _shim.shielded():
+                        self.give_back(session)
+                raise
+            with self.mutex:
+                if session.handed_to is claim:
+                    session.handed_to = None
+                    return True
+                if claim in session.claims:
+                    session.claims.remove(claim)
+            if _shim.monotonic() >= deadline and not session.gone:
+                raise StoreUnavailable(
+                    f"{self.url}: release of {name!r}: the connection that holds its lock "
+                    f"stayed busy for timeout={self.timeout:g} s; is the server overloaded?")
+
+    def forget_one(self) -> None:
+        with self.mutex:
+            self.opened -= 1
+            room, self.room = self.room, []
+        for event in room:
+            event.set()

@@ -1,0 +1,350 @@
+# GENERATED from src/tenure/_async/stores/postgres/_table_sql.py by scripts/unasync.py: do not edit.
+"""The statements of table mode (`mode=table`, the default), as text: {t} is the lease table
+(schema-qualified, quoted), the other fields are filled in once per store by _statements.render.
+
+Example:
+    >>> "ON CONFLICT" in _ACQUIRE_LOCK
+    True
+"""
+
+from __future__ import annotations
+
+# Registrations per lock name at most (see _ENQUEUE).
+_MOST_WAITERS = 32
+
+# {t} is the lease table (schema-qualified, quoted). Slot 0's row of a name also keeps the
+# name's fencing counter and whether someone waits for the name; that row is never deleted (a
+# released slot is only marked free).
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS {t} (
+    name       bytea       NOT NULL,  -- the lock name in UTF-8 (text cannot hold NUL)
+    digest     bytea       NOT NULL GENERATED ALWAYS AS (sha256(name)) STORED,  -- the key
+    slot       integer     NOT NULL,
+    holder     bytea       NOT NULL,
+    lease_id   text        NOT NULL,  -- '' once released or broken
+    token      bigint      NOT NULL,  -- the token of the slot's last grant
+    counter    bigint      NOT NULL,  -- slot 0: the name's fencing counter (else unused)
+    expires_at timestamptz NOT NULL,  -- by the server's clock; '-infinity' once freed
+    wanted     boolean     NOT NULL,  -- slot 0: someone found the name held since its last grant
+    record     bytea,                 -- slot 0: the name's record (write_record), UTF-8
+    -- slot 0 of a lock: waiters registered for a hand-over, in order (see _ENQUEUE)
+    q_ids      text[],                -- their lease ids
+    q_holders  bytea[],
+    q_ttls     float8[],
+    q_until    timestamptz[],         -- when each registration ends (server clock)
+    PRIMARY KEY (digest, slot)
+) WITH (fillfactor = 50)  -- room for HOT updates: a cycle rewrites no index entry
+"""
+
+# Rows are keyed by a digest of the name (sha256, a column the server computes), never by the
+# name itself: a btree entry holds at most about 2,700 bytes, and a name of 1,024 characters
+# takes up to 4,096 in UTF-8. The name stays in a column of its own, unindexed, for listings.
+#
+# A table that an earlier version created is keyed by (name, slot): the first statement that
+# meets it fails on the missing column, and the store re-keys it in place (_MIGRATE, in the
+# create-tables path). The first of several processes doing so at once takes the table's lock
+# and migrates; the others wait for it, then find the column and leave. Live leases keep their
+# rows, counters and tokens. Only a table of tenure's earlier shape is altered: its columns
+# ({shape}: name and type of each) all there and its primary key (name, slot); any other table
+# (table= naming someone else's) is refused untouched, before it is even locked (42809).
+_MIGRATE = """
+DO $tenure$
+BEGIN
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = {regclass}::regclass
+               AND attname = 'digest' AND NOT attisdropped) THEN
+        RETURN;
+    END IF;
+    IF (SELECT count(*) FROM pg_attribute WHERE attrelid = {regclass}::regclass
+        AND attnum > 0 AND NOT attisdropped
+        AND (attname::text, format_type(atttypid, NULL)) IN ({shape})) <> {columns}
+       OR (SELECT array_agg(a.attname::text ORDER BY array_position(i.indkey::int2[], a.attnum))
+           FROM pg_index AS i JOIN pg_attribute AS a
+             ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+           WHERE i.indrelid = {regclass}::regclass AND i.indisprimary)
+          IS DISTINCT FROM ARRAY['name', 'slot'] THEN
+        IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = {regclass}::regclass
+                   AND attname = 'digest' AND NOT attisdropped) THEN
+            RETURN;  -- another process migrated it since the first look (its primary key
+        END IF;      -- is (digest, slot) now)
+        RAISE EXCEPTION 'tenure: not a lease table of tenure' USING ERRCODE = 'wrong_object_type';
+    END IF;
+    LOCK TABLE {t} IN ACCESS EXCLUSIVE MODE;
+    IF EXISTS (SELECT FROM pg_attribute WHERE attrelid = {regclass}::regclass
+               AND attname = 'digest' AND NOT attisdropped) THEN
+        RETURN;  -- another process migrated it while we waited for the lock
+    END IF;
+    ALTER TABLE {t} ADD COLUMN digest bytea NOT NULL GENERATED ALWAYS AS (sha256(name)) STORED;
+    EXECUTE (SELECT format('ALTER TABLE %s DROP CONSTRAINT %I', {regclass}, conname)
+             FROM pg_constraint WHERE conrelid = {regclass}::regclass AND contype = 'p');
+    ALTER TABLE {t} ADD PRIMARY KEY (digest, slot);
+END
+$tenure$
+"""
+# The columns (name, type) a table of an earlier version has, whose shape _MIGRATE checks.
+_COMMON_SHAPE = (("name", "bytea"), ("slot", "integer"), ("holder", "bytea"),
+                 ("lease_id", "text"), ("token", "bigint"), ("counter", "bigint"),
+                 ("wanted", "boolean"))
+_TABLE_SHAPE = (*_COMMON_SHAPE, ("expires_at", "timestamp with time zone"))
+
+# A missing counter starts at the server's clock in microseconds, so tokens keep growing even
+# when the table was dropped or the database restored from an old backup.
+_SEED = "(extract(epoch FROM now()) * 1000000)::bigint"
+# The slot is free for this acquire: expired or released, or already granted to this very
+# lease id (an acquire retried after its connection broke; the first try may have committed).
+_FREE = "(l.expires_at <= now() OR l.lease_id = excluded.lease_id)"
+_MINE = "(l.expires_at <= now() OR l.lease_id = %(lease_id)s)"  # the same, in an UPDATE
+
+# Why tokens grow in grant order, across slots and releases, under READ COMMITTED: every grant
+# of a name updates the name's slot-0 row (its counter), and that row stays locked until the
+# statement commits. A concurrent grant of the name blocks on the row until then, and
+# INSERT .. ON CONFLICT DO UPDATE then locks and updates the latest committed version of the
+# row (not the one in its snapshot): it reads our counter and adds 1. Grants of a name are thus
+# serialized by its slot-0 row, and commit order is token order. The conflict's WHERE is judged
+# on that latest version too, so a slot granted meanwhile is never granted twice.
+#
+# Release notifies only when `wanted` says that someone found the name held since its last
+# grant (a failed acquire sets it, a grant clears it): an uncontended cycle sends no NOTIFY,
+# whose commit takes a lock that every notifying transaction of the cluster queues on.
+
+# The upsert of a lock's slot-0 row that grants the lease when the slot is free ({free}): the
+# head of _ACQUIRE_LOCK and _ENQUEUE, which add what a held slot gets.
+_GRANT_WHEN_FREE = """
+INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
+VALUES (%(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
+        now() + %(ttl)s * interval '1 second', false)
+ON CONFLICT (digest, slot) DO UPDATE SET
+    holder = CASE WHEN {free} THEN excluded.holder ELSE l.holder END,
+    lease_id = CASE WHEN {free} THEN excluded.lease_id ELSE l.lease_id END,
+    token = CASE WHEN {free} THEN l.counter + 1 ELSE l.token END,
+    counter = CASE WHEN {free} THEN l.counter + 1 ELSE l.counter END,
+    expires_at = CASE WHEN {free} THEN excluded.expires_at ELSE l.expires_at END,
+"""
+
+# A lock (limit 1), ONE statement on ONE row (slot 0, counter and lease together): grant when
+# free; else mark the name wanted (once). Answers (granted, token), or nothing.
+_ACQUIRE_LOCK = _GRANT_WHEN_FREE + """    wanted = NOT {free}
+WHERE {free} OR NOT l.wanted
+RETURNING l.lease_id = %(lease_id)s, l.token
+"""
+
+# A semaphore (limit > 1), also ONE statement: pick the lowest free or expired slot among
+# 0..limit-1 in the statement's snapshot, then either take slot 0 (counter and lease in one
+# row, as for a lock) or bump the counter on slot 0's row (creating it as a free row when
+# missing) and take the other slot; the counter row is always locked first. Two acquirers may
+# pick the same slot at once: the loser's conflict WHERE fails, nothing is granted (its counter
+# bump leaves a gap, harmless) and the last SELECT says -1, so the store tries again while
+# another slot may be free. No free slot: slot 0's row is marked wanted, and nothing answers.
+_ACQUIRE_SLOT = """
+WITH free AS (
+    SELECT s.slot FROM generate_series(0, %(limit)s - 1) AS s (slot)
+    LEFT JOIN {t} AS l ON l.digest = sha256(%(name)s) AND l.slot = s.slot
+    WHERE l.slot IS NULL OR l.expires_at <= now() OR l.lease_id = %(lease_id)s
+    ORDER BY coalesce(l.lease_id = %(lease_id)s, false) DESC, s.slot LIMIT 1
+), zero AS (
+    INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
+    SELECT %(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
+           now() + %(ttl)s * interval '1 second', false
+    FROM free WHERE free.slot = 0
+    ON CONFLICT (digest, slot) DO UPDATE SET
+        holder = excluded.holder, lease_id = excluded.lease_id, token = l.counter + 1,
+        counter = l.counter + 1, expires_at = excluded.expires_at, wanted = false
+    WHERE {free}
+    RETURNING l.slot, l.token
+), counter AS (
+    INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, expires_at, wanted)
+    SELECT %(name)s, 0, '', '', 0, {seed}, '-infinity', false FROM free WHERE free.slot > 0
+    ON CONFLICT (digest, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
+    RETURNING c.counter
+), other AS (
+    INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
+    SELECT %(name)s, free.slot, %(holder)s, %(lease_id)s, counter.counter, 0,
+           now() + %(ttl)s * interval '1 second', false
+    FROM free, counter
+    ON CONFLICT (digest, slot) DO UPDATE SET
+        holder = excluded.holder, lease_id = excluded.lease_id, token = excluded.token,
+        expires_at = excluded.expires_at
+    WHERE {free}
+    RETURNING l.slot, l.token
+), mark AS (
+    UPDATE {t} SET wanted = true
+    WHERE digest = sha256(%(name)s) AND slot = 0 AND NOT wanted
+      AND NOT EXISTS (SELECT FROM free)
+)
+SELECT slot, token FROM zero
+UNION ALL SELECT slot, token FROM other
+UNION ALL SELECT -1, 0 FROM free
+    WHERE NOT EXISTS (SELECT FROM zero) AND NOT EXISTS (SELECT FROM other)
+"""
+
+# ONE statement for the whole batch; a lost lease's reason comes from the row as the statement
+# found it (its snapshot): gone or freed -> broken, another lease id -> taken, else expired.
+_RENEW = """
+WITH batch AS (
+    SELECT * FROM unnest(%(names)s::bytea[], %(slots)s::int4[], %(ids)s::text[])
+        WITH ORDINALITY AS w (name, slot, lease_id, i)
+), renewed AS (
+    UPDATE {t} AS l SET expires_at = now() + %(ttl)s * interval '1 second'
+    FROM batch AS w
+    WHERE l.digest = sha256(w.name) AND l.slot = w.slot AND l.lease_id = w.lease_id
+      AND l.expires_at > now()
+    RETURNING w.i
+)
+SELECT CASE WHEN r.i IS NOT NULL THEN ''
+            WHEN l.lease_id IS NULL OR l.lease_id = '' THEN 'broken'
+            WHEN l.lease_id <> w.lease_id THEN 'taken'
+            ELSE 'expired' END
+FROM batch AS w
+LEFT JOIN renewed AS r ON r.i = w.i
+LEFT JOIN {t} AS l ON l.digest = sha256(w.name) AND l.slot = w.slot
+ORDER BY w.i
+"""
+
+# -- hand-over ---------------------------------------------------------------------------------
+# A waiter for a lock registers in slot 0's row (wait_and_acquire: _ENQUEUE) for as long as its
+# acquire waits, at most _HANDOVER_SHARE of the ttl: one place in the queue across its tries.
+# The release grants the lease to the first registration still valid (its time not over, its
+# listener's session alive) in the same statement: lease id, holder, token = counter + 1 and
+# expiry from the registration, under the same row lock as every grant. The NOTIFY carries the
+# grant ("key lease_id token") on the waiter's store's own channel (_HANDOVER_CHANNEL + the
+# first 12 characters of the lease id, its store's prefix), so only that listener wakes and
+# the waiter takes the lease without a further round trip. The waiter's try after a wait that
+# was not handed the lease is an acquire by the registration's lease id (_ACQUIRE_QUEUED): a
+# lease handed over meanwhile is "already ours", and a registration whose time is up leaves.
+# A wait interrupted while registered withdraws the registration and frees what it was handed
+# (_WITHDRAW, then _HAND_OVER by its lease id), in the background.
+
+_HANDOVER_CHANNEL = "tenure.w."
+_QUEUE = ("q_ids", "q_holders", "q_ttls", "q_until")
+# A waiter's store is alive while its listener's session holds the advisory lock (this class
+# id, the first 32 bits of its lease id prefix): a release skips registrations whose lock it
+# can take, so a waiter that died does not receive the lease (and hold it until it expires).
+_ALIVE_CLASS = 0x74656E75  # "tenu"
+_ALIVE = f"NOT pg_try_advisory_xact_lock({_ALIVE_CLASS}, ('x' || left({{id}}, 8))::bit(32)::int4)"
+
+# A registration, ONE statement like _ACQUIRE_LOCK: grant when free; else append the waiter to
+# the queue (at most {most} registrations); nothing answers when the queue is full.
+_ENQUEUE = _GRANT_WHEN_FREE + """    wanted = l.wanted AND NOT {free},
+    q_ids = CASE WHEN {free} THEN l.q_ids ELSE l.q_ids || excluded.lease_id END,
+    q_holders = CASE WHEN {free} THEN l.q_holders ELSE l.q_holders || excluded.holder END,
+    q_ttls = CASE WHEN {free} THEN l.q_ttls ELSE l.q_ttls || %(ttl)s END,
+    q_until = CASE WHEN {free} THEN l.q_until
+                   ELSE l.q_until || (now() + %(wait)s * interval '1 second') END
+WHERE {free} OR coalesce(cardinality(l.q_ids), 0) < {most}
+RETURNING l.lease_id = %(lease_id)s, l.token
+"""
+
+# try_acquire with the lease id of a registration whose wait ended: _ACQUIRE_LOCK's grant (free,
+# or already ours: handed over), which also withdraws the registration. Not granted, the
+# registration keeps its place for the caller's next wait unless `leave` (its time is up), and
+# nothing is written: a waiter's look at the name does not contend for its row.
+_ACQUIRE_QUEUED = """
+UPDATE {t} AS l SET
+    holder = CASE WHEN {mine} THEN %(holder)s ELSE l.holder END,
+    lease_id = CASE WHEN {mine} THEN %(lease_id)s ELSE l.lease_id END,
+    token = CASE WHEN {mine} THEN l.counter + 1 ELSE l.token END,
+    counter = CASE WHEN {mine} THEN l.counter + 1 ELSE l.counter END,
+    expires_at = CASE WHEN {mine} THEN now() + %(ttl)s * interval '1 second'
+                      ELSE l.expires_at END,
+    wanted = NOT {mine},
+    {withdraw}
+WHERE l.digest = sha256(%(name)s) AND l.slot = 0 AND ({mine} OR %(leave)s)
+RETURNING l.lease_id = %(lease_id)s, l.token
+"""
+
+# The undo of an interrupted registered wait, before _HAND_OVER by its lease id: leave the queue.
+_WITHDRAW = """
+UPDATE {t} AS l SET
+    {withdraw}
+WHERE l.digest = sha256(%(name)s) AND l.slot = 0
+  AND array_position(l.q_ids, %(lease_id)s) IS NOT NULL
+"""
+
+# Release frees the row when the lease id matches and no waiter is registered and, when
+# someone waits for the name (slot 0's `wanted`), notifies listeners in the same statement
+# (delivered at commit). Nothing answers when the lease is not ours, or waiters are registered:
+# then _HAND_OVER runs (a lease that was itself handed over starts there: its name is busy).
+_RELEASE = """
+UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
+WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
+  AND expires_at > now()
+  AND l.q_ids IS NULL
+RETURNING CASE
+    WHEN l.wanted THEN pg_notify(%(channel)s, %(key)s)
+    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
+        THEN pg_notify(%(channel)s, %(key)s)
+END
+"""
+
+# Release with registrations: hand the lease over to the first one when it is valid (its slice
+# not over, its store alive); an unusable first registration is dropped, and the lease freed.
+# Notifies the waiter (see above), or the listeners when someone waits: `wanted`, or
+# registrations left. A statement of its own: these expressions would cost an uncontended
+# release about 8 % of its cycle.
+_HAND_OVER = """
+UPDATE {t} AS l SET
+    lease_id = CASE WHEN {head} THEN l.q_ids[1] ELSE '' END,
+    holder = CASE WHEN {head} THEN l.q_holders[1] ELSE l.holder END,
+    token = CASE WHEN {head} THEN l.counter + 1 ELSE l.token END,
+    counter = CASE WHEN {head} THEN l.counter + 1 ELSE l.counter END,
+    expires_at = CASE WHEN {head} THEN now() + l.q_ttls[1] * interval '1 second'
+                      ELSE '-infinity' END,
+    {pop}
+WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
+  AND expires_at > now()
+RETURNING CASE
+    WHEN l.lease_id <> '' THEN pg_notify('{handover}' || left(l.lease_id, 12),
+                                         %(key)s || ' ' || l.lease_id || ' ' || l.token)
+    WHEN l.wanted OR l.q_ids IS NOT NULL THEN pg_notify(%(channel)s, %(key)s)
+    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
+        THEN pg_notify(%(channel)s, %(key)s)
+END
+"""
+
+# Break frees every live slot of the name and always notifies.
+_BREAK = """
+WITH freed AS (
+    UPDATE {t} SET lease_id = '', expires_at = '-infinity'
+    WHERE digest = sha256(%(name)s) AND expires_at > now()
+    RETURNING slot
+)
+SELECT pg_notify(%(channel)s, %(key)s) FROM freed
+"""
+
+# The undo of an acquire whose answer was never read (see _undo): which of the backends that
+# ran its requests are still there; and, for a semaphore, free every slot its lease id holds
+# (for a lock, _HAND_OVER frees slot 0 as a release does).
+_RUNNING = "SELECT pid FROM pg_stat_activity WHERE pid = ANY(%(pids)s::int4[])"
+_UNDO_SLOTS = """
+UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
+WHERE digest = sha256(%(name)s) AND lease_id = %(lease_id)s AND expires_at > now()
+RETURNING CASE WHEN (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
+    THEN pg_notify(%(channel)s, %(key)s) END
+"""
+
+_LIST = """
+SELECT name, slot, holder, token, extract(epoch FROM expires_at - now())::float8 FROM {t}
+WHERE expires_at > now()
+  AND substring(name FROM 1 FOR %(length)s) = %(prefix)s
+ORDER BY name, slot
+"""
+
+
+# Records (write_record) live in the row that keeps the name's counter (slot 0; slot -1 in
+# advisory mode), never deleted. A write takes effect only while the writer's lease is live:
+# judged on the locked row itself for a lock, so a takeover that commits first wins.
+_WRITE_RECORD = """
+UPDATE {t} AS z SET record = %(record)s
+WHERE z.digest = sha256(%(name)s) AND z.slot = 0 AND CASE
+    WHEN %(slot)s = 0 THEN z.lease_id = %(lease_id)s AND z.expires_at > now()
+    ELSE EXISTS (SELECT FROM {t} AS l WHERE l.digest = sha256(%(name)s) AND l.slot = %(slot)s
+                 AND l.lease_id = %(lease_id)s AND l.expires_at > now()) END
+RETURNING true
+"""
+_READ_RECORD = "SELECT record FROM {t} WHERE digest = sha256(%(name)s) AND slot = %(slot)s"
+_RECORDS = """
+SELECT name, record FROM {t}
+WHERE slot = %(slot)s AND record IS NOT NULL
+  AND substring(name FROM 1 FOR %(length)s) = %(prefix)s
+ORDER BY name
+"""
