@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -225,3 +226,20 @@ def test_importing_the_package_reads_no_old_name() -> None:
     result = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", code],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+# A QueueMessage pickled by tenure before the rename (class tenure.jobs.queues._source.Message),
+# made with the release before commit abc9b55.
+_OLD_PICKLED_MESSAGE = (
+    b'\x80\x04\x95\xcb\x00\x00\x00\x00\x00\x00\x00\x8c\x1atenure.jobs.queues._source\x94\x8c\x07'
+    b'Message\x94\x93\x94)\x81\x94N}\x94(\x8c\x05_body\x94\x8c\x08builtins\x94\x8c\x06object\x94'
+    b'\x93\x94)\x81\x94\x8c\x0c_stop_reason\x94N\x8c\rdequeue_count\x94K\x02\x8c\x02id\x94\x8c'
+    b'\x02a1\x94\x8c\x05lease\x94N\x8c\x07receipt\x94\x8c\x03r-1\x94\x8c\tscope_key\x94\x8c\x017'
+    b'\x94\x8c\x04text\x94\x8c\x16{"Invoice": {"Id": 7}}\x94u\x86\x94b.')
+
+
+def test_a_queue_message_pickled_before_the_rename_unpickles() -> None:
+    message = pickle.loads(_OLD_PICKLED_MESSAGE)
+    assert isinstance(message, tenure.queues.QueueMessage)
+    assert (message.id, message.text, message.dequeue_count, message.receipt,
+            message.scope_key) == ("a1", '{"Invoice": {"Id": 7}}', 2, "r-1", "7")

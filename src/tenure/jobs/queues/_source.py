@@ -110,6 +110,11 @@ class QueueMessage:
             self._stop_reason = reason
 
 
+# The class's name before it became QueueMessage: pickle finds a class by module and name, so a
+# message pickled under the old name still loads (kept one release, like the other old names).
+Message = QueueMessage
+
+
 @runtime_checkable
 class MessageSource(Protocol):
     """A queue the consumer can receive from and settle messages in; see the module docstring.
