@@ -14,6 +14,7 @@ its summary table in run/summary.txt next to its history.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -33,7 +34,7 @@ from tenure.chaos import ChaosSettings, Report, print_report, run_chaos
 from tenure.chaos._checkers import LATE_SIGNAL, check_history
 from tenure.chaos._faults import PlannedFault, plan_faults
 from tenure.chaos._proxy import ProxyHost, ProxyTarget, proxied_store
-from tenure.chaos._run import _applicable
+from tenure.chaos._run import _applicable, faults_to_inject
 
 # Seed 417 puts every fault kind, a pause past the ttl and the proxy reset first in a 28 s run
 # (see _faults.plan_faults), with 4.1 s to spare for faults that run long.
@@ -228,6 +229,29 @@ def test_bad_options_are_refused_before_anything_starts(options: list[str], mess
                               capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2, finished.stderr
     assert message in finished.stderr
+
+
+def test_faults_that_cannot_apply_to_the_store_are_refused_at_the_start(tmp_path: Path) -> None:
+    finished = subprocess.run([sys.executable, "-m", "tenure", "chaos", "--store",
+                               f"sqlite:///{tmp_path}/locks.db", "--faults", "restart,proxy",
+                               "--duration", "20", "--dir", str(tmp_path / "run")],
+                              capture_output=True, text=True, timeout=60)
+    assert finished.returncode == 2, finished.stderr
+    assert finished.stderr.count("\n") == 1, finished.stderr
+    assert "none of the faults asked (restart, proxy) can apply" in finished.stderr
+    assert "sqlite:// has no server to restart" in finished.stderr
+    assert not (tmp_path / "run" / "history.jsonl").exists()
+
+
+def test_faults_that_cannot_apply_are_warned_of_at_the_start(tmp_path: Path) -> None:
+    output = io.StringIO()
+    settings = ChaosSettings(f"sqlite:///{tmp_path}/locks.db", faults=("kill", "restart"),
+                             console=Console(file=output, width=200))
+    _, skipped = _applicable(settings, None)
+    applicable = faults_to_inject(settings, skipped)
+    assert applicable == ("kill",)
+    assert output.getvalue() == ("warning: fault restart cannot apply and will not be "
+                                 "injected: sqlite:// has no server to restart\n")
 
 
 # -- proxies: which stores they can sit in front of ----------------------------------------------

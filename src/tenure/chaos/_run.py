@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import tenure
-from tenure._errors import InvalidArgumentType
+from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import parse_store_url, redact
 from tenure.chaos._checkers import check_history
 from tenure.chaos._faults import Nemesis, plan_faults
@@ -63,13 +63,13 @@ def run_chaos(settings: ChaosSettings,
     seed = random.randrange(1 << 30) if settings.seed is None else settings.seed
     with tenure.connect(settings.store) as store:  # a bad URL or a down store fails here
         store.leases(settings.name)
+    target, not_applicable = _applicable(settings, restart)
+    kinds = faults_to_inject(settings, not_applicable)
     directory = settings.directory or Path(tempfile.mkdtemp(prefix="tenure-chaos-"))
     directory.mkdir(parents=True, exist_ok=True)
     history_path = directory / "history.jsonl"
     for stale in (history_path, directory / "control.json"):
         stale.unlink(missing_ok=True)
-    target, not_applicable = _applicable(settings, restart)
-    kinds = tuple(kind for kind in settings.faults if kind not in not_applicable)
     started = time.monotonic()
     run = _Run(settings, seed, directory, history_path, restart, kinds,
                target if {"proxy", "stall"} & set(kinds) else None)
@@ -95,6 +95,30 @@ def run_chaos(settings: ChaosSettings,
                         not_applicable=not_applicable,
                         liveness_bound=settings.liveness_bound,
                         late_signal=settings.late_signal, notes=notes)
+
+
+def faults_to_inject(settings: ChaosSettings, not_applicable: dict[str, str]) -> tuple[str, ...]:
+    """The faults asked that can apply to the store. Refuses the run (one line) when some were
+    asked and none can apply: a run without faults would pass and prove nothing. Warns on the
+    console, at the start, of each one that cannot apply.
+
+    Example::
+
+        faults_to_inject(ChaosSettings("sqlite:////tmp/x.db", faults=("restart",)),
+                         {"restart": "sqlite:// has no server to restart"})  # InvalidArgument
+    """
+    kinds = tuple(kind for kind in settings.faults if kind not in not_applicable)
+    if settings.faults and not kinds:
+        reasons = "; ".join(f"{kind}: {why}" for kind, why in not_applicable.items())
+        raise InvalidArgument(
+            f"none of the faults asked ({', '.join(settings.faults)}) can apply to "
+            f"{redact(settings.store)} ({reasons}); ask for others in --faults (e.g. "
+            "kill,pause) or leave it out for every fault that applies")
+    if settings.console is not None:
+        for kind, why in not_applicable.items():
+            settings.console.print(f"warning: fault {kind} cannot apply and will not be "
+                                   f"injected: {why}", markup=False, highlight=False)
+    return kinds
 
 
 def _command(command: str | None) -> Callable[[], object] | None:
