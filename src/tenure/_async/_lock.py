@@ -242,11 +242,13 @@ class AsyncLock:
             async with lock.acquire(timeout=10) as lease:
                 ...
         """
-        seconds = self._default_timeout if timeout is None else to_seconds(timeout, "timeout")
+        # allow_none: None is handled above, but the type error names it among the accepted.
+        seconds = self._default_timeout if timeout is None else to_seconds(
+            timeout, "timeout", allow_none=True)
         if seconds < 0:
             raise InvalidArgument(
-                f"timeout={seconds:g} is negative; use 0 to try once, or math.inf to wait "
-                "forever"
+                f"timeout={seconds:g} is negative; use 0 to try once, a number of seconds to "
+                "wait, None for the lock's timeout, or math.inf to wait forever"
             )
         return AsyncAcquiring(self._acquire_within(seconds))
 

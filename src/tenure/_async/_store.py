@@ -233,7 +233,8 @@ class AsyncStore:
         patience = to_seconds(timeout, "timeout", allow_none=True)
         if patience < 0:
             raise InvalidArgument(
-                f"timeout={patience:g} is negative; use 0 to try once, or None to wait forever"
+                f"timeout={patience:g} is negative; use 0 to try once, a number of seconds to "
+                "wait, or None (the default) or math.inf to wait forever"
             )
         return AsyncLockSettings(
             ttl=seconds,

@@ -234,7 +234,8 @@ class Store:
         patience = to_seconds(timeout, "timeout", allow_none=True)
         if patience < 0:
             raise InvalidArgument(
-                f"timeout={patience:g} is negative; use 0 to try once, or None to wait forever"
+                f"timeout={patience:g} is negative; use 0 to try once, a number of seconds to "
+                "wait, or None (the default) or math.inf to wait forever"
             )
         return LockSettings(
             ttl=seconds,
