@@ -5,6 +5,7 @@ path per thing, the Async prefix on classes with a sync twin, one spelling of `s
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -243,3 +244,29 @@ def test_a_queue_message_pickled_before_the_rename_unpickles() -> None:
     assert isinstance(message, tenure.queues.QueueMessage)
     assert (message.id, message.text, message.dequeue_count, message.receipt,
             message.scope_key) == ("a1", '{"Invoice": {"Id": 7}}', 2, "r-1", "7")
+
+
+def test_old_idem_stats_is_the_snapshot_taken_when_read(tmp_path: Path) -> None:
+    """`idem.stats` without the call, the old property, kept its snapshot semantics: a value
+    read before the work compares to one read after, and it is a frozen dataclass."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'keys.db'}")
+    idem = Idempotency(engine)
+    idem.create_tables()
+    idem.run("order-1", lambda step: {"ok": True})
+    before = idem.stats
+    idem.run("order-2", lambda step: {"ok": True})
+    after = idem.stats
+    with pytest.warns(DeprecationWarning, match=r"Idempotency\.stats\(\)\.new"):
+        assert after.new - before.new == 1
+    with pytest.warns(DeprecationWarning, match=r"Idempotency\.stats\(\)"):
+        assert before == IdempotencyStats(new=1) and before != after
+    with pytest.warns(DeprecationWarning, match=r"Idempotency\.stats\(\)"):
+        assert dataclasses.asdict(before) == dataclasses.asdict(IdempotencyStats(new=1))
+    with pytest.warns(DeprecationWarning, match=r"Idempotency\.stats\(\)"):
+        assert hash(before) == hash(IdempotencyStats(new=1))
+    assert isinstance(before, IdempotencyStats) and dataclasses.is_dataclass(before)
+    assert pickle.loads(pickle.dumps(before)) == IdempotencyStats(new=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        before.new = 5  # type: ignore[misc]
+    # The new spelling: a plain snapshot of now, no warning.
+    assert type(idem.stats()) is IdempotencyStats and idem.stats() == IdempotencyStats(new=2)

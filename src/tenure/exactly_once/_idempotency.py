@@ -124,33 +124,54 @@ class IdempotencyStats:
     refused: int = 0
 
 
-class _StatsReader:
-    """`idem.stats` for one release: calling it is the new spelling; a field read off it is the
-    old property's, forwarded with a DeprecationWarning."""
+class _StatsSnapshot(IdempotencyStats):
+    """What reading `idem.stats` gives, for one release: the counters at that moment (the old
+    property's snapshot: equality, hash, `dataclasses.asdict`, pickling as IdempotencyStats),
+    and callable, so `idem.stats()`, the new spelling, returns the plain snapshot of now.
+    Reading a field or comparing warns: call `idem.stats()` instead."""
 
-    __slots__ = ("_read",)
+    _read: Callable[[], IdempotencyStats] | None = None  # the object's live counters
 
-    def __init__(self, read: Callable[[], IdempotencyStats]) -> None:
-        self._read = read
+    @classmethod
+    def taken(cls, read: Callable[[], IdempotencyStats]) -> _StatsSnapshot:
+        now = read()
+        snapshot = cls(**{name: getattr(now, name) for name in _FIELDS})
+        object.__setattr__(snapshot, "_read", read)
+        return snapshot
 
     def __call__(self) -> IdempotencyStats:
-        return self._read()
+        read = object.__getattribute__(self, "_read")
+        return self._plain() if read is None else read()
 
-    def __getattr__(self, name: str) -> int:
-        if name not in IdempotencyStats.__dataclass_fields__:
-            raise AttributeError(f"'IdempotencyStats' object has no attribute {name!r}")
-        warn_renamed(f"Idempotency.stats.{name}", f"Idempotency.stats().{name}")
-        value: int = getattr(self._read(), name)
-        return value
+    def _plain(self) -> IdempotencyStats:
+        return IdempotencyStats(**{name: object.__getattribute__(self, name) for name in _FIELDS})
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _FIELDS:
+            warn_renamed(f"Idempotency.stats.{name}", f"Idempotency.stats().{name}")
+        return object.__getattribute__(self, name)
 
     def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IdempotencyStats):
+            return NotImplemented
         warn_renamed("Idempotency.stats == ...", "Idempotency.stats() == ...")
-        return self._read() == other
+        mine = self._plain()
+        theirs = other._plain() if isinstance(other, _StatsSnapshot) else other
+        return mine == theirs
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        warn_renamed("hash(Idempotency.stats)", "hash(Idempotency.stats())")
+        return hash(self._plain())
 
     def __repr__(self) -> str:
-        return repr(self._read())
+        return repr(self._plain())
+
+    def __reduce__(self) -> tuple[type[IdempotencyStats], tuple[int, ...]]:
+        plain = self._plain()
+        return IdempotencyStats, tuple(getattr(plain, name) for name in _FIELDS)
+
+
+_FIELDS = tuple(IdempotencyStats.__dataclass_fields__)
 
 
 def fingerprint(request: Any) -> str:
@@ -253,16 +274,16 @@ class Idempotency:
         self.create_tables()
 
     @property
-    def stats(self) -> _StatsReader:
+    def stats(self) -> _StatsSnapshot:
         """How keys begun through this object went (this process only): call it,
-        `idem.stats()`, for a snapshot. (Reading a field straight off `idem.stats`, the old
-        property, still works for one release and warns.)
+        `idem.stats()`, for a snapshot. (`idem.stats` without the call, the old property, is
+        still the snapshot taken when it is read, for one release; reading its fields warns.)
 
         Example::
 
             print(idem.stats().replayed)
         """
-        return _StatsReader(lambda: self._stats)
+        return _StatsSnapshot.taken(lambda: self._stats)
 
     def _count(self, outcome: str) -> None:
         with self._stats_lock:
