@@ -41,6 +41,9 @@ from tenure._sync._store import Store, connect
 from tenure._types import LeaseInfo, LostReason
 
 if TYPE_CHECKING:  # loaded on first use at run time (below); type checkers see them at once
+    from tenure import claims as claims
+    from tenure import idempotency as idempotency
+    from tenure import outbox as outbox
     from tenure import queues as queues
     from tenure import stores as stores
     from tenure.jobs import Run, Worker
@@ -50,14 +53,18 @@ if TYPE_CHECKING:  # loaded on first use at run time (below); type checkers see 
 
 __version__ = "0.1.0"
 
-# `import tenure` loads no jobs engine, OpenTelemetry or cron parser: the job runner's names and
-# the submodules (tenure.queues' sources and tenure.stores' server stores import their drivers
-# only when used) load on first access. Old spellings warn for one release; the rules behind
+# `import tenure` loads no jobs engine, OpenTelemetry, cron parser or SQLAlchemy: the job
+# runner's names and the submodules (tenure.queues' sources and tenure.stores' server stores
+# import their drivers only when used; claims, idempotency and outbox need tenure[sql]) load on
+# first access. Old spellings warn for one release; the rules behind
 # the names are in docs/contributing.md, "Public names".
 __getattr__ = module_getattr(__name__, lazy={
     "QueueMessage": "tenure.jobs.queues._source:QueueMessage",
     "Run": "tenure.jobs:Run",
     "Worker": "tenure.jobs:Worker",
+    "claims": "tenure.claims",
+    "idempotency": "tenure.idempotency",
+    "outbox": "tenure.outbox",
     "queues": "tenure.queues",
     "stores": "tenure.stores",
 }, deprecated={"Message": "QueueMessage"})
