@@ -537,3 +537,37 @@ def test_tenure_queues_loads_no_driver_until_a_source_is_used() -> None:
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout
     assert output.strip() == "[]"
+
+
+# -- the handler's lease, as a type checker sees it --------------------------------------------
+
+def _python_block(page: Path, containing: str) -> str:
+    """The page's ```python block that contains `containing`."""
+    blocks = page.read_text().split("```python\n")[1:]
+    return next(block.split("```")[0] for block in blocks if containing in block)
+
+
+def test_the_readme_and_docs_handlers_fencing_with_the_lease_pass_mypy_strict(
+        tmp_path: Path) -> None:
+    from mypy import api as mypy_api
+
+    root = Path(__file__).parent.parent
+    setup = ("import os\nimport tenure, tenure.queues\nfrom typing import Any\n"
+             "worker = tenure.Worker(tenure.connect('sqlite:///locks.db'))\n"
+             "conn = ''\n"
+             "async def charge(invoice: Any, fence: int) -> None: ...\n"
+             "async def post_invoice(invoice: Any, fence: int) -> None: ...\n")
+    for number, (page, use) in enumerate([(root / "README.md", "message.lease.token"),
+                                          (root / "docs/jobs/queues.md", "msg.lease.token")]):
+        snippet = tmp_path / f"snippet_{number}.py"
+        snippet.write_text(setup + _python_block(page, use).replace("worker.run()", ""))
+        out, err, status = mypy_api.run(["--strict", "--cache-dir", str(tmp_path / "cache"),
+                                         "--no-error-summary", str(snippet)])
+        assert status == 0, f"{page.name}:\n{out}{err}"
+
+
+def test_a_message_not_locked_says_so_to_code_that_checks() -> None:
+    message = QueueMessage("m1", "{}", dequeue_count=1)
+    assert message.lease is None  # the consumer's own check: no scope lock (yet)
+    assert not message.stopped
+    message.check()

@@ -43,8 +43,9 @@ class QueueMessage:
     `body` is the parsed JSON (raises ValueError when the text is not JSON), `text` the raw
     text, `id` the source's message id, `dequeue_count` how often it was received (1 the first
     time), `scope_key` the value of the consumer's scope property (None without a scope),
-    `lease` the scope lock's lease while the handler runs (for its fencing `lease.token`).
-    `receipt` belongs to the source (e.g. Azure's pop receipt) and changes as it extends.
+    `lease` the scope lock's lease while the handler runs (for its fencing `lease.token`; see
+    the property). `receipt` belongs to the source (e.g. Azure's pop receipt) and changes as
+    it extends.
 
     Example::
 
@@ -53,7 +54,7 @@ class QueueMessage:
             msg.check()  # raises tenure.LeaseLost when the handler should stop
     """
 
-    __slots__ = ("_body", "_stop_reason", "dequeue_count", "id", "lease", "receipt",
+    __slots__ = ("_body", "_lease", "_stop_reason", "dequeue_count", "id", "receipt",
                  "scope_key", "text")
 
     def __init__(self, id: str, text: str, dequeue_count: int, receipt: Any = None) -> None:
@@ -62,13 +63,37 @@ class QueueMessage:
         self.dequeue_count = dequeue_count
         self.receipt = receipt
         self.scope_key: str | None = None
-        self.lease: AnyLease | None = None
+        self._lease: AnyLease | None = None
         self._body: Any = _NOT_PARSED
         self._stop_reason: str | None = None
 
     def __repr__(self) -> str:
         return (f"<QueueMessage id={self.id!r} dequeue_count={self.dequeue_count} "
                 f"scope_key={self.scope_key!r}>")
+
+    @property
+    def lease(self) -> AnyLease:
+        """The scope lock's lease, held while the handler runs: `msg.lease.token` fences the
+        handler's writes.
+
+        Typed as always there, so that a handler's `msg.lease.token` type-checks: a consumer
+        with a scope runs a handler only once it holds the message's lock. It is None only
+        where no lock was taken: before the consumer locked the message (the consumer checks
+        `msg.lease is None`, and such code keeps working) and under `scope=None`, where a
+        handler has no lease to fence with (use idempotency instead).
+
+        Example::
+
+            async def handle(msg: tenure.queues.QueueMessage) -> None:
+                await post_invoice(msg.body["Invoice"], fence=msg.lease.token)
+        """
+        # Not a raise when unlocked: the consumer and existing handlers test `is None`. The
+        # static type is the handler's view (always locked), the run-time value the truth.
+        return self._lease  # type: ignore[return-value]
+
+    @lease.setter
+    def lease(self, lease: AnyLease | None) -> None:
+        self._lease = lease
 
     @property
     def body(self) -> Any:
@@ -84,7 +109,7 @@ class QueueMessage:
         """True once the handler should stop: the scope lock was lost or released, the
         message's visibility was lost, or the consumer is shutting down. Async handlers are
         cancelled instead."""
-        lease = self.lease
+        lease = self._lease
         return self._stop_reason is not None or (
             lease is not None and (lease.lost or lease.released))
 
@@ -98,11 +123,12 @@ class QueueMessage:
                 msg.check()
                 post(line)
         """
-        if self.lease is not None and self.lease.lost:
-            self.lease.check()  # raises LeaseLost with the reason
+        lease = self._lease
+        if lease is not None and lease.lost:
+            lease.check()  # raises LeaseLost with the reason
         if self._stop_reason is not None:
             raise LeaseLost(f"message {self.id!r}: {self._stop_reason}")
-        if self.lease is not None and self.lease.released:
+        if lease is not None and lease.released:
             raise LeaseReleased(f"message {self.id!r}: the scope lock was released")
 
     def _stop(self, reason: str) -> None:
