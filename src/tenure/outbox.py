@@ -35,17 +35,20 @@ from tenure.exactly_once._outbox import (
     summary,
 )
 
-if TYPE_CHECKING:  # the old spellings, typed as their new names
+if TYPE_CHECKING:  # the old spellings, typed as their new names (RelayCounts: as it was)
+    from tenure.exactly_once._outbox import RelayCounts as RelayCounts
+
     Message = OutboxMessage
     OutboxStats = OutboxSummary
-    RelayCounts = RelayStats
     create_table = create_tables
     stats = summary
 
 # Old spellings, for one release (the rules are in docs/contributing.md, "Public names").
 __getattr__ = module_getattr(__name__, deprecated={
-    "Message": "OutboxMessage", "OutboxStats": "OutboxSummary", "RelayCounts": "RelayStats",
-    "create_table": "create_tables", "stats": "summary"})
+    "Message": "OutboxMessage", "OutboxStats": "OutboxSummary",
+    "create_table": "create_tables", "stats": "summary",
+}, retired={"RelayCounts": ("tenure.exactly_once._outbox:RelayCounts",
+                            "tenure.outbox.RelayStats, the snapshot relay.stats() returns")})
 
 __all__ = [
     "DEAD",

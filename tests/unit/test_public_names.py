@@ -43,7 +43,6 @@ RENAMED = [
     ("tenure.jobs.queues", "MessageSource", "tenure.queues:MessageSource"),
     ("tenure.outbox", "Message", "tenure.outbox:OutboxMessage"),
     ("tenure.outbox", "OutboxStats", "tenure.outbox:OutboxSummary"),
-    ("tenure.outbox", "RelayCounts", "tenure.outbox:RelayStats"),
     ("tenure.outbox", "create_table", "tenure.outbox:create_tables"),
     ("tenure.outbox", "stats", "tenure.outbox:summary"),
     ("tenure.exactly_once.claims", "claim", "tenure.claims:claim"),
@@ -270,3 +269,28 @@ def test_old_idem_stats_is_the_snapshot_taken_when_read(tmp_path: Path) -> None:
         before.new = 5  # type: ignore[misc]
     # The new spelling: a plain snapshot of now, no warning.
     assert type(idem.stats()) is IdempotencyStats and idem.stats() == IdempotencyStats(new=2)
+
+
+def test_relay_counts_is_the_old_mutable_class_for_one_release(tmp_path: Path) -> None:
+    """Old code comparing, checking, mutating or assigning `relay.counts` keeps working (and
+    warns); `relay.stats()` reads the same counters."""
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'relay.db'}")
+    tenure.outbox.create_tables(engine)
+    with engine.begin() as conn:
+        tenure.outbox.add(conn, "invoice.paid", {"invoice": 7})
+    relay = Relay(engine, handler=lambda message: None)
+    relay.run_once()
+    with pytest.warns(DeprecationWarning, match=r"tenure\.outbox\.RelayStats") as caught:
+        RelayCounts = tenure.outbox.RelayCounts
+    assert [Path(w.filename).name for w in caught] == [Path(__file__).name]
+    with pytest.warns(DeprecationWarning, match=r"Relay\.stats\(\)"):
+        counts = relay.counts
+    assert isinstance(counts, RelayCounts) and counts == RelayCounts(delivered=1)
+    counts.errors += 1  # mutable, as it was
+    assert relay.stats() == RelayStats(delivered=1, errors=1)
+    with pytest.warns(DeprecationWarning, match=r"Relay\.stats\(\)"):
+        relay.counts = RelayCounts()
+    assert relay.stats() == RelayStats()
+    with pytest.warns(DeprecationWarning, match=r"tenure\.outbox\.RelayStats") as caught:
+        from tenure.exactly_once.outbox import RelayCounts as OldPath
+    assert OldPath is RelayCounts and len(caught) == 1

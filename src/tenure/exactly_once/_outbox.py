@@ -358,13 +358,20 @@ class RelayStats:
 
 
 @dataclass
-class _RelayCounters:
-    """A relay's live counters (the fields of RelayStats), incremented as it works."""
+class RelayCounts:
+    """Deprecated (tenure.outbox.RelayCounts warns): a relay's live counters, the fields of
+    RelayStats, incremented as it works; `relay.counts` is this object. Read the snapshot
+    `relay.stats()` instead.
+
+    Example:
+        >>> RelayCounts(delivered=3).delivered
+        3
+    """
 
     delivered: int = 0
     retried: int = 0
     dead_lettered: int = 0
-    errors: int = 0
+    errors: int = 0  # tries that failed with a database (or other) error, not a handler's
 
 
 class Relay:
@@ -429,7 +436,7 @@ class Relay:
         self.max_backoff = positive_seconds(max_backoff, "max_backoff")
         self.claim_ttl = positive_seconds(claim_ttl, "claim_ttl")
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._counters = _RelayCounters()
+        self._counters = RelayCounts()
         self.outage = Outage(log, "outbox relay",
                              redact(engine.url.render_as_string(hide_password=True)))
 
@@ -626,8 +633,9 @@ class Relay:
         return RelayStats(**asdict(self._counters))
 
     @property
-    def counts(self) -> _RelayCounters:
-        """Deprecated: the live counters; read the snapshot `relay.stats()` instead.
+    def counts(self) -> RelayCounts:
+        """Deprecated: the live counters (assignable, as before); read the snapshot
+        `relay.stats()` instead.
 
         Example::
 
@@ -635,6 +643,11 @@ class Relay:
         """
         warn_renamed("Relay.counts", "Relay.stats()")
         return self._counters
+
+    @counts.setter
+    def counts(self, counts: RelayCounts) -> None:
+        warn_renamed("Relay.counts", "Relay.stats()")
+        self._counters = counts
 
     def refresh_metrics(self) -> OutboxSummary:
         """Query the outbox's summary and publish it to the pending / oldest-age gauges.
