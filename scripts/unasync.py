@@ -2,7 +2,11 @@
 
 Explicit, ordered substitution rules; every rule must be used at least once, and `--check`
 fails when the generated tree differs from what is on disk. Hand-written files (_shim.py) are
-left alone.
+left alone, and so is a line that ends with `# unasync: keep`: one that names both twins on
+purpose, e.g. an error message saying that tenure.stores.RedisStore takes a redis.Redis and
+tenure.aio.stores.AsyncRedisStore a redis.asyncio.Redis, which the rules would turn into
+nonsense. (A docstring line cannot carry the marker: let each twin's docstring describe itself,
+or name both twins in a comment or a string.)
 
     python scripts/unasync.py          # regenerate
     python scripts/unasync.py --check  # fail if stale (run by `make test`)
@@ -42,12 +46,29 @@ RULES: list[tuple[str, str]] = [
 ]
 
 
+KEEP = re.compile(r"^.*#\s*unasync: keep[ \t]*$", re.MULTILINE)
+_HELD = re.compile(r"\x00(\d+)\x00")  # a kept line's place while the rules run: no rule matches
+
+
 def convert(text: str, used: set[str]) -> str:
+    """The sync twin of `text`; adds each rule that changed something to `used`.
+
+    Example::
+
+        convert("async def f() -> AsyncLease: ...\n", set())  # "def f() -> Lease: ...\n"
+    """
+    kept: list[str] = []
+
+    def hold(line: re.Match[str]) -> str:
+        kept.append(line.group(0))
+        return f"\x00{len(kept) - 1}\x00"
+
+    text = KEEP.sub(hold, text)
     for pattern, replacement in RULES:
         text, count = re.subn(pattern, replacement, text)
         if count:
             used.add(pattern)
-    return text
+    return _HELD.sub(lambda held: kept[int(held.group(1))], text)
 
 
 def generate() -> dict[Path, str]:
