@@ -15,6 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+from tenure._async.stores._options import (
+    as_bool,
+    as_count,
+    as_identifier,
+    as_number,
+    refuse_unknown,
+)
 from tenure._async.stores.postgres._failures import clean
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import redact
@@ -33,7 +40,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 OPTIONS = ("schema", "table", "timeout", "pool_size", "notify", "pgbouncer",
            "prepare_threshold", "mode")
 MODES = ("table", "advisory")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_STORES = "postgresql:// stores"
 
 
 @dataclass(frozen=True)
@@ -76,14 +83,15 @@ def read_settings(url: str, options: dict[str, Any]) -> Settings:
                               "mode=table (leases in a table, the default) or "
                               "mode=advisory (session advisory locks)")
     advisory = mode == "advisory"
-    schema = _as_identifier("schema", settings.get("schema", "public"), 63)
-    table = _as_identifier("table", settings.get(
-        "table", "tenure_advisory" if advisory else "tenure_leases"), 63)
-    timeout = _as_number("timeout", settings.get("timeout", 5.0), 0.1, 3600.0, "seconds")
-    pool_size = _as_count("pool_size", settings.get("pool_size", 10), 1, 1000)
-    pgbouncer = _as_bool("pgbouncer", settings.get("pgbouncer", False))
+    schema = as_identifier("schema", settings.get("schema", "public"), 63, default="public")
+    default_table = "tenure_advisory" if advisory else "tenure_leases"
+    table = as_identifier("table", settings.get("table", default_table), 63,
+                          default=default_table)
+    timeout = as_number("timeout", settings.get("timeout", 5.0), 0.1, 3600.0, default=5.0)
+    pool_size = as_count("pool_size", settings.get("pool_size", 10), 1, 1000, default=10)
+    pgbouncer = as_bool("pgbouncer", settings.get("pgbouncer", False))
     notify_option = settings.get("notify")
-    notify = not pgbouncer if notify_option is None else _as_bool("notify", notify_option)
+    notify = not pgbouncer if notify_option is None else as_bool("notify", notify_option)
     if notify and pgbouncer:
         raise InvalidArgument(
             "notify=true needs a direct connection (LISTEN is session state), but "
@@ -97,8 +105,8 @@ def read_settings(url: str, options: dict[str, Any]) -> Settings:
     threshold = settings.get("prepare_threshold", None if pgbouncer else 5)
     if threshold is not None and str(threshold).lower() in ("none", "off", ""):
         threshold = None
-    prepare = None if threshold is None else _as_count("prepare_threshold", threshold, 0,
-                                                        1_000_000)
+    prepare = None if threshold is None else as_count("prepare_threshold", threshold, 0,
+                                                       1_000_000, default=5)
     params, password = _libpq_params(dsn, redacted, urlsplit(url).password or "", timeout,
                                      pgbouncer)
     return Settings(redacted, password, mode, schema, table, timeout, pool_size, pgbouncer,
@@ -112,11 +120,8 @@ def _split(url: str, redacted: str, keywords: dict[str, Any]) -> tuple[str, dict
     if scheme not in ("postgresql", "postgres"):
         raise InvalidArgument(f"url {redacted!r} is not a PostgreSQL URL; use "
                               "postgresql://USER@HOST:PORT/DBNAME")
-    unknown = sorted(set(keywords) - set(OPTIONS))
-    if unknown:
-        raise InvalidArgument(
-            f"unknown option(s) {', '.join(unknown)} for a postgresql:// store; accepted: "
-            f"{', '.join(OPTIONS)} (libpq parameters such as sslmode go in the URL's query)")
+    refuse_unknown(keywords, OPTIONS, _STORES,
+                   note="libpq parameters such as sslmode go in the URL's query")
     settings: dict[str, Any] = {}
     libpq: list[tuple[str, str]] = []
     for key, value in parse_qsl(query, keep_blank_values=True):
@@ -138,10 +143,9 @@ def _libpq_params(dsn: str, redacted: str, password: str, timeout: float,
     except psycopg.Error as exc:
         unknown = re.search(r'invalid URI query parameter: "(.*)"', str(exc))
         if unknown:
-            raise InvalidArgument(
-                f"unknown URL option {unknown.group(1)!r} in {redacted!r}: tenure's are "
-                f"{', '.join(OPTIONS)}; the others must be libpq parameters (sslmode, "
-                "application_name, target_session_attrs, ...)") from None
+            refuse_unknown([unknown.group(1)], OPTIONS, _STORES,
+                           note="in the URL also libpq's parameters: sslmode, "
+                                "application_name, target_session_attrs, ...")
         raise InvalidArgument(
             f"url {redacted!r} is not a valid libpq URL: {clean(exc, password)}; see "
             "https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNSTRING"
@@ -166,47 +170,3 @@ def _libpq_params(dsn: str, redacted: str, password: str, timeout: float,
                              "-c synchronous_commit=on "
                              + str(params.get("options", ""))).strip()
     return params, password
-
-
-def _as_bool(option: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise InvalidArgument(f"{option}={value!r} is not a boolean; use {option}=true or "
-                          f"{option}=false")
-
-
-def _as_number(option: str, value: object, low: float, high: float, hint: str) -> float:
-    if isinstance(value, bool):
-        raise InvalidArgumentType(f"{option} must be a number of {hint}, got a bool")
-    try:
-        number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InvalidArgument(f"{option}={value!r} is not a number; give {hint}, e.g. "
-                              f"{option}=5") from None
-    if not (math.isfinite(number) and low <= number <= high):
-        raise InvalidArgument(f"{option}={value!r} is out of range; use {low:g} to {high:g} "
-                              f"{hint}")
-    return number
-
-
-def _as_count(option: str, value: object, low: int, high: int) -> int:
-    number = _as_number(option, value, low, high, "(a whole number)")
-    if number != int(number):
-        raise InvalidArgument(f"{option}={value!r} must be a whole number from {low} to {high}")
-    return int(number)
-
-
-def _as_identifier(option: str, value: object, longest: int) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentType(f"{option} must be a str, got {type(value).__name__}")
-    if not _IDENTIFIER.fullmatch(value) or len(value) > longest:
-        raise InvalidArgument(
-            f"{option}={value!r} is not a usable SQL identifier: use 1 to {longest} ASCII "
-            f"letters, digits and underscores, not starting with a digit (e.g. {option}=locks)"
-        )
-    return value

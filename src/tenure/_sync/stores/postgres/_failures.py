@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from tenure._urls import redact
+from tenure._sync.stores._failures import cleaned
 
 try:
     import psycopg
@@ -26,18 +26,13 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 
 
 def clean(exc: BaseException, password: str) -> str:
-    """A driver message fit for users: one line, `password` hidden.
+    """A driver message fit for users: one line, `password` hidden (stores._failures.cleaned).
 
     Example:
         >>> clean(OSError("no  route\\n to host"), "")
         'no route to host'
     """
-    message = " ".join(str(exc).split()) or type(exc).__name__
-    # A password of a few characters would mangle the address and numbers it occurs in
-    # (libpq never echoes one; the URL itself is redacted by its structure).
-    if len(password) >= 4:
-        message = message.replace(password, "***")
-    return redact(message)
+    return cleaned(exc, password)
 
 
 # A connection refused because the server is full (53300, which a failed connection does not
