@@ -66,7 +66,12 @@ def _message(module_name: str, name: str, caller: FrameType, home: str,
              single: str) -> str | None:
     """The warning for the caller's read of an old `name`: `single`, except in a star import
     of the module, which warns once (on the first name of __all__; None for the others) and
-    points at `home`, the module to import from instead."""
+    points at `home`, the module to import from instead. None for the import system's probe
+    of a package's names (`from package import name` reads `name` again right after, at the
+    user's line)."""
+    if caller.f_code.co_name == "_handle_fromlist" and caller.f_globals.get(
+            "__name__") == "importlib._bootstrap":
+        return None
     if not _in_star_import(caller):
         return single
     names = getattr(sys.modules[module_name], "__all__", ())

@@ -6,6 +6,26 @@ Example::
     from tenure import idempotency
 """
 
+from typing import TYPE_CHECKING
+
 from tenure._lazy import moved_module
 
+if TYPE_CHECKING:  # the old names, typed as what they are now (the warning is run time only)
+    from tenure.exactly_once._provider import (
+        Charge,
+        PaymentProvider,
+        ProviderError,
+        ProviderSummary,
+        ProviderTimeout,
+    )
+
 __getattr__ = moved_module(__name__, "tenure.idempotency", "tenure.exactly_once._provider")
+
+# The old module's public names, so a star import still binds them (and warns once).
+__all__ = [
+    "Charge",
+    "PaymentProvider",
+    "ProviderError",
+    "ProviderSummary",
+    "ProviderTimeout",
+]
