@@ -37,6 +37,7 @@ _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
 _SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:\s]*):(\S*)@")
 _SECRET_IN_QUERY = re.compile(
     r"(?i)((?:password|secret|token|key|sig|accountkey)=)[^&;]*")
+_SECRET_KEY = re.compile(r"(?i)(?:password|secret|token|key|sig)$")  # as _SECRET_IN_QUERY
 # Characters a sqlite URL shows as they are (quote() keeps letters, digits and '_.-~'):
 # what percent-decoding and the split at '?' leave unchanged.
 _PLAIN_IN_PATH = "/:@!$&'()*+,;="
@@ -82,13 +83,25 @@ def redact_url(url: str) -> str:
         'redis://app:***@cache:6379/0'
         >>> redact_url("mysql://root@db/app")
         'mysql://root@db/app'
+        >>> redact_url("postgresql://app@db/app?password=a;b&sslmode=require")
+        'postgresql://app@db/app?password=***&sslmode=require'
     """
     scheme, separator, rest = url.partition("://")
     userinfo, at, host = rest.rpartition("@")
     user, colon, _password = userinfo.partition(":")
     if separator and at and colon:
-        return redact(f"{scheme}://{user}:***@{host}")
-    return redact(url)
+        url = f"{scheme}://{user}:***@{host}"
+    # The query's secrets by its pairs: a value runs to the next '&' (redact() stops at ';' or
+    # '&' too, as it must in a message's text, and would show the rest of 'password=a;b').
+    base, question, query = url.partition("?")
+    if question:
+        query = "&".join(_hide_secret_value(pair) for pair in query.split("&"))
+    return redact(base + question + query)
+
+
+def _hide_secret_value(pair: str) -> str:
+    key, equals, _value = pair.partition("=")
+    return f"{key}=***" if equals and _SECRET_KEY.search(key) else pair
 
 
 def parse_store_url(url: object, schemes: tuple[str, ...] = ()) -> StoreURL:
