@@ -84,6 +84,16 @@ def held(url: str) -> Iterator[Held]:
         store.close()
 
 
+def described(store: tenure.Store) -> str:
+    """How `tenure locks` names a store: its URL and, for a local one, the resolved path."""
+    backend = store.backend
+    if isinstance(backend, tenure.stores.SQLiteStore):
+        return f"{store.url} (database file {backend.path})"
+    if isinstance(backend, tenure.stores.FileStore):
+        return f"{store.url} (directory {backend.directory})"
+    return store.url
+
+
 def header(stdout: str) -> list[str]:
     """The table's column names (below the 'leases in STORE' line)."""
     return next(line for line in stdout.splitlines() if not line.startswith("leases in ")).split()
@@ -131,7 +141,8 @@ def test_prefix_filters_and_empty_result_says_so(held: Held) -> None:
     assert [entry["name"] for entry in everything] == [NAME, "other"]
     assert [entry["name"] for entry in only_jobs] == [NAME]
     assert nothing.returncode == 0
-    assert nothing.stdout.strip() == f"no live leases with prefix 'zzz' in {held.store.url}"
+    assert nothing.stdout.strip() == (f"no live leases with prefix 'zzz' in "
+                                      f"{described(held.store)}")
 
 
 def test_long_names_are_not_wrapped_when_piped(url: str) -> None:
@@ -202,7 +213,7 @@ def test_break_frees_the_lease(held: Held) -> None:
 def test_break_with_no_live_lease(url: str) -> None:
     with tenure.connect(url) as store:  # creates the store, holds nothing
         assert store.leases() == []
-        store_url = store.url
+        shown = described(store)
 
     result = run("locks", "break", "nobody", "--store", url)
     listing = run("locks", "--store", url)
@@ -210,7 +221,7 @@ def test_break_with_no_live_lease(url: str) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "no live lease on 'nobody'"
     assert listing.returncode == 0, listing.stderr
-    assert listing.stdout.strip() == f"no live leases in {store_url}"
+    assert listing.stdout.strip() == f"no live leases in {shown}"
 
 
 def test_store_from_environment(held: Held) -> None:
@@ -281,14 +292,14 @@ def test_missing_store_path_is_reported_and_not_created(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args", [
-    ["locks", "--bogus", "--store", "memory://"],
-    ["locks", "break", "--store", "memory://"],  # NAME missing
-    ["locks", "break", "", "--store", "memory://"],  # empty name
+    ["locks", "--bogus", "--store", "{store}"],
+    ["locks", "break", "--store", "{store}"],  # NAME missing
+    ["locks", "break", "", "--store", "{store}"],  # empty name
     ["frobnicate"],
     [],
 ])
-def test_usage_errors_are_one_line(args: list[str]) -> None:
-    result = run(*args)
+def test_usage_errors_are_one_line(args: list[str], tmp_path: Path) -> None:
+    result = run(*(arg.format(store=f"file://{tmp_path}") for arg in args))
 
     assert_one_error_line(result)
     assert result.returncode == 2

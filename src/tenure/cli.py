@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import contextlib
 import importlib
+import inspect
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, NoReturn
 
 from rich import box
@@ -52,6 +54,9 @@ USAGE_ERROR = 2
 STORE_ERROR = 1
 SIGPIPE_EXIT = 141  # 128 + SIGPIPE, what a shell reports for `ls | head`'s ls
 JOB_PREFIX = "job:"  # the job runner's lock and record names (tenure.jobs._periodic)
+# A piped listing pads names to the longest up to this width; a longer name pushes only its own
+# row's other cells to the right (a 1,024-character name would pad every row to 1,075 columns).
+PIPED_NAME_WIDTH = 40
 
 log = logging.getLogger("tenure.cli")
 
@@ -64,10 +69,23 @@ class _StoreError(Exception):
     """The store cannot be used, or the application failed (exit 1)."""
 
 
+# The prog of the innermost command that met unknown arguments (`tenure locks break`), kept in
+# the namespace: argparse reports them from the top-level parser, which knows only `tenure`.
+_UNKNOWN_IN = "_tenure_unknown_in"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # One line like every other error, instead of argparse's usage block.
         raise _UsageError(f"{message}; see '{self.prog} --help'")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, unknown = super().parse_known_args(args, namespace)
+        if unknown and not hasattr(parsed, _UNKNOWN_IN):  # innermost parser returns first
+            setattr(parsed, _UNKNOWN_IN, self.prog)
+        return parsed, unknown
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,9 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Example::
 
-        >>> main(["locks", "--store", "memory://"])
-        no live leases in memory://
-        0
+        >>> main(["locks", "--store", "memory://"])  # refused, and stderr says why
+        2
     """
     try:
         code = _main(argv)
@@ -97,13 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     url: str | None = None
     args = argparse.Namespace()
+    typed = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = _parser().parse_args(argv)
+        args, unknown = _parser().parse_known_args(typed)
+        if unknown:
+            raise _UsageError(f"unrecognized arguments: {' '.join(unknown)}; see "
+                              f"'{getattr(args, _UNKNOWN_IN, 'tenure')} --help'")
         if args.command == "run":
             return _run(args)
         if args.command == "demo":
             from tenure.demo import _command
 
+            _check_demo_directory(args.dir)
             return _command.run(args)
         if args.command == "chaos":
             from tenure.chaos import _command as chaos_command
@@ -118,20 +140,59 @@ def _main(argv: Sequence[str] | None) -> int:
                 "(e.g. sqlite:////var/lib/app/locks.db)"
             )
         args.store_url = url
+        _refuse_private_store(url, args, from_flag=getattr(args, "store", None) is not None)
         with _connect(url) as store:
             args.run(store, args)
         return 0
     except (_UsageError, tenure.InvalidArgument, tenure.InvalidArgumentType) as exc:
-        return _fail(str(exc), USAGE_ERROR, url or getattr(args, "resolved_store", None))
+        return _fail(str(exc), USAGE_ERROR, _urls_given(typed, url, args))
     except (_StoreError, tenure.TenureError) as exc:
-        return _fail(str(exc), STORE_ERROR, url or getattr(args, "resolved_store", None))
+        return _fail(str(exc), STORE_ERROR, _urls_given(typed, url, args))
     except OSError as exc:
         if isinstance(exc, BrokenPipeError) and _stdout_closed():
             return _reader_gone()
         url = url or getattr(args, "resolved_store", None)
-        return _fail(f"{redact_url(url)}: {exc}" if url else str(exc), STORE_ERROR, url)
+        message = f"{redact_url(url)}: {exc}" if url else str(exc)
+        return _fail(message, STORE_ERROR, _urls_given(typed, url, args))
     except KeyboardInterrupt:
-        return _fail("interrupted", 130, url or getattr(args, "resolved_store", None))
+        return _fail("interrupted", 130, _urls_given(typed, url, args))
+
+
+def _urls_given(typed: Sequence[str], url: str | None, args: argparse.Namespace) -> list[str]:
+    """Every store URL this command was given (on the command line, in TENURE_STORE or a
+    configuration file): the strings whose password an error line must hide."""
+    given = [url, getattr(args, "resolved_store", None), os.environ.get(ENV_VAR)]
+    for word in typed:
+        given += [word, word.partition("=")[2]]  # --store=URL
+    return [text for text in given if text and "://" in text]
+
+
+def _refuse_private_store(url: str, args: argparse.Namespace, *, from_flag: bool) -> None:
+    """memory:// lives in the process that opens it: this command would only see its own,
+    empty store (as `tenure demo` and `tenure chaos` say too)."""
+    if parse_store_url(url).scheme != "memory":
+        return
+    given = f"--store {redact_url(url)}" if from_flag else f"{ENV_VAR}={redact_url(url)}"
+    command = " ".join(["tenure", args.command, *([args.action] if getattr(
+        args, "action", None) else [])])
+    raise _UsageError(
+        f"{given} is private to the process that opens it, so '{command}' would only see an "
+        "empty store of its own; pass the store your applications use, e.g. "
+        "sqlite:////var/lib/app/locks.db, file:///var/lib/app/locks or redis://HOST:6379/0")
+
+
+def _check_demo_directory(chosen: Path | None) -> None:
+    """--dir must be a directory or a path that can become one: not a file, nor below one."""
+    if chosen is None:
+        return
+    for path in (chosen, *chosen.parents):
+        if path.exists():
+            if path.is_dir():
+                return
+            kind = "a file, not a directory" if path.is_file() else "not a directory"
+            raise _UsageError(
+                f"--dir {chosen}: {path} is {kind}; --dir wants a directory for the run's "
+                "databases and logs (created if missing, kept afterwards)")
 
 
 class _Console(Console):
@@ -186,13 +247,16 @@ def _parser() -> argparse.ArgumentParser:
         "locks", parents=[store], help="list live leases ('locks break NAME' frees one)",
         usage="tenure locks [-h] [--store URL] [--prefix PREFIX] [--json]\n"
               "       tenure locks break [-h] NAME [--store URL]",
-        description="List the live leases of a store, or break one with 'locks break NAME'.",
+        description="List the live leases of a store, or break one with 'tenure locks break "
+                    "NAME' (see 'tenure locks break --help').",
     )
     locks.add_argument("--prefix", default="", help="only names starting with PREFIX")
     locks.add_argument("--json", action="store_true", help="print a JSON list, not a table")
     locks.set_defaults(run=_list)
     # prog: argparse would otherwise build the subcommand's name from locks' two-line usage.
-    actions = locks.add_subparsers(dest="action", metavar="ACTION", prog="tenure locks")
+    # help=SUPPRESS: the usage lines show `break` as it is typed, the help no ACTION beside them.
+    actions = locks.add_subparsers(dest="action", metavar="ACTION", prog="tenure locks",
+                                   help=argparse.SUPPRESS)
     breaker = actions.add_parser(
         "break", parents=[store], help="free NAME now, whoever holds it",
         usage="tenure locks break [-h] NAME [--store URL]",
@@ -287,7 +351,7 @@ def _run(args: argparse.Namespace) -> int:
         return _check(worker, config, args) if args.check else _serve(worker, config, args)
     except tenure.StoreRefused as exc:
         # Refused at start-up (the worker raises it only then): a setup error, like bad usage.
-        return _fail(str(exc), USAGE_ERROR, getattr(args, "resolved_store", None))
+        return _fail(str(exc), USAGE_ERROR, _urls_given([], None, args))
     finally:
         _close_store(worker)
 
@@ -389,19 +453,50 @@ def _load_worker(app: str) -> Any:
                               "module:attribute, the attribute a tenure.Worker or "
                               "tenure.aio.AsyncWorker, or a function returning one")
         found = getattr(found, part)
+    called = False
     if not isinstance(found, (Worker, AsyncWorker)) and callable(found):
+        needed = _required_parameters(found)
+        if needed:  # e.g. a job function (it takes the Run): calling it would only fail
+            what = "a class" if isinstance(found, type) else "a function"
+            raise _UsageError(
+                f"{app} is {what} that takes arguments ({', '.join(needed)}), not a "
+                "tenure.Worker: pass the Worker its jobs are registered on, as module:worker "
+                "(e.g. myapp.jobs:worker), or a function that takes no arguments and returns it")
         try:
             found = found()
         except (tenure.InvalidArgument, tenure.InvalidArgumentType, tenure.TenureError):
             raise
         except Exception:
             raise _app_error(f"calling {app} failed") from None
+        called = True
     if not isinstance(found, (Worker, AsyncWorker)):
         kind = type(found).__name__
         article = "an" if kind[:1].lower() in "aeiou" else "a"
+        if called:
+            raise _UsageError(f"{app} is a function that returned {article} {kind}, not a "
+                              "tenure.Worker or tenure.aio.AsyncWorker")
         raise _UsageError(f"{app} is {article} {kind}, not a tenure.Worker or "
                           "tenure.aio.AsyncWorker (or a function returning one)")
     return found
+
+
+def _required_parameters(function: Any) -> list[str]:
+    """The names of the parameters a call of `function` must pass (none when its signature
+    cannot be read: the call then tells).
+
+    Example::
+
+        >>> _required_parameters(lambda run, retries=3: None)
+        ['run']
+    """
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [parameter.name for parameter in parameters
+            if parameter.default is inspect.Parameter.empty
+            and parameter.kind not in (inspect.Parameter.VAR_POSITIONAL,
+                                       inspect.Parameter.VAR_KEYWORD)]
 
 
 def _app_error(what: str) -> _StoreError:
@@ -488,7 +583,7 @@ def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
         print(json.dumps(rows, indent=2))
         return
     if not rows:
-        print(_printable(f"no jobs recorded in {store.url}"))
+        print(_printable(f"no jobs recorded in {_store_description(store)}"))
         return
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     timed = any(row["schedule"] for row in rows)
@@ -540,24 +635,60 @@ def _list(store: tenure.Store, args: argparse.Namespace) -> None:
         return
     if not leases:
         where = f" with prefix {args.prefix!r}" if args.prefix else ""
-        print(_printable(f"no live leases{where} in {store.url}"))
+        print(_printable(f"no live leases{where} in {_store_description(store)}"))
         return
     now = datetime.now(timezone.utc)
     show_slot = any(info.slot > 0 for info in leases)
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-    table.add_column("name")
-    if show_slot:
-        table.add_column("slot", justify="right")
-    table.add_column("holder")
-    table.add_column("token", justify="right")
-    table.add_column("expires in", justify="right")
-    for info in leases:
-        slot = [str(info.slot)] if show_slot else []
-        table.add_row(_text(info.name), *slot, _text(info.holder), str(info.token),
-                      _expires_in(info, now))
+    columns = ["name", *(["slot"] if show_slot else []), "holder", "token", "expires in"]
+    rows = [[_printable(info.name), *([str(info.slot)] if show_slot else []),
+             _printable(info.holder), str(info.token), _expires_in(info, now)]
+            for info in leases]
     console = _console()
     console.print(_text(_store_header(store)), soft_wrap=True)
+    if not console.is_terminal:
+        for line in _plain_table(columns, rows, right={"slot", "token", "expires in"}):
+            console.print(Text(line), soft_wrap=True)
+        return
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for column in columns:
+        right = column in ("slot", "token", "expires in")
+        table.add_column(column, justify="right" if right else "left")
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
     console.print(table)
+    if _cuts_a_cell(console, table, [row[0] for row in rows]):
+        # A name cut with an ellipsis (or wrapped) cannot be copied for 'tenure locks break'.
+        console.print(Text("names cut here are shown whole by --json", style="dim"))
+
+
+def _plain_table(columns: list[str], rows: list[list[str]], right: set[str]) -> list[str]:
+    """Lines of a table for a pipe: columns two spaces apart, the first (names) padded only up
+    to PIPED_NAME_WIDTH, no trailing spaces; `right` columns are right-aligned.
+
+    Example::
+
+        >>> for line in _plain_table(["name", "token"], [["a", "7"], ["bb", "12"]], {"token"}):
+        ...     print(line)
+        name  token
+        a         7
+        bb       12
+    """
+    table = [columns, *rows]
+    widths = [max(len(row[index]) for row in table) for index in range(len(columns))]
+    widths[0] = min(widths[0], PIPED_NAME_WIDTH)
+    lines = []
+    for row in table:
+        cells = [cell.rjust(width) if column in right else cell.ljust(width)
+                 for column, cell, width in zip(columns, row, widths, strict=True)]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _cuts_a_cell(console: Console, table: Table, cells: list[str]) -> bool:
+    """Whether the table, as the console renders it, shows any of `cells` only in part."""
+    rendered = "\n".join("".join(segment.text for segment in line)
+                         for line in console.render_lines(table, pad=False))
+    return any(cell not in rendered for cell in cells)
 
 
 def _store_header(store: tenure.Store) -> str:
@@ -570,12 +701,17 @@ def _store_header(store: tenure.Store) -> str:
         ...     print(_store_header(store))
         leases in sqlite:////tmp/locks.db (database file /tmp/locks.db)
     """
+    return f"leases in {_store_description(store)}"
+
+
+def _store_description(store: tenure.Store) -> str:
+    """The store's URL and, for a local one, the absolute path it resolved to."""
     backend = store.backend
     if isinstance(backend, tenure.stores.SQLiteStore):
-        return f"leases in {store.url} (database file {backend.path})"
+        return f"{store.url} (database file {backend.path})"
     if isinstance(backend, tenure.stores.FileStore):
-        return f"leases in {store.url} (directory {os.path.abspath(backend.directory)})"
-    return f"leases in {store.url}"
+        return f"{store.url} (directory {os.path.abspath(backend.directory)})"
+    return store.url
 
 
 def _break(store: tenure.Store, args: argparse.Namespace) -> None:
@@ -619,12 +755,13 @@ def _as_json(info: tenure.LeaseInfo) -> dict[str, object]:
             "expires_at": expires}
 
 
-def _fail(message: str, code: int, url: str | None) -> int:
-    if url:
-        # Structurally, by the URL, in the library's form (a store names itself by redact(),
-        # which leaves a password with spaces as it is): replacing the password's text
-        # wherever it occurs garbled messages ('e' in every word, 'redis' in 'redis://') and
-        # spelled a short password out in the gaps.
+def _fail(message: str, code: int, urls: Sequence[str]) -> int:
+    """Print the one error line. The library's messages name a store by its redacted URL
+    already; a URL the user typed (echoed by argparse, or by the CLI's own messages) is hidden
+    here, structurally: each URL given is replaced whole by its redacted form. Redacting the
+    message's free text instead cut text out of it (a query's `password=` ran to the next ';')
+    and, replacing the password's text, garbled words and spelled a short password out."""
+    for url in sorted(urls, key=len, reverse=True):  # '--store=URL' before the URL in it
         message = message.replace(url, redact_url(url))
-    print(f"tenure: error: {_printable(' '.join(redact(message).split()))}", file=sys.stderr)
+    print(f"tenure: error: {_printable(' '.join(message.split()))}", file=sys.stderr)
     return code
