@@ -202,14 +202,15 @@ def _guard(stdin: IO[str], remove: Path | None) -> None:
             children[int(line[1:])] = _started(int(line[1:]))
         elif line.startswith("-"):
             children.pop(int(line[1:]), None)
-    # EOF without "done": the parent died. Resume the stopped children: they watch the pipe.
-    children = {pid: started for pid, started in children.items() if _alive(pid, started)}
-    for pid in children:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGCONT)
+    # EOF without "done": the parent died. Resume the stopped children (they watch the pipe),
+    # again and again until they are gone: a child may stop itself once more on its way out
+    # (a freeze or pause it was asked for before the parent died).
     deadline = time.monotonic() + GRACE + 2.0
     while children and time.monotonic() < deadline:
         children = {pid: started for pid, started in children.items() if _alive(pid, started)}
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
         time.sleep(0.05)  # polling the children's exit, with a deadline
     for pid, started in children.items():
         if started is not None:  # Linux: still the same process, so a SIGKILL is safe
