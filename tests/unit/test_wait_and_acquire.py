@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import anyio
 
@@ -101,4 +102,22 @@ def test_a_wait_that_finds_it_held_until_the_timeout_raises_lock_timeout() -> No
         raise AssertionError("acquired a held lock")
     assert backend.tries == 2 and backend.waits >= 1  # the holder's, the waiter's; then waits
     first.release()
+    store.close()
+
+
+class LateMemoryStore(MemoryStore):
+    """The memory store answering a try only after the lease it took has lapsed (as when the
+    process was stopped, or the path stalled, between the request and its answer)."""
+
+    def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        grant = super().try_acquire(name, holder, ttl, limit)
+        time.sleep(ttl)
+        return grant
+
+
+def test_a_grant_answered_after_its_deadline_is_given_back_not_handed_out() -> None:
+    backend = LateMemoryStore()
+    store = tenure.connect(backend)
+    # Its holder could not know it still held it: the store may have granted it again.
+    assert store.lock("jobs", ttl=0.3).try_acquire() is None
     store.close()

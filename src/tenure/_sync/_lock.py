@@ -25,9 +25,9 @@ from tenure._sync import _shim
 from tenure._sync._lease import Lease, LeaseTerms, current_owner
 from tenure._sync._monitor import LeaseMonitor
 from tenure._sync.stores._protocol import Backend, closed_store, waits_and_acquires
-from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable
+from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable, TenureError
 from tenure._timing import Backoff, to_seconds
-from tenure._types import LeaseInfo
+from tenure._types import Grant, LeaseInfo
 
 log = logging.getLogger("tenure")
 
@@ -208,15 +208,13 @@ class Lock:
             if lease is None:
                 return  # another instance is on it
         """
-        if self._monitor.closed:
-            raise closed_store(self._backend.url, "acquire", self.name)
-        sent_at = _shim.monotonic()
-        grant = self._backend.try_acquire(self.name, self.holder, self.ttl, self.limit)
-        if grant is None:
-            return None
-        lease = Lease(self._terms(), grant, min(sent_at, grant.sent_at))
-        self._monitor.watch(lease)
-        return lease
+        with self._monitor.acquiring(self._backend.url, self.name):
+            sent_at = _shim.monotonic()
+            grant = self._backend.try_acquire(self.name, self.holder, self.ttl,
+                                                    self.limit)
+            if grant is None:
+                return None
+            return self._lease_of(grant, min(sent_at, grant.sent_at))
 
     def acquire(self, timeout: float | timedelta | None = None) -> Lease:
         """Wait up to `timeout` seconds for the lease; else tenure.LockTimeout.
@@ -316,15 +314,31 @@ class Lock:
         if self._wait_and_acquire is None:
             self._backend.wait_released(self.name, wait, patience)
             return self.try_acquire()
-        if self._monitor.closed:
-            raise closed_store(self._backend.url, "acquire", self.name)
-        grant = self._wait_and_acquire(self.name, self.holder, self.ttl, self.limit,
-                                             wait, patience)
-        if grant is None:
+        with self._monitor.acquiring(self._backend.url, self.name):
+            grant = self._wait_and_acquire(self.name, self.holder, self.ttl, self.limit,
+                                                 wait, patience)
+            if grant is None:
+                return None
+            return self._lease_of(grant, grant.sent_at)
+
+    def _lease_of(self, grant: Grant, sent_at: float) -> Lease | None:
+        """The lease of a grant the store just gave, renewed from now on. None, the grant given
+        back, when its deadline passed before the answer came (this process was stopped, or the
+        path stalled): the store may have let it expire and granted it again. StoreRefused,
+        the grant given back, when the store was closed meanwhile."""
+        lease = Lease(self._terms(), grant, sent_at)
+        if lease.deadline <= _shim.monotonic():
+            self._give_back(grant)
             return None
-        lease = Lease(self._terms(), grant, grant.sent_at)
-        self._monitor.watch(lease)
+        if not self._monitor.watch(lease):  # closing: close() waits for this give-back
+            self._give_back(grant)
+            raise closed_store(self._backend.url, "acquire", self.name)
         return lease
+
+    def _give_back(self, grant: Grant) -> None:
+        """Release a grant never handed out, best-effort: else it expires by itself."""
+        with contextlib.suppress(TenureError):
+            self._backend.release(grant)
 
     def _held_here(self) -> list[Lease]:
         """The leases of this name held through this store object now, oldest first."""

@@ -19,14 +19,14 @@ import logging
 import math
 import threading
 from collections import defaultdict, deque
-from collections.abc import Iterable
-from contextlib import suppress
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from itertools import chain
 from typing import TYPE_CHECKING, NamedTuple
 
 from tenure import _forks
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import Backend, reports_losses
+from tenure._sync.stores._protocol import Backend, closed_store, reports_losses
 from tenure._errors import TenureError
 from tenure._types import LostReason
 
@@ -38,6 +38,9 @@ log = logging.getLogger("tenure")
 # With no lease due sooner, the loop still looks around this often; a lease whose renewal is due
 # later than that needs no wake-up, which keeps acquire/release free of thread hand-offs.
 _IDLE_WAKE = 1.0
+# How long close() waits for acquire requests under way to end (each is bounded by the store's
+# timeout; a waiter blocked on the server ends its block within about half of it).
+CLOSE_GRACE = 3.0
 
 
 class _Answer(NamedTuple):
@@ -63,6 +66,9 @@ class LeaseMonitor:
         self._background: _shim.Background | None = None
         self._next_wake = -math.inf
         self._closed = False
+        self._closing = False  # set by release_all(), under the mutex: watch() refuses then
+        self._acquiring = 0  # acquire requests under way (see acquiring())
+        self._acquires_done = _shim.Event()  # set when the last of them ends during a close
         # One WARNING when renewals start failing and one INFO when they succeed again, not a
         # line per retry: an outage of a few seconds retries many times per held lease.
         self._failing_since: float | None = None
@@ -74,9 +80,9 @@ class LeaseMonitor:
             report_losses_to(self.lost)
         _forks.in_child_after_fork(self, LeaseMonitor._start_afresh_in_child)
 
-    # watch/forget/held run on every acquire and release: plain dict operations, which are
-    # atomic (GIL, or the dict's own lock in free-threaded builds); the mutex only guards
-    # starting the background loop.
+    # forget/held run on every release and renewal: plain dict operations, which are atomic
+    # (GIL, or the dict's own lock in free-threaded builds); watch takes the mutex (uncontended:
+    # well under a microsecond) so that no lease is added after close() took the list to release.
 
     @property
     def closed(self) -> bool:
@@ -93,9 +99,13 @@ class LeaseMonitor:
         """Every lease being renewed now."""
         return list(self._leases.values())
 
-    def watch(self, lease: Lease) -> None:
-        """Start renewing `lease`."""
-        self._leases[lease.grant.lease_id] = lease
+    def watch(self, lease: Lease) -> bool:
+        """Start renewing `lease`; False (and nothing watched) once the store is closing: its
+        close() has taken the list of leases to release, and would leave this one held."""
+        with self._mutex:
+            if self._closing:
+                return False
+            self._leases[lease.grant.lease_id] = lease
         background = self._background
         if background is None or not background.alive():
             with self._mutex:
@@ -107,6 +117,7 @@ class LeaseMonitor:
                     self._background = _shim.spawn(self._run, "tenure-renewal")
         if lease.renew_at < self._next_wake:  # renew_at always comes before the deadline
             self._wakeup.set()
+        return True
 
     def lost(self, lease_ids: Iterable[str]) -> None:
         """The store says these leases are gone, outside a renewal: each is lost now.
@@ -124,11 +135,44 @@ class LeaseMonitor:
         """Stop renewing `lease` (released or lost)."""
         self._leases.pop(lease.grant.lease_id, None)
 
+    @contextmanager
+    def acquiring(self, url: str, name: str) -> Iterator[None]:
+        """Around an acquire request: refused once the store is closing, and counted, so that
+        close() waits for the requests under way (a lease one of them takes is given back,
+        not left to expire) before it closes the connections.
+
+        Example::
+
+            with monitor.acquiring(backend.url, "jobs"):
+                grant = backend.try_acquire("jobs", holder, 30.0, 1)
+        """
+        with self._mutex:
+            if self._closing or self._closed:
+                raise closed_store(url, "acquire", name)
+            self._acquiring += 1
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._acquiring -= 1
+                last = self._closing and self._acquiring == 0
+            if last:
+                self._acquires_done.set()
+
     def release_all(self) -> None:
-        """Release every lease still held; one that cannot be released expires by itself."""
-        for lease in self.held():
+        """Release every lease still held, and watch no new one from now on (the store is
+        closing: a waiter woken by these releases must not take a lease nobody would renew or
+        release); then wait, at most CLOSE_GRACE seconds, for the acquire requests under way.
+        A lease that cannot be released expires by itself."""
+        with self._mutex:
+            self._closing = True
+            leases = list(self._leases.values())
+            under_way = self._acquiring > 0
+        for lease in leases:
             with suppress(TenureError):
                 lease.release()
+        if under_way:
+            _shim.wait_event(self._acquires_done, CLOSE_GRACE)
 
     def close(self) -> None:
         """Stop the loop. Held leases are the caller's to release first."""
