@@ -35,8 +35,10 @@ _ACCOUNT = re.compile(r"[a-z0-9]{3,24}")
 # Up to the last '@' of the URL (a password may hold '@' or '/'), never past whitespace: a
 # whole message is redacted, and a later 'user@host' in it is not the URL's.
 _SECRET_IN_NETLOC = re.compile(r"(?<=://)([^/@:\s]*):(\S*)@")
+# A value ends at '&', ';' or whitespace (a URL's query has none; in a message the text goes
+# on after it), or is a libpq conninfo value in single quotes.
 _SECRET_IN_QUERY = re.compile(
-    r"(?i)((?:password|secret|token|key|sig|accountkey)=)[^&;]*")
+    r"(?i)((?:password|secret|token|key|sig|accountkey)=)(?:'(?:[^'\\]|\\.)*'|[^&;\s]*)")
 _SECRET_KEY = re.compile(r"(?i)(?:password|secret|token|key|sig)$")  # as _SECRET_IN_QUERY
 # Characters a sqlite URL shows as they are (quote() keeps letters, digits and '_.-~'):
 # what percent-decoding and the split at '?' leave unchanged.

@@ -68,22 +68,10 @@ def _azure_credentials(template: str) -> dict[str, str]:
 
 
 
-# Stores whose module does not use stores/_options.refuse_unknown yet (their split into a
-# package is under way); an XPASS here says one does now: drop it from this set.
-NOT_YET_ONE_WORDING = {"redis", "postgres"}
-
-
-def _one_wording_case(template: str) -> object:
-    module = entry(template.partition(":")[0]).module
-    marks = [pytest.mark.xfail(reason=f"{module} has its own wording still")] if (
-        module in NOT_YET_ONE_WORDING) else []
-    return pytest.param(template, marks=marks, id=template)
-
-
-@pytest.mark.parametrize("template", [_one_wording_case(template) for template in URLS])
+@pytest.mark.parametrize("template", URLS)
 def test_an_unknown_option_is_worded_the_same_for_every_store(template: str,
                                                               tmp_path: Path) -> None:
-    """One wording (issue 18's leftover): the option, the kind of store (named by its first
+    """One wording for every store: the option, the kind of store (named by its first
     scheme in the registry), then the accepted options; in the URL or as a keyword alike."""
     url = template.format(tmp=tmp_path)
     kind = entry(url.partition(":")[0]).schemes[0]

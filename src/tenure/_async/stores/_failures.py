@@ -10,31 +10,42 @@ Example:
 
 from __future__ import annotations
 
+import re
+
 from tenure._async.stores._protocol import subject
 from tenure._errors import StoreRefused, StoreUnavailable
 from tenure._urls import redact
 
-# A password shorter than this is not searched for in a driver's text: it would mangle the
-# addresses and numbers it happens to occur in (drivers never echo one anyway).
-_SHORTEST_PASSWORD_HIDDEN = 4
-
 
 def cleaned(detail: object, password: str = "") -> str:
     """A driver's message fit for users: one line (an exception without text gives its type's
-    name), `password` hidden, and the URL and connection-string secrets redacted.
+    name), `password` hidden where it stands as a secret (after `=`, or between `:` and `@`
+    as in a URL), and the URL and connection-string secrets redacted.
+
+    The password is not searched for elsewhere: drivers do not echo it, and a password that
+    is also a word of the message ("password", "denied"), the user, the host or the port would
+    garble the message and, by the gaps, give the password away.
 
     Example:
         >>> cleaned(OSError("FATAL:  password authentication failed\\n  for user app"))
         'FATAL: password authentication failed for user app'
-        >>> cleaned("bad login s3cret-pw", password="s3cret-pw")
-        'bad login ***'
+        >>> cleaned("bad dsn user=app secret=s3cret-pw", password="s3cret-pw")
+        'bad dsn user=app secret=***'
+        >>> cleaned("FATAL: password authentication failed", password="password")
+        'FATAL: password authentication failed'
     """
     text = " ".join(str(detail).split())
     if not text and isinstance(detail, BaseException):
         text = type(detail).__name__
-    if len(password) >= _SHORTEST_PASSWORD_HIDDEN:
-        text = text.replace(password, "***")
+    if password:
+        text = _as_secret(password).sub("***", text)
     return redact(text)
+
+
+def _as_secret(password: str) -> re.Pattern[str]:
+    """Where `password` stands as a secret: a value after `=`, or a URL's `:password@`."""
+    escaped = re.escape(password)
+    return re.compile(rf"(?<==){escaped}(?=$|[\s;&,'\")])|(?<=:){escaped}(?=@)")
 
 
 def failure(url: str, operation: str, name: str, hint: str, detail: object = "", *,
