@@ -34,7 +34,7 @@ from tenure._errors import (
     StoreUnavailable,
     TenureError,
 )
-from tenure._lazy import module_getattr
+from tenure._lazy import module_dir, module_getattr
 from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock, Semaphore
 from tenure._sync._store import Store, connect
@@ -68,6 +68,7 @@ __getattr__ = module_getattr(__name__, lazy={
     "queues": "tenure.queues",
     "stores": "tenure.stores",
 }, deprecated={"Message": "QueueMessage"})
+__dir__ = module_dir(__name__)
 
 __all__ = [
     "InvalidArgument",

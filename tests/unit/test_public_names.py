@@ -391,3 +391,12 @@ def test_module_dir_lists_the_lazy_names() -> None:
         assert "decoder" not in vars(module)  # listing loads nothing
     finally:
         del sys.modules[name]
+
+
+def test_dir_lists_the_lazy_names_and_not_the_deprecated_ones() -> None:
+    import tenure.aio
+
+    names = dir(tenure)
+    assert {"Worker", "Run", "QueueMessage", "stores", "queues", "claims"} <= set(names)
+    assert "Message" not in names
+    assert "AsyncWorker" in dir(tenure.aio) and "Worker" not in dir(tenure.aio)

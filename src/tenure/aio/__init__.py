@@ -18,7 +18,7 @@ from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock, AsyncSemaphore
 from tenure._async._shim import AsyncAcquiring
 from tenure._async._store import AsyncStore, connect
-from tenure._lazy import module_getattr
+from tenure._lazy import module_dir, module_getattr
 
 if TYPE_CHECKING:  # loaded on first use at run time (below); type checkers see them at once
     from tenure.aio import stores as stores
@@ -38,6 +38,7 @@ __getattr__ = module_getattr(__name__, lazy={
     "Run": "tenure.jobs:Run",
     "stores": "tenure.aio.stores",
 }, deprecated={"Message": "QueueMessage", "Worker": "AsyncWorker"})
+__dir__ = module_dir(__name__)
 
 __all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore",
            "AsyncWorker", "QueueMessage", "Run", "connect"]

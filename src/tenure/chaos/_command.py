@@ -32,7 +32,7 @@ def add_parser(commands: Any) -> None:
 
     chaos = commands.add_parser(
         "chaos", help="check a store's safety under kills, pauses, network faults, restarts",
-        usage="tenure chaos [-h] --store URL [--workload lock|jobs|queue] [--workers N] "
+        usage="tenure chaos [-h] [--store URL] [--workload lock|jobs|queue] [--workers N] "
               "[--duration S] [--faults LIST] [--seed N] [--no-fencing] [--late-signal S] "
               "[--ttl S] [--semaphore-phase] [--period S] [--skip-record] [--queue-url URL] "
               "[--keys N] [--no-key-lock] [--restart-command CMD] [--dir DIR] [--json]",

@@ -17,7 +17,7 @@ Where things are:
 
 - `_sql`: the SQL text, and the statements of one table (Statements)
 - `_options`: the URL and options (Settings)
-- `_driver`: the driver (aiomysql or PyMySQL) and where the two differ
+- `_driver`: the driver (the asyncio driver or PyMySQL) and where the two differ
 - `_connections`: the connection pool and the calls on it, with their errors
 - `_waking`: the sleep on the server, the try behind it, the KILL QUERY that wakes it
 - `_undo`: freeing what an acquire cut short may have taken

@@ -119,8 +119,8 @@ def own_options(merged: dict[str, Any], accepted: Sequence[str], where: str,
 
 
 def checked_client(client: object, url: object) -> Any:
-    """`client` when it is a client of this API's kind (redis.asyncio.Redis for tenure.aio,
-    redis.Redis for tenure) and no URL came with it.
+    """`client` when it is a redis.asyncio.Redis (the client of this API) and no URL came
+    with it.
 
     Example::
 
@@ -133,9 +133,10 @@ def checked_client(client: object, url: object) -> Any:
     if not isinstance(client, Redis):
         raise InvalidArgumentType(
             f"client must be a {Redis.__module__}.{Redis.__name__} for this store, got "
-            f"{type(client).__module__}.{type(client).__name__}: tenure.stores.RedisStore takes "
-            "a redis.Redis, tenure.aio.stores.AsyncRedisStore a redis.asyncio.Redis (Redis "
-            "Cluster clients are not supported)")
+            f"{type(client).__module__}.{type(client).__name__}: tenure.stores.RedisStore "
+            "takes a redis.Redis, "
+            "tenure.aio.stores.AsyncRedisStore a redis.asyncio.Redis "  # unasync: keep
+            "(Redis Cluster clients are not supported)")
     return client
 
 

@@ -88,9 +88,9 @@ def sleep_then_try(connection: Any, wait: str, then: str | None,
     that comes just after the sleep ended reaches the acquire instead: Outcome.UNKNOWN.
 
     Neither driver sends a query before the answer to the previous one is read (no
-    pipelining), so this writes both with their internals, which pymysql and PyMySQL share:
-    `_execute_command`, `_read_query_result` and the packet sequence number `_next_seq_id`,
-    which restarts at 1 for each query's answer.
+    pipelining), so this writes both with their internals, which the asyncio driver and
+    PyMySQL share: `_execute_command`, `_read_query_result` and the packet sequence number
+    `_next_seq_id`, which restarts at 1 for each query's answer.
 
     Example::
 
