@@ -15,7 +15,7 @@ monotonic instant, like bench/handoff.py's.
 Usage::
 
     python bench/many_waiters.py --urls mysql=mysql://root@127.0.0.1:3306/tenure,redis=redis://...
-    python bench/many_waiters.py                 # starts its own servers (tests/servers.py)
+    python bench/many_waiters.py                 # starts its own servers (tests/support/servers.py)
 
 bench/run.py runs it on the servers it started and puts its table in BENCHMARKS.md.
 

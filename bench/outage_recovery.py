@@ -1,12 +1,13 @@
 """Recovery after a store restart: how soon a worker's jobs run again once the store is back.
 
 Per server store (Redis, PostgreSQL, MariaDB, Azurite; SQLite and files have no server to
-restart), a server of its own (tests/servers.py) and one worker process (tests/outage_worker.py:
-a sync `tenure.Worker` with a job every 1 s, a leader-mode job every 1 s and an election). The
-server is stopped, left down DOWN seconds and started again on the same port, `restarts` times,
-each at a random phase of the period. For each restart: the time from the server's port
-accepting connections again (polled every millisecond) to the next completed run of each job
-(the job function returned), on CLOCK_MONOTONIC, one clock for every process of the host.
+restart), a server of its own (tests/support/servers.py) and one worker process
+(tests/support/outage_worker.py: a sync `tenure.Worker` with a job every 1 s, a leader-mode job
+every 1 s and an election). The server is stopped, left down DOWN seconds and started again on
+the same port, `restarts` times, each at a random phase of the period. For each restart: the
+time from the server's port accepting connections again (polled every millisecond) to the next
+completed run of each job (the job function returned), on CLOCK_MONOTONIC, one clock for every
+process of the host.
 
 Usage::
 
@@ -49,7 +50,7 @@ LABELS = {"redis": "redis:// (no persistence: restarts empty)", "postgres": "pos
           "mysql": "mysql:// (MariaDB)", "azblob": "azblob:// (Azurite in memory: restarts empty)"}
 SERVER_CLASS = {"redis": "RedisServer", "postgres": "PostgresServer", "mysql": "MariaDBServer",
                 "azblob": "Azurite"}
-CHILD = ROOT / "tests" / "outage_worker.py"
+CHILD = ROOT / "tests" / "support" / "outage_worker.py"
 PERIOD = 1.0  # the jobs' interval
 TTL = {"redis": 3.0, "postgres": 3.0, "mysql": 3.0, "azblob": 15.0}  # azblob: 15 s minimum
 DOWN = 3.0  # seconds each restart keeps the server down
@@ -83,7 +84,7 @@ class Recovery:
 
 
 class _Worker:
-    """The worker process and the JSON-line events it prints (see tests/outage_worker.py)."""
+    """The worker process and the JSON-line events it prints (tests/support/outage_worker.py)."""
 
     def __init__(self, settings: dict[str, Any], env: dict[str, str], stderr: Path) -> None:
         self.events: list[dict[str, Any]] = []

@@ -1,10 +1,10 @@
 """Start the servers the benchmark measures, with the test suite's own launcher.
 
-tests/servers.py (loaded from its path under another module name, so it does not clash with
-this module) starts redis-server, PostgreSQL, MariaDB and Azurite from local binaries on free
-loopback ports in temporary directories. Each `start_*` here returns a `Server`, or the reason
-it could not start (never raises for a missing binary, driver or launcher), and registers the
-server's stop with the caller's ExitStack.
+tests/support/servers.py (loaded from its path under another module name, so it does not clash
+with this module) starts redis-server, PostgreSQL, MariaDB and Azurite from local binaries on
+free loopback ports in temporary directories. Each `start_*` here returns a `Server`, or the
+reason it could not start (never raises for a missing binary, driver or launcher), and registers
+the server's stop with the caller's ExitStack.
 
 Example::
 
@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-LAUNCHER = ROOT / "tests" / "servers.py"
+LAUNCHER = ROOT / "tests" / "support" / "servers.py"
 REDIS_GRACE_SECONDS = 2  # a younger Redis grants no name it has not seen (docs/stores/redis.md)
 _LOADING = threading.Lock()  # servers start in threads: one loads the launcher, the rest wait
 
@@ -50,7 +50,7 @@ class Server:
 
 
 def launcher() -> ModuleType:
-    """tests/servers.py as a module named `tenure_test_servers`.
+    """tests/support/servers.py as a module named `tenure_test_servers`.
 
     Example::
 

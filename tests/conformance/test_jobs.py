@@ -337,7 +337,7 @@ async def test_a_lost_election_lease_stops_the_leader(target: Target) -> None:
 
 class ListQueue:
     """A message source in a list (a tenure.queues.MessageSource): the queue tests on real
-    queues are in tests/test_queue_jobs.py; here the scope lock is what is under test."""
+    queues are in tests/jobs/test_queue_jobs.py; here the scope lock is what is under test."""
 
     name, max_batch, releases_count = "list", 16, False
 

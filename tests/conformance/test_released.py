@@ -1,4 +1,4 @@
-"""After a lease ends, and asking again for a lock already held (issue 18), on every store
+"""After a lease ends, and asking again for a lock already held, on every store
 through both APIs.
 
 A released lease is no longer held: `check()` raises tenure.LeaseReleased (a LeaseLost), `lost`

@@ -1,4 +1,4 @@
-"""Cron schedules on daylight-saving nights: the regressions of issue 27.3, each pinned to the
+"""Cron schedules on daylight-saving nights: the regressions found there, each pinned to the
 night it broke, and the rule for the spring-forward gap (docs/jobs/periodic.md)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SQLite URLs mean what they mean in SQLAlchemy (issue 18.7): `sqlite:///locks.db` is relative
+"""SQLite URLs mean what they mean in SQLAlchemy: `sqlite:///locks.db` is relative
 to the working directory, `sqlite:////var/lib/locks.db` absolute. Each case is checked against
 SQLAlchemy's own reading of the URL, so the two cannot drift apart."""
 

@@ -67,7 +67,7 @@ def test_next_token_is_always_above_the_stored_counter(stored: int | None, same_
         assert token == stored + 1
 
 
-# -- durations out of a float's range, infinite or NaN (issue 27.8) ---------------------------
+# -- durations out of a float's range, infinite or NaN ----------------------------------------
 
 
 def test_an_int_too_large_for_a_float_is_infinite_not_an_overflow() -> None:

@@ -1,5 +1,5 @@
 """Unknown options in a store URL's query are refused at connect(), before any I/O, on every
-scheme, as unknown keyword options are (issue 18: `memory://?x=1` was accepted)."""
+scheme, as unknown keyword options are (`memory://?x=1` was once accepted)."""
 
 from __future__ import annotations
 

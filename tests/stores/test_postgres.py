@@ -874,7 +874,7 @@ def test_a_forked_child_leaves_the_parents_connections_and_leases_alone(
     other.close()
 
 
-# -- issue 17: errors that cannot clear fail at once ----------------------------------------------
+# -- errors that cannot clear fail at once --------------------------------------------------------
 
 ROLE, ROLE_PASSWORD = "tenure_pw_user", "right-horse-battery-staple"
 
@@ -976,7 +976,7 @@ async def test_a_missing_privilege_is_refused_at_once(postgres_server: PostgresS
     assert ROLE_PASSWORD not in message
 
 
-# -- issue 18/27: libpq configuration errors fail at once; the listener's trouble logged once --
+# -- libpq configuration errors fail at once; the listener's trouble logged once --------------
 
 
 @pytest.fixture
@@ -1099,7 +1099,7 @@ async def test_the_listener_logs_its_trouble_once_per_outage(
 
 # -- tables of earlier versions (keyed by the name itself) ------------------------------------
 
-# The DDL of tenure before rows were keyed by a digest of the name (issue 27.4).
+# The DDL of tenure before rows were keyed by a digest of the name (long names: 1,024 chars).
 OLD_TABLE = """CREATE TABLE {t} (
     name bytea NOT NULL, slot integer NOT NULL, holder bytea NOT NULL, lease_id text NOT NULL,
     token bigint NOT NULL, counter bigint NOT NULL, expires_at timestamptz NOT NULL,
@@ -1408,7 +1408,7 @@ async def test_a_cancelled_advisory_acquire_spares_the_sessions_other_leases(
     await probe.close()
 
 
-# -- advisory mode: review findings (issue 27.6) ------------------------------------------------
+# -- advisory mode: sessions shared by many leases -------------------------------------------------
 
 
 async def test_an_advisory_acquire_never_locks_its_own_sessions_key_twice(

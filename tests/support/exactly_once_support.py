@@ -1,6 +1,6 @@
 """Shared by test_claims, test_idempotency and test_outbox: a database URL per test (a SQLite
 file, or a schema of its own on the suite's PostgreSQL), engines for it, and child processes
-running tests/exactly_once_child.py."""
+running tests/support/exactly_once_child.py."""
 
 from __future__ import annotations
 

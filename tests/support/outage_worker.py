@@ -1,4 +1,4 @@
-"""A worker process for the outage tests (tests/test_outages.py) and the outage benchmark
+"""A worker process for the outage tests (tests/jobs/test_outages.py) and the outage benchmark
 (bench/outage_recovery.py): one tenure Worker with a 1 s periodic job, a leader-mode job, an
 election and an outbox relay, reporting what it does as JSON lines on stdout.
 
@@ -9,7 +9,7 @@ and an `event`: `every` (the periodic job ran; `leading` says whether the electi
 
 Usage::
 
-    python tests/outage_worker.py '{"url": "redis://127.0.0.1:6379/0", "api": "sync",
+    python tests/support/outage_worker.py '{"url": "redis://127.0.0.1:6379/0", "api": "sync",
                                     "ttl": 3, "tag": "t1", "outbox_url": "sqlite:///o.db"}'
 
 The worker runs until SIGTERM; an exception out of `run()` ends the process with status 1.

@@ -1,4 +1,4 @@
-"""Runners never die of their store (issue 17): tenure.Worker and tenure.aio.AsyncWorker with a 1 s
+"""Runners never die of their store: tenure.Worker and tenure.aio.AsyncWorker with a 1 s
 periodic job, a leader-mode job and an election keep running while Redis or PostgreSQL is
 stopped for a few seconds and started again on the same port, resume within ttl + one period +
 the retry cap, and log the outage exactly once (one WARNING when it starts, one INFO when it
@@ -9,7 +9,7 @@ queue job lives through a restart of its PostgreSQL queue source.
 
 Every test starts its own servers (module scope), so a stop disturbs no other test. The cross-
 store fault matrix (restarts and blackholes on every server store, in worker processes) is in
-tests/test_outages.py.
+tests/jobs/test_outages.py.
 """
 
 from __future__ import annotations

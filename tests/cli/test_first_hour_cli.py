@@ -1,4 +1,4 @@
-"""Issue 18, a second new-user pass over the `tenure` command and the first names a user types:
+"""A second new-user pass over the `tenure` command and the first names a user types:
 error lines kept whole around a hidden password, unknown options pointing at the right help,
 usage that matches the help, stores the command cannot see, the resolved path of a relative
 store, what `tenure run` says about an APP that is not a Worker, `tenure.claims` and friends

@@ -450,7 +450,7 @@ async def test_a_silent_path_fails_within_the_timeout_and_the_store_recovers(
             await call(store.close())
 
 
-# -- issue 17: errors that cannot clear fail at once ----------------------------------------------
+# -- errors that cannot clear fail at once --------------------------------------------------------
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
@@ -528,7 +528,7 @@ async def test_no_credential_is_one_quiet_refusal_after_one_attempt(
         api: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     """DefaultAzureCredential logged a WARNING of some twenty lines per attempt, and the SDK
-    retried the attempt: screens of warnings before tenure's error (issue 18 item 4)."""
+    retried the attempt: screens of warnings before tenure's error."""
     for key in list(os.environ):
         monkeypatch.delenv(key)
     for key, value in without_credentials(dict(os.environ), tmp_path).items():

@@ -593,7 +593,7 @@ def test_distinct_names_get_distinct_keys() -> None:
 def test_the_docs_quote_the_scripts_as_sent() -> None:
     from tenure._async.stores import redis as store
 
-    docs = (Path(__file__).parents[1] / "docs" / "stores" / "redis.md").read_text()
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "stores" / "redis.md").read_text()
     for script in (store.ACQUIRE, store.RENEW, store.RELEASE):
         assert script.strip() in docs
 
@@ -902,7 +902,7 @@ def test_a_client_s_password_is_never_shown(server: RedisServer) -> None:
     client.close()
 
 
-# -- issue 26: silent masters, cancelled acquires, fork -------------------------------------------
+# -- silent masters, cancelled acquires, fork ----------------------------------------------------
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
@@ -1097,7 +1097,7 @@ def test_a_forked_child_uses_its_own_connections_and_leaves_the_parent_s_lease(
         other.close()
 
 
-# -- issue 17: errors that cannot clear fail at once ----------------------------------------------
+# -- errors that cannot clear fail at once --------------------------------------------------------
 
 PASSWORD = "right-horse-battery-staple"
 

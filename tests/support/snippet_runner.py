@@ -1,5 +1,5 @@
 """Runs documentation snippets in one namespace, in order: the subprocess side of
-tests/test_docs_snippets.py.
+tests/first_hour/test_docs_snippets.py.
 
 Reads a JSON list of parts from stdin, each {"path", "file", "line", "code", "role",
 "drop_last"}: role "context" (an earlier block of the page), "setup" (hidden code from a
@@ -13,7 +13,7 @@ part runs in its own `asyncio.run`.
 Example::
 
     echo '[{"path": "README.md", "line": 33, "code": "x = 1", "role": "subject"}]' \\
-        | python tests/snippet_runner.py
+        | python tests/support/snippet_runner.py
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ period + the runners' retry cap (a generous sanity bound here: the benchmark
 bench/outage_recovery.py measures the time), and the worker process never exits.
 
 Each test starts its own server (they start in about a second) and its own worker process
-(tests/outage_worker.py), so the tests run independently under pytest-xdist and a restart
+(tests/support/outage_worker.py), so the tests run independently under pytest-xdist and a restart
 disturbs no other test. The relay's outbox lives in the store's own database on PostgreSQL and
 MariaDB, and in a SQLite file next to Redis and Azurite (which still tests the worker around
 the relay).
@@ -49,7 +49,7 @@ pytestmark = pytest.mark.slow
 
 EXCEPTION = re.compile(r"^[\s|+]*((?:[a-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Group|Unavailable|"
                        r"Refused|Lost|Timeout)\b(?:: |$).*)$", re.MULTILINE)
-CHILD = Path(__file__).with_name("outage_worker.py")
+CHILD = Path(__file__).resolve().parents[1] / "support" / "outage_worker.py"
 PERIOD = 1.0  # the jobs' interval
 TTL = {"redis": 3.0, "postgres": 3.0, "mariadb": 3.0, "azurite": 15.0}  # azblob: 15 s minimum
 # Every store call ends within `timeout` (default 5 s): shorter than the blackhole here, so the
@@ -165,7 +165,7 @@ def own_store(kind: str, tmp: Path, proxied: bool) -> Iterator[Store]:
 # -- the worker process ------------------------------------------------------------------------
 
 class WorkerProcess:
-    """tests/outage_worker.py in a process of its own; its JSON-line events, as they come."""
+    """tests/support/outage_worker.py in a process of its own; its JSON-line events as they come."""
 
     def __init__(self, store: Store, api: str, through_proxy: bool) -> None:
         url, env = store.worker_url()

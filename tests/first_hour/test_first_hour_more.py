@@ -1,4 +1,4 @@
-"""Issue 18 item 8, remainders: `tenure.queues.X` and `tenure.stores.X` after a bare
+"""What a new user meets next: `tenure.queues.X` and `tenure.stores.X` after a bare
 `import tenure` (for mypy --strict and at runtime, without loading drivers), and the default name
 of a job defined in a script, alike however the instance was started.
 """

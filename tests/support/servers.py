@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 AZURITE_BLOB = ROOT / "node_modules" / ".bin" / "azurite-blob"
 AZURITE_QUEUE = ROOT / "node_modules" / ".bin" / "azurite-queue"
 # Azurite's published, well-known development account and key (not a secret).

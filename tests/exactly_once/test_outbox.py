@@ -351,7 +351,7 @@ def test_bad_arguments_fail_before_any_io(engine: sa.Engine) -> None:
 
 
 def test_the_relay_claims_and_delivers_with_its_own_table(engine: sa.Engine) -> None:
-    """Issue 27 item 5 (repro outbox_relay_fails_on_mysql.py): on MySQL/MariaDB the claim was
+    """On MySQL/MariaDB the claim was
     one UPDATE ... WHERE seq IN (SELECT ... LIMIT n) RETURNING, which they refuse
     (NotSupportedError), and run_forever died of it."""
     box = outbox.Outbox(table_name="tenure_outbox_repro")

@@ -34,7 +34,7 @@ from tenure.queues import AzureQueue, PostgresQueue, QueueMessage
 
 pytestmark = pytest.mark.anyio
 
-QUEUE_WORKER = Path(__file__).with_name("queue_worker.py")
+QUEUE_WORKER = Path(__file__).resolve().parents[1] / "support" / "queue_worker.py"
 FAST = {"min_poll": 0.01, "max_poll": 0.1, "lock_retry_delay": 0.01,
         "max_lock_retry_delay": 0.05, "retry_backoff": 0.05, "max_retry_backoff": 0.1,
         "release_delay": 0.05}
@@ -551,7 +551,7 @@ def test_the_readme_and_docs_handlers_fencing_with_the_lease_pass_mypy_strict(
         tmp_path: Path) -> None:
     from mypy import api as mypy_api
 
-    root = Path(__file__).parent.parent
+    root = Path(__file__).resolve().parents[2]
     setup = ("import os\nimport tenure, tenure.queues\nfrom typing import Any\n"
              "worker = tenure.Worker(tenure.connect('sqlite:///locks.db'))\n"
              "conn = ''\n"

@@ -27,7 +27,7 @@ subcommand exists and `--help` lists every option they use (nothing is run).
 
 Example::
 
-    .venv/bin/python -m pytest -q tests/test_docs_snippets.py -k README
+    .venv/bin/python -m pytest -q tests/first_hour/test_docs_snippets.py -k README
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from pathlib import Path
 import pytest
 from waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNNER = Path(__file__).resolve().parent / "snippet_runner.py"
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER = ROOT / "tests" / "support" / "snippet_runner.py"
 TIMEOUT = 60.0  # per snippet: a generous sanity bound
 RUNS_FOREVER_FOR = 3.0  # how long a runs-forever block must stay up before SIGTERM
 

@@ -992,7 +992,7 @@ def test_from_url_builds_the_store_connect_builds() -> None:
             module.from_url("mysql://app@db/locks", ssl_mode="on")
 
 
-# -- issue 17: errors that cannot clear fail at once ----------------------------------------------
+# -- errors that cannot clear fail at once --------------------------------------------------------
 
 USER, USER_PASSWORD = "tenure_pw", "right-horse-battery-staple"
 

@@ -1,4 +1,4 @@
-"""SQLite store URLs as in SQLAlchemy (issue 18.7), on real databases: `sqlite:///locks.db`
+"""SQLite store URLs as in SQLAlchemy, on real databases: `sqlite:///locks.db`
 opens locks.db in the working directory (0.1.0 wrote /locks.db), `sqlite:////abs/x.db` the
 absolute file, a missing directory is refused (not created) with the absolute path it resolved
 to, and `tenure locks` shows that path above its table."""

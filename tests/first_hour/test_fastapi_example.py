@@ -28,7 +28,7 @@ from waiting import wait_until
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "fastapi"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fastapi"
 INSTANCES = 3
 PERIODS = 6
 GRACE = 10.0  # the example's Worker(grace=10)

@@ -1,7 +1,7 @@
 """File-store behaviour the conformance suite cannot express: breaks that overlap a waiter's
-parked file, another break or an acquire midway (issue 26, item 4), fork() with the open file
+parked file, another break or an acquire midway, fork() with the open file
 descriptions a child shares with its parent (item 2), one open file per held lease under a
-lowered RLIMIT_NOFILE (issue 27.7) and relative directories resolved at connect (18.7).
+lowered RLIMIT_NOFILE (one descriptor per lease) and relative directories resolved at connect.
 
 Some interleavings are forced rather than hoped for: a break is paused inside `os.rename` (the
 step that puts its copy in place), an acquire between its check of the "replaced" mark and its

@@ -5,7 +5,7 @@ the key locks on SQLite, Redis, PostgreSQL and MariaDB (with SQLite the restart 
 PostgreSQL server); the positive control (`--no-key-lock`: handlers of one key overlap, exit 1);
 and the queue checkers on hand-written histories.
 
-The runs last 22 s (seed 149, as tests/test_chaos_jobs.py); TENURE_CHAOS_SECONDS,
+The runs last 22 s (seed 149, as tests/chaos/test_chaos_jobs.py); TENURE_CHAOS_SECONDS,
 TENURE_CHAOS_WORKERS and TENURE_CHAOS_SEED override them.
 """
 

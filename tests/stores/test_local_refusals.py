@@ -1,4 +1,4 @@
-"""Errors of the local stores that retrying cannot clear fail at once (issue 17): a SQLite path
+"""Errors of the local stores that retrying cannot clear fail at once: a SQLite path
 whose directory cannot be made, a file that is not a database, a lock directory gone. Busy
 databases and held locks stay transient or plain misses. (Permission errors cannot be made
 as root, which the suite runs as: their classification is the same code path.)"""

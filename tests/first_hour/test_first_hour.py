@@ -1,4 +1,4 @@
-"""Issue 18, "The first hour": what an operator meets in their first hour with the `tenure`
+"""The first hour: what an operator meets in their first hour with the `tenure`
 command and the library (usage lines, pipes, odd lock names, read-only stores, a released
 lease's figures, closed stores, store options).
 """
