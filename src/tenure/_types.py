@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import math
+import warnings
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
@@ -80,9 +81,21 @@ class Capabilities:
     min_ttl: float
     max_ttl: float
     # Deprecated, read by nothing: the core learns what a store can do from the methods it has
-    # (wait_and_acquire, report_losses_to), and renews every store in batches. Still accepted
-    # so that stores (ours and others') that pass them keep working; removed once none does.
+    # (wait_and_acquire, report_losses_to), and renews every store in batches. Still accepted,
+    # with a DeprecationWarning, for one release (no built-in store passes them).
     notifies_release: bool = False
     batched_renewal: bool = False
     expiry: str = "store clock"
     ttl_hint: str = ""
+
+    def __post_init__(self) -> None:
+        given = [name for name, default in _DEPRECATED_CAPABILITIES.items()
+                 if getattr(self, name) != default]
+        if given:
+            warnings.warn(f"Capabilities({', '.join(f'{n}=...' for n in given)}) is deprecated "
+                          "and will be removed in the next release: tenure reads only min_ttl, "
+                          "max_ttl and ttl_hint", DeprecationWarning, stacklevel=3)
+
+
+_DEPRECATED_CAPABILITIES = {"notifies_release": False, "batched_renewal": False,
+                            "expiry": "store clock"}

@@ -400,3 +400,16 @@ def test_dir_lists_the_lazy_names_and_not_the_deprecated_ones() -> None:
     assert {"Worker", "Run", "QueueMessage", "stores", "queues", "claims"} <= set(names)
     assert "Message" not in names
     assert "AsyncWorker" in dir(tenure.aio) and "Worker" not in dir(tenure.aio)
+
+
+def test_capabilities_read_by_nothing_warn_and_the_stores_pass_none() -> None:
+    from tenure.stores import Capabilities
+
+    with pytest.warns(DeprecationWarning, match="batched_renewal"):
+        Capabilities(min_ttl=1.0, max_ttl=2.0, batched_renewal=True)
+    stores = ", ".join(f"tenure._{api}.stores.{module}" for api in ("sync", "async")
+                       for module in ("memory", "sqlite", "file", "azblob", "redis", "postgres",
+                                      "mysql"))
+    imported = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c",
+                               f"import {stores}"], capture_output=True, text=True, timeout=60)
+    assert imported.returncode == 0, imported.stderr

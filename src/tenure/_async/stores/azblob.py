@@ -268,7 +268,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         store = tenure.aio.connect(AsyncAzureBlobStore(client))
     """
 
-    capabilities = Capabilities(min_ttl=15.0, max_ttl=60.0, batched_renewal=True,
+    capabilities = Capabilities(min_ttl=15.0, max_ttl=60.0,
                                 ttl_hint=" (Azure blob leases last 15 to 60 s)")
 
     def __init__(self, container: ContainerClient, *, create_container: bool = True,

@@ -55,7 +55,7 @@ class AsyncMemoryStore(AsyncBackend, AsyncRecordKeeper):
         grant = await backend.try_acquire("jobs", "me", 5.0, 1)
     """
 
-    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, notifies_release=True)
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
     def __init__(self) -> None:
         self.url = "memory://"

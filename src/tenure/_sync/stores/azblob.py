@@ -269,7 +269,7 @@ class AzureBlobStore(Backend, RecordKeeper):
         store = tenure.connect(AzureBlobStore(client))
     """
 
-    capabilities = Capabilities(min_ttl=15.0, max_ttl=60.0, batched_renewal=True,
+    capabilities = Capabilities(min_ttl=15.0, max_ttl=60.0,
                                 ttl_hint=" (Azure blob leases last 15 to 60 s)")
 
     def __init__(self, container: ContainerClient, *, create_container: bool = True,

@@ -210,8 +210,7 @@ class FileStore(Backend, RecordKeeper):
         store = tenure.connect(backend)
     """
 
-    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, batched_renewal=True,
-                                expiry="kernel")
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         if fcntl is None:  # pragma: no cover - Windows

@@ -263,7 +263,7 @@ class SQLiteStore(Backend, RecordKeeper):
         store = tenure.connect(backend)
     """
 
-    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0, batched_renewal=True)
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "normal",
                  busy_timeout: float | str = 5.0) -> None:
