@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -120,4 +121,27 @@ def test_a_grant_answered_after_its_deadline_is_given_back_not_handed_out() -> N
     store = tenure.connect(backend)
     # Its holder could not know it still held it: the store may have granted it again.
     assert store.lock("jobs", ttl=0.3).try_acquire() is None
+    store.close()
+
+
+class TimelessMemoryStore(WakingMemoryStore):
+    """A wait_and_acquire whose grants say nothing of when they were sent (math.inf)."""
+
+    def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int, timeout: float,
+                         patience: float) -> Grant | None:
+        grant = super().wait_and_acquire(name, holder, ttl, limit, timeout, patience)
+        return None if grant is None else grant._replace(sent_at=math.inf)
+
+
+def test_a_grant_from_a_wait_without_a_send_time_counts_from_the_waits_start() -> None:
+    store = tenure.connect(TimelessMemoryStore())
+    first = store.lock("jobs", ttl=5).acquire()
+    released = threading.Timer(0.1, first.release)
+    released.start()
+    started = time.monotonic()
+    try:
+        lease = store.lock("jobs", ttl=5).acquire(timeout=5)
+    finally:
+        released.join()
+    assert started < lease.deadline <= time.monotonic() + 5  # not math.inf: it can be lost
     store.close()

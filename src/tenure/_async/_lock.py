@@ -315,11 +315,15 @@ class AsyncLock:
             await self._backend.wait_released(self.name, wait, patience)
             return await self.try_acquire()
         with self._monitor.acquiring(self._backend.url, self.name):
+            started = _shim.monotonic()
             grant = await self._wait_and_acquire(self.name, self.holder, self.ttl, self.limit,
                                                  wait, patience)
             if grant is None:
                 return None
-            return await self._lease_of(grant, grant.sent_at)
+            # The store says when the request that took it was sent; one that cannot (or a
+            # sent_at not yet come, e.g. math.inf) gets the wait's start: never a later one.
+            sent_at = grant.sent_at if grant.sent_at <= _shim.monotonic() else started
+            return await self._lease_of(grant, sent_at)
 
     async def _lease_of(self, grant: Grant, sent_at: float) -> AsyncLease | None:
         """The lease of a grant the store just gave, renewed from now on. None, the grant given
@@ -336,8 +340,9 @@ class AsyncLock:
         return lease
 
     async def _give_back(self, grant: Grant) -> None:
-        """Release a grant never handed out, best-effort: else it expires by itself."""
-        with contextlib.suppress(TenureError):
+        """Release a grant never handed out, best-effort (else it expires by itself), shielded
+        from a cancellation already pending (the caller's timeout, a cancelled task)."""
+        with _shim.shielded(), contextlib.suppress(TenureError):
             await self._backend.release(grant)
 
     def _held_here(self) -> list[AsyncLease]:

@@ -95,7 +95,9 @@ class Waits:
                 await self.wait_signal(name, deadline)
         except (RedisError, OSError):  # e.g. the server is down: poll like other stores
             await self._sleep_until(deadline)
-        return await self._store.try_acquire(name, holder, ttl, limit)
+        sent_at = _shim.monotonic()  # the lease's deadline counts from this request
+        grant = await self._store.try_acquire(name, holder, ttl, limit)
+        return None if grant is None else grant._replace(sent_at=sent_at)
 
     async def _take_at_wake_up(self, name: str, holder: str, ttl: float, limit: int,
                                deadline: float, final: bool) -> tuple[bool, Grant | None]:
