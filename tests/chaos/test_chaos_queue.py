@@ -173,6 +173,25 @@ def test_queue_checkers_find_overlapping_keys_lost_and_twice_completed_messages(
     assert verdict.figures["messages handled more than once (not completed the first time)"] == 1
 
 
+def test_a_complete_cut_by_a_kill_may_have_deleted_its_message_a_failed_one_did_not() -> None:
+    """A worker killed between sending a complete and its answer: the store may have deleted
+    the message (indeterminate, as in Jepsen): not a loss. A complete answered with a failure
+    deleted nothing: its message, never completed, is lost."""
+    history = QueueHistory()
+    history.send("1")
+    history.send("2")
+    history.handle(1.0, 1.1, 2, "1", "a", token=10, complete=False)
+    history.add(1.11, 2, "invoke", "complete", n=1, message="1")  # then the worker was killed
+    history.handle(1.2, 1.3, 3, "2", "b", token=11, complete=False)
+    history.add(1.31, 3, "invoke", "complete", n=2, message="2")
+    history.add(1.32, 3, "fail", "complete", n=2, message="2", error="ResourceNotFoundError")
+    verdict = check_queue(history.end())
+    messages = [v.message for v in verdict.violations if v.checker == "messages"]
+    assert len(messages) == 1 and "1 message(s) sent but neither completed" in messages[0]
+    assert "(e.g. 2)" in messages[0]
+    assert verdict.figures["completes unanswered (the message may be deleted)"] == 1
+
+
 def test_queue_on_azurite_with_sqlite_locks(azurite_queue: Any, tmp_path: Path,
                                             monkeypatch: Any) -> None:
     # Azurite keeps its queues in memory: a restart would lose every message, so no restart.

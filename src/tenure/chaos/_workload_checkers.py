@@ -465,7 +465,11 @@ def _check_messages(events: Sequence[Event], handlings: Sequence[Work],
     for message, entry in poisoned.items():
         if not entry.get("reason"):
             problems.append(f"message {message} is in the poison queue without a reason")
-    lost = [m for m in sent if m not in completed and m not in poisoned]
+    # A complete sent but never answered (its worker was killed mid-call) may have deleted the
+    # message: as in Jepsen, an indeterminate operation may have happened, so such a message is
+    # not counted lost (a complete that failed was answered: its message still counts).
+    unanswered = _unanswered_completes(events)
+    lost = [m for m in sent if m not in completed and m not in poisoned and m not in unanswered]
     if lost:
         problems.append(f"{len(lost)} message(s) sent but neither completed nor poisoned "
                         f"(e.g. {', '.join(lost[:5])}); left in the queue at the end: "
@@ -486,7 +490,24 @@ def _check_messages(events: Sequence[Event], handlings: Sequence[Work],
                 len(works) > 1 for works in handled_ok.values()),
             "messages handled again after they were completed (stale delivery)": stale,
             "messages left in the queue": None if final is None else final.get("remaining"),
-            "messages lost": len(lost)}
+            "messages lost": len(lost),
+            "completes unanswered (the message may be deleted)": len(
+                [m for m in unanswered if m not in completed])}
+
+
+def _unanswered_completes(events: Sequence[Event]) -> set[str]:
+    """The messages (by number n) whose complete was sent by some process and never answered
+    there, neither ok nor fail: the process was killed mid-call."""
+    pending: dict[tuple[object, str], int] = defaultdict(int)
+    for event in events:
+        if event["f"] != "complete":
+            continue
+        key = (event.get("pid"), str(event["n"]))
+        if event["type"] == "invoke":
+            pending[key] += 1
+        elif event["type"] in ("ok", "fail"):
+            pending[key] -= 1
+    return {n for (_pid, n), count in pending.items() if count > 0}
 
 
 def _reason_kind(reason: str) -> str:
