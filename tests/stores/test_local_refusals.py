@@ -51,6 +51,38 @@ async def test_sqlite_file_that_is_not_a_database_is_refused(module: Any,
     assert "not a usable SQLite database" in message, message
 
 
+async def test_sqlite_path_that_is_a_directory_is_refused_as_one(module: Any,
+                                                                  tmp_path: Path) -> None:
+    """`sqlite:///.` names the working directory: say so, not "unable to open database file;
+    check that the database file and its directory are writable"."""
+    store = module.connect(f"sqlite:///{tmp_path}")
+    try:  # bounded: were it transient, acquire would retry it until its timeout
+        with pytest.raises(tenure.StoreRefused) as raised:
+            await call(store.lock("jobs", ttl=5).acquire(timeout=3))
+    finally:
+        await call(store.close())
+    message = str(raised.value)
+    assert f"{str(tmp_path)!r} is a directory, not a database file" in message, message
+    assert f"sqlite:///{tmp_path}/locks.db" in message and "writable" not in message, message
+    store = module.connect(f"sqlite:///{tmp_path}")
+    try:  # a listing says it too (a directory is no empty database)
+        with pytest.raises(tenure.StoreRefused, match="is a directory, not a database file"):
+            await call(store.leases())
+    finally:
+        await call(store.close())
+
+
+async def test_a_lock_directory_that_is_a_file_is_refused_as_one(module: Any,
+                                                                tmp_path: Path) -> None:
+    """`file:///etc/passwd`: a file, not a missing directory to recreate."""
+    (tmp_path / "plain").write_text("a file")
+    with pytest.raises(tenure.StoreRefused) as raised:
+        module.connect(f"file://{tmp_path}/plain")
+    message = str(raised.value)
+    assert f"'{tmp_path}/plain' is a file, not a directory" in message, message
+    assert "missing" not in message and "recreate" not in message, message
+
+
 async def test_a_busy_sqlite_database_stays_transient(module: Any, tmp_path: Path) -> None:
     import sqlite3
 

@@ -341,7 +341,10 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
 
     def _query(self, statement: str, parameters: Sequence[object]) -> list[tuple[Any, ...]]:
         """The rows of one read, on a pooled connection or, when the database is read-only for
-        this process and SQLite cannot open it so (see _snapshot), on a snapshot of the file."""
+        this process and SQLite cannot open it so (see _snapshot), on a snapshot of the file;
+        none when the database has no lease table (see _has_tables)."""
+        if not self._has_tables():
+            return []
         try:
             db = self._take()
         except sqlite3.OperationalError as exc:
@@ -352,6 +355,29 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
             return db.execute(statement, parameters).fetchall()
         finally:
             self._give_back(db)
+
+    def _has_tables(self) -> bool:
+        """Whether the database may hold leases, found without creating anything: a read (a
+        listing, an operator's `tenure locks`) must leave a path with no database, or an
+        application's own database without tenure's tables, as it is. True once this store
+        opened a connection (which made the tables), and whenever the look fails: the read
+        then runs as usual and says what is wrong (a missing directory, not a database...)."""
+        if self._all or self._closed or not self.path.parent.is_dir():
+            return True
+        if not self.path.exists():
+            return False
+        try:
+            probe = self._connect_uri("mode=ro")
+        except sqlite3.Error:
+            return True
+        try:
+            found = probe.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                  "AND name = 'tenure_leases'").fetchone()[0]
+        except sqlite3.Error:
+            return True
+        finally:
+            probe.close()
+        return bool(found)
 
     def _snapshot(self, statement: str, parameters: Sequence[object],
                   refused: sqlite3.OperationalError) -> list[tuple[Any, ...]]:
@@ -428,6 +454,9 @@ class AsyncSQLiteStore(AsyncBackend, AsyncRecordKeeper):
         directory = self.path.parent
         message = str(exc).lower()
         opening = isinstance(exc, OSError) or "unable to open database file" in message
+        if opening and self.path.is_dir():
+            return (f"{str(self.path)!r} is a directory, not a database file; name a file in "
+                    f"it, e.g. {local_url('sqlite', str(self.path / 'locks.db'))}")
         if opening and not directory.exists():
             return (f"the database's directory {str(directory)!r} does not exist; create it, "
                     f"or fix the path in the URL ({_URL_FORMS})")

@@ -228,6 +228,10 @@ class FileStore(Backend, RecordKeeper):
         self._ids = itertools.count()
         self._forget_open_files()
         try:
+            if self.directory.exists() and not self.directory.is_dir():
+                # mkdir would say "File exists", which reads as if all were well
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),
+                                         str(self.directory))
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise self._failure("creating the lock directory", str(self.directory), exc) from exc
@@ -418,6 +422,9 @@ class FileStore(Backend, RecordKeeper):
                                                               errno.EPERM):
             return (f"this user may not write in the lock directory {where!r}; fix its "
                     "permissions (or the mount), or point the URL elsewhere")
+        if self.directory.exists() and not self.directory.is_dir():
+            return (f"{where!r} is a file, not a directory; point the URL at a directory for "
+                    "the lock files")
         if isinstance(exc, (NotADirectoryError, FileExistsError)) or not self.directory.is_dir():
             return (f"the lock directory {where!r} is missing or not a directory; recreate it "
                     "(connect() creates it) or fix the path in the URL")
@@ -600,6 +607,8 @@ class FileStore(Backend, RecordKeeper):
         found: list[LeaseInfo] = []
         try:
             entries = sorted(os.scandir(self.directory), key=lambda entry: entry.name)
+        except FileNotFoundError:  # removed since connect(): nothing is held there
+            return []
         except OSError as exc:
             raise self._failure("listing", prefix, exc) from exc
         for entry in entries:
@@ -676,6 +685,8 @@ class FileStore(Backend, RecordKeeper):
                     stored = _read_record_file(entry.path)
                     if stored is not None and stored[0].startswith(prefix):
                         found[stored[0]] = stored[1]
+        except FileNotFoundError:  # the directory, removed since connect(): nothing there
+            return {}
         except OSError as exc:
             raise self._failure("listing the records", prefix, exc) from exc
         return dict(sorted(found.items()))

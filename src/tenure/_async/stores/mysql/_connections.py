@@ -101,8 +101,11 @@ class AsyncConnections:
             self.idle.append(connection)
 
     async def call(self, operation: str, label: str, work: Callable[..., Any],
-                   *args: Any) -> Any:
+                   *args: Any, reading: bool = False) -> Any:
         """`work(connection, *args)` on an idle connection (or a new one), then give it back.
+        A read (`reading`: a listing, a record's read) of a missing table answers no rows and
+        leaves the table missing: `tenure locks` pointed at the wrong database must not
+        change it (the statements MariaDB prepares on a new connection fail there too).
 
         A connection that saw any error is closed. When a pooled connection turns out dead (the
         server restarted, or killed it), the other idle ones are too, and the call runs once
@@ -134,6 +137,8 @@ class AsyncConnections:
                 if not isinstance(exc, DRIVER_ERRORS):
                     raise  # cancelled, or a bug: the connection's state is unknown, closed
                 code = error_code(exc)
+                if code == ER.NO_SUCH_TABLE and reading:
+                    return []
                 if code == ER.NO_SUCH_TABLE:
                     self._table_missing = True  # first use, or dropped meanwhile
                 lost = code in CONNECTION_LOST or isinstance(

@@ -223,7 +223,7 @@ class AsyncPostgresTableStore(AsyncPostgresStore):
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
         encoded = prefix.encode()
         rows = await self._execute("listing", prefix, self._list_sql,
-                                   {"prefix": encoded, "length": len(encoded)})
+                                   {"prefix": encoded, "length": len(encoded)}, reading=True)
         now = datetime.now(timezone.utc)
         return [LeaseInfo(bytes(name).decode(), bytes(holder).decode(), token,
                           now + timedelta(seconds=left), slot)

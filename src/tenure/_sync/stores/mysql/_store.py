@@ -279,7 +279,8 @@ class MySQLStore(Backend, RecordKeeper):
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         encoded = prefix.encode()
         rows: list[tuple[Any, ...]] = self._connections.call(
-            "listing", prefix, self._query, "list", (len(encoded), encoded.hex()))
+            "listing", prefix, self._query, "list", (len(encoded), encoded.hex()),
+            reading=True)
         now = datetime.now(timezone.utc)
         return [
             LeaseInfo(bytes(name).decode(), bytes(holder).decode(), int(token),
@@ -289,8 +290,8 @@ class MySQLStore(Backend, RecordKeeper):
 
     def read_record(self, name: str) -> str | None:
         rows: list[tuple[Any, ...]] = self._connections.call(
-            "reading the record", name, self._query,
-                                            "read record", (name_digest(name),))
+            "reading the record", name, self._query, "read record", (name_digest(name),),
+            reading=True)
         return None if not rows or rows[0][0] is None else bytes(rows[0][0]).decode()
 
     def write_record(self, grant: Grant, record: str) -> bool:
@@ -303,8 +304,8 @@ class MySQLStore(Backend, RecordKeeper):
     def records(self, prefix: str = "") -> dict[str, str]:
         encoded = prefix.encode()
         rows: list[tuple[Any, ...]] = self._connections.call(
-            "listing the records", prefix, self._query,
-                                            "records", (len(encoded), encoded.hex()))
+            "listing the records", prefix, self._query, "records",
+            (len(encoded), encoded.hex()), reading=True)
         return {bytes(name).decode(): bytes(record).decode() for name, record in rows}
 
     def _query(self, connection: Any, statement: str,

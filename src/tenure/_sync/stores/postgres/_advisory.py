@@ -84,14 +84,14 @@ class PostgresAdvisoryStore(PostgresStore):
         return f", holding {len(self._holding)} advisory lease(s)"
 
     def _on_session(self, session: _Session, query: bytes | _Statement | _Script,
-                          params: dict[str, Any], lease_id: str) -> Any:
+                          params: dict[str, Any], lease_id: str, reading: bool = False) -> Any:
         """A statement is not interrupted by a cancellation (it runs to its answer, within
         `timeout`): a connection interrupted mid-statement is closed, and its session's locks,
         those of other leases too, would go with it. With `lease_id`: an acquire."""
         with _shim.shielded():
             if lease_id:
                 return self._send_acquire(session, query, params, lease_id)
-            return self._send_creating(session, query, params)
+            return self._send_creating(session, query, params, reading)
 
     def _send_acquire(self, session: _Session, query: bytes | _Statement | _Script,
                             params: dict[str, Any], lease_id: str) -> Any:
@@ -165,7 +165,7 @@ class PostgresAdvisoryStore(PostgresStore):
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         encoded = prefix.encode()
         rows = self._execute("listing", prefix, self._advisory_sql["list"],
-                                   {"prefix": encoded, "length": len(encoded)})
+                                   {"prefix": encoded, "length": len(encoded)}, reading=True)
         return [LeaseInfo(bytes(name).decode(), bytes(holder).decode(), token, None, slot)
                 for name, slot, holder, token in rows]
     def _keep_unless_cancelled(self, grant: Grant) -> Grant:

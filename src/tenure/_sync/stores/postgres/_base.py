@@ -282,8 +282,9 @@ class PostgresStore(Backend, RecordKeeper):
 
     def _execute(self, operation: str, name: str, query: bytes | _Statement | _Script,
                        params: dict[str, Any], sent: list[_Session] | None = None,
-                       lease_id: str = "") -> Any:
-        """Run one statement on a pooled connection; create the table when it is missing.
+                       lease_id: str = "", reading: bool = False) -> Any:
+        """Run one statement on a pooled connection; create the table when it is missing,
+        unless `reading` (a listing or a record's read: no rows then, and nothing created).
         A _Statement answers libpq's result, any other query the rows psycopg fetched.
 
         Each wait for the server is bounded by `timeout` (see _Connection): past it, the
@@ -306,7 +307,7 @@ class PostgresStore(Backend, RecordKeeper):
                 if sent is not None:
                     sent.append(session)
                 try:
-                    return self._on_session(session, query, params, lease_id)
+                    return self._on_session(session, query, params, lease_id, reading)
                 finally:  # closed there when no answer came (not IDLE), unless cancelled
                     self._pool.give_back(session)
             except _NoAnswer:
@@ -321,19 +322,23 @@ class PostgresStore(Backend, RecordKeeper):
         raise AssertionError("unreachable")
 
     def _send_creating(self, session: _Session, query: bytes | _Statement | _Script,
-                             params: dict[str, Any]) -> Any:
-        """_send; the tables created (or migrated, see _MIGRATE) first when missing."""
+                             params: dict[str, Any], reading: bool = False) -> Any:
+        """_send; the tables created (or migrated, see _MIGRATE) first when missing. A read
+        (`reading`) of a missing table or schema finds no rows and creates nothing: listing a
+        database must not change it (`tenure locks` pointed at the wrong one)."""
         try:
             return self._send(session, query, params)
         except (errors.UndefinedTable, errors.InvalidSchemaName,
-                errors.UndefinedColumn):  # missing, or of an earlier version
+                errors.UndefinedColumn) as exc:  # missing, or of an earlier version
+            if reading and not isinstance(exc, errors.UndefinedColumn):
+                return []
             self._create_tables(session.cursor)
             return self._send(session, query, params)
 
     def _on_session(self, session: _Session, query: bytes | _Statement | _Script,
-                          params: dict[str, Any], lease_id: str) -> Any:
+                          params: dict[str, Any], lease_id: str, reading: bool = False) -> Any:
         """Send `query` on `session` (taken from the pool for it)."""
-        return self._send_creating(session, query, params)
+        return self._send_creating(session, query, params, reading)
 
     def _send(self, session: _Session, query: bytes | _Statement | _Script,
                     params: dict[str, Any]) -> Any:
@@ -371,7 +376,7 @@ class PostgresStore(Backend, RecordKeeper):
 
     def read_record(self, name: str) -> str | None:
         rows = self._execute("reading the record", name, self._read_record_sql, {
-            "name": name.encode(), "slot": self._record_slot})
+            "name": name.encode(), "slot": self._record_slot}, reading=True)
         return None if not rows or rows[0][0] is None else bytes(rows[0][0]).decode()
 
     def write_record(self, grant: Grant, record: str) -> bool:
@@ -384,7 +389,7 @@ class PostgresStore(Backend, RecordKeeper):
     def records(self, prefix: str = "") -> dict[str, str]:
         encoded = prefix.encode()
         rows = self._execute("listing the records", prefix, self._records_sql, {
-            "slot": self._record_slot, "prefix": encoded, "length": len(encoded)})
+            "slot": self._record_slot, "prefix": encoded, "length": len(encoded)}, reading=True)
         return {bytes(name).decode(): bytes(record).decode() for name, record in rows}
 
     def wait_released(self, name: str, timeout: float,
