@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import threading
 import time
 import uuid
@@ -700,6 +701,37 @@ async def test_quorum_refuses_with_two_masters_down(masters: list[RedisServer], 
                          "what the live master granted to be undone")
     finally:
         await call(store.close())
+
+
+def closed_port() -> int:
+    """A port nothing listens on: connecting to it is refused at once."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_quorum_out_of_reach_does_not_claim_a_wait_it_did_not_make(api: str) -> None:
+    """Two masters refuse their connections, the third accepts and never answers: the two
+    refusals decide the acquire at once, so the error says so instead of reporting the third
+    master as silent for the whole bound (which nobody waited for)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        hosts = [f"127.0.0.1:{closed_port()}", f"127.0.0.1:{closed_port()}",
+                 f"127.0.0.1:{silent.getsockname()[1]}"]
+        store = connect(f"redis://{','.join(hosts)}/0?quorum=2", api, timeout=30)
+        try:
+            with pytest.raises(tenure.StoreUnavailable) as raised:
+                await call(store.lock("jobs", ttl=60).try_acquire())
+        finally:
+            await call(store.close())
+    message = str(raised.value)
+    assert "needs 2 of 3 masters, 0 answered" in message, message
+    assert message.count("Error 111 connecting") == 2, message
+    assert "no answer within" not in message, message
+    assert message.endswith(f"; so the quorum cannot be reached, and redis://{hosts[2]}/0 was "
+                            "not waited for"), message
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])

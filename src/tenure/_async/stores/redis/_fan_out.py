@@ -38,6 +38,11 @@ class Silent(Down):
     """A master that had not answered when its caller went on (its call goes on)."""
 
 
+class Skipped(Silent):
+    """A Silent master not waited for: the others' answers had decided the call before its
+    bound (e.g. enough of them refused that no quorum could be reached)."""
+
+
 class Masters:
     """One store per master, and the calls running on each (see `first`).
 
@@ -126,8 +131,18 @@ class Masters:
             for index in asked:
                 if index not in answers and not done[index].is_set():
                     self._lagging[index, name] = done[index]
-        silent = StoreUnavailable(f"no answer within {bound:g} s")
-        return [answers.get(index, Silent(silent)) for index in masters]
+        # Not answered: waited for until `bound`, or not waited for at all when the answers
+        # that came decided the call first (saying "no answer within" then would be false).
+        decided = enough(answers)
+
+        def unanswered(index: int) -> Silent:
+            url = self.nodes[index].url
+            if decided:
+                # Said once the others' answers are told: they decided the call.
+                return Skipped(StoreUnavailable(f"{url} was not waited for"))
+            return Silent(StoreUnavailable(f"{url}: no answer within {bound:g} s"))
+
+        return [answers[index] if index in answers else unanswered(index) for index in masters]
 
 
 def downs(answers: dict[int, Any]) -> int:

@@ -53,6 +53,7 @@ from tenure._sync.stores.redis._fan_out import (
     Down,
     Masters,
     Silent,
+    Skipped,
     downs,
     never,
     reason,
@@ -134,7 +135,11 @@ class RedisQuorumStore(Backend, RecordKeeper):
                  answered: int) -> StoreUnavailable:
         """Too few masters answered. StoreRefused when the masters that refused for good (a
         wrong password, a closed store) leave too few to ever make a quorum; else transient."""
-        details = "; ".join(str(down.error) for down in errors)
+        failed = [down for down in errors if not isinstance(down, Skipped)]
+        details = "; ".join(str(down.error) for down in failed)
+        skipped = [str(down.error) for down in errors if isinstance(down, Skipped)]
+        if skipped:  # the failures decided it at once: the others were never waited for
+            details += f"; so the quorum cannot be reached, and {' and '.join(skipped)}"
         refused = sum(not down.error.transient for down in errors)
         kind = StoreRefused if len(self.nodes) - refused < self.quorum else StoreUnavailable
         return kind(
