@@ -164,12 +164,32 @@ def test_urls_and_options_fail_at_connect(monkeypatch: pytest.MonkeyPatch) -> No
          tenure.InvalidArgumentType, "create_container"),
         ("sqlite:////tmp/x.db", {"connection_string": secret}, tenure.InvalidArgument,
          "unknown option 'connection_string' for sqlite:// stores"),
+        # Where the CLI takes only a URL: the two places a connection string can come from.
+        (f"azblob:///locks?connection_string={secret}", {}, tenure.InvalidArgument,
+         r"unknown option 'connection_string' .*set the environment variable "
+         r"AZURE_STORAGE_CONNECTION_STRING, or pass connect\(url, connection_string=\.\.\.\)"),
     ]
     for module in (tenure, tenure.aio):
         for url, options, error, message in cases:
             with pytest.raises(error, match=message) as raised:
                 module.connect(url, **options)
             assert "c2VjcmV0" not in str(raised.value) and "hunter2" not in str(raised.value)
+
+
+def test_a_client_of_the_other_api_is_named_with_its_module() -> None:
+    """The sync store given the aio ContainerClient: both are named ContainerClient, so the
+    message names the module of the one given."""
+    import azure.storage.blob
+
+    for store_class, client_class in (
+            (tenure.stores.AzureBlobStore, ContainerClient),
+            (tenure.aio.stores.AsyncAzureBlobStore, azure.storage.blob.ContainerClient)):
+        client = client_class.from_connection_string("UseDevelopmentStorage=true", "locks")
+        with pytest.raises(tenure.InvalidArgumentType) as raised:
+            store_class(client)
+        given = f"got {client_class.__module__}"
+        assert given in str(raised.value) and given.startswith("got azure.storage.blob."), (
+            str(raised.value))
 
 
 async def test_connect_by_account_and_by_development_storage(

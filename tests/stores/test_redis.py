@@ -544,6 +544,9 @@ async def test_errors_name_the_store_and_never_the_password(server: RedisServer,
     ("redis://h:6379/0", {"timeout": "soon"}, "timeout='soon' is not a number"),
     ("redis://h:6379/0", {"restart_grace": -1}, "restart_grace=-1 is out of range"),
     ("redis://h:6379/0?ssl_ca_certs=/ca.pem", {}, "TLS settings: use a rediss:// URL"),
+    ("rediss://h:6379/0?ssl_cert_reqs=bogus", {}, "ssl_cert_reqs='bogus' is not supported; "
+     "use none, optional or required"),
+    ("rediss://h:6379/0", {"ssl_cert_reqs": True}, "ssl_cert_reqs=True is not supported"),
     ("redis://h:6379/zero", {}, "the path is the database number"),
     ("redis://h:6379/0", {"db": "one"}, "db='one' is not a database number"),
     ("redis://a:6379,b:6379,c:6379/0?quorum=1", {}, "quorum=1 is out of range for 3 masters"),
@@ -574,6 +577,24 @@ def test_options_from_the_url_and_keywords() -> None:
         "app:", 3.0, {"ssl_cert_reqs": "none"})
     assert settings.url == "rediss://u:pw@h:6380/2" and "pw" not in repr(settings)
     assert parse_options("unix:///run/redis.sock?db=4", {}).driver == {"db": 4}
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_url_and_repr_show_the_options_in_effect(api: str) -> None:
+    """A keyword wins over the URL's query (as in the postgresql:// and mysql:// stores), and
+    the store's url says so rather than showing the value it overrode."""
+    single = connect("redis://h:6379/0?timeout=700&prefix=app:", api, timeout=3)
+    several = connect("redis://a:6379,b:6379,c:6379/0?timeout=700&quorum=2", api, timeout=3,
+                      quorum=3)
+    try:
+        assert single.backend.timeout == 3.0
+        assert single.url == "redis://h:6379/0?timeout=3&prefix=app:"
+        assert "timeout=700" not in repr(single.backend)
+        assert several.url == "redis://a:6379,b:6379,c:6379/0?timeout=3&quorum=3"
+        assert several.backend.quorum == 3 and "timeout=700" not in repr(several.backend)
+    finally:
+        await call(single.close())
+        await call(several.close())
 
 
 @pytest.mark.parametrize("name", ["jobs", "a/b", "{braces}", "}{", "x" * 1024, "名前", "\n",

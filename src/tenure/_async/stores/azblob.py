@@ -277,7 +277,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
         if not isinstance(container, ContainerClient):
             raise InvalidArgumentType(
                 f"container must be an azure.storage.blob.aio.ContainerClient, got "
-                f"{type(container).__name__}"
+                f"{type(container).__module__}.{type(container).__qualname__}"
             )
         self.timeout = _checked_timeout(timeout)
         self.container = container
@@ -809,8 +809,12 @@ def from_url(url: str, **options: Any) -> AsyncBackend:
         backend = from_url("azblob:///locks", connection_string="UseDevelopmentStorage=true")
     """
     parsed = parse_store_url(url, SCHEMES)
-    refuse_unknown(parsed.options, (), "azblob:// stores",
-                   note=f"in the URL's query; as keywords: {', '.join(KEYWORDS)}")
+    note = f"in the URL's query; as keywords: {', '.join(KEYWORDS)}"
+    if "connection_string" in parsed.options:  # also where the CLI takes only a URL
+        note += ("; a connection string is a secret, kept out of URLs: set the environment "
+                 "variable AZURE_STORAGE_CONNECTION_STRING, or pass "
+                 "connect(url, connection_string=...)")
+    refuse_unknown(parsed.options, (), "azblob:// stores", note=note)
     refuse_unknown(options, KEYWORDS, "azblob:// stores")
     account, container = parsed.location.split("/")
     return open_store(account, container, **options)

@@ -17,14 +17,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 from tenure._async import _shim
 from tenure._async.stores._options import only
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
+from tenure._errors import InvalidArgument
 from tenure._hostclock import wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
-from tenure._urls import parse_store_url
+from tenure._urls import parse_store_url, redact
 
 SCHEMES: tuple[str, ...] = ("memory",)
 
@@ -37,6 +39,12 @@ def from_url(url: str, **options: Any) -> AsyncBackend:
         backend = from_url("memory://")
     """
     only({**parse_store_url(url, SCHEMES).options, **options}, store="memory:// stores")
+    parts = urlsplit(url)
+    if parts.netloc or parts.path or parts.fragment:
+        # A host or path would read as a name or place of a shared store, which this is not.
+        raise InvalidArgument(
+            f"url {redact(url)!r}: memory:// takes no host and no path (its leases live in "
+            "this process only, one store per connect()); write memory://")
     return AsyncMemoryStore()
 
 

@@ -18,14 +18,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
+from urllib.parse import urlsplit
 
 from tenure._sync import _shim
 from tenure._sync.stores._options import only
 from tenure._sync.stores._protocol import Backend, RecordKeeper, record_bytes
+from tenure._errors import InvalidArgument
 from tenure._hostclock import wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
-from tenure._urls import parse_store_url
+from tenure._urls import parse_store_url, redact
 
 SCHEMES: tuple[str, ...] = ("memory",)
 
@@ -38,6 +40,12 @@ def from_url(url: str, **options: Any) -> Backend:
         backend = from_url("memory://")
     """
     only({**parse_store_url(url, SCHEMES).options, **options}, store="memory:// stores")
+    parts = urlsplit(url)
+    if parts.netloc or parts.path or parts.fragment:
+        # A host or path would read as a name or place of a shared store, which this is not.
+        raise InvalidArgument(
+            f"url {redact(url)!r}: memory:// takes no host and no path (its leases live in "
+            "this process only, one store per connect()); write memory://")
     return MemoryStore()
 
 

@@ -142,7 +142,7 @@ class Connections:
 
             connections = Connections.of_url(url, parse_options(url, {}))
         """
-        shown = redact(url)
+        shown = redact(settings.given or url)
         try:
             pool = ConnectionPool.from_url(
                 settings.url, socket_timeout=settings.timeout,

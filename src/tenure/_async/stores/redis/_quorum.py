@@ -59,7 +59,7 @@ from tenure._async.stores.redis._fan_out import (
     settled,
 )
 from tenure._async.stores.redis._quorum_records import QuorumRecords
-from tenure._async.stores.redis._settings import parse_quorum
+from tenure._async.stores.redis._settings import in_effect, parse_quorum
 from tenure._async.stores.redis._single import AsyncRedisStore
 from tenure._errors import InvalidArgumentType, MissingExtra, StoreRefused, StoreUnavailable
 from tenure._forks import in_child_after_fork
@@ -101,7 +101,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
         if not isinstance(url, str):
             raise InvalidArgumentType(f"url must be a str, got {type(url).__name__}")
         urls, self.quorum, rest = parse_quorum(url, options)
-        self.url = redact(url)
+        self.url = redact(in_effect(url, options))
         self.nodes = [AsyncRedisStore(node_url, **rest) for node_url in urls]
         self.prefix, self.timeout = self.nodes[0].prefix, self.nodes[0].timeout
         self._all = range(len(self.nodes))

@@ -60,7 +60,7 @@ from tenure._sync.stores.redis._fan_out import (
     settled,
 )
 from tenure._sync.stores.redis._quorum_records import QuorumRecords
-from tenure._sync.stores.redis._settings import parse_quorum
+from tenure._sync.stores.redis._settings import in_effect, parse_quorum
 from tenure._sync.stores.redis._single import RedisStore
 from tenure._errors import InvalidArgumentType, MissingExtra, StoreRefused, StoreUnavailable
 from tenure._forks import in_child_after_fork
@@ -102,7 +102,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
         if not isinstance(url, str):
             raise InvalidArgumentType(f"url must be a str, got {type(url).__name__}")
         urls, self.quorum, rest = parse_quorum(url, options)
-        self.url = redact(url)
+        self.url = redact(in_effect(url, options))
         self.nodes = [RedisStore(node_url, **rest) for node_url in urls]
         self.prefix, self.timeout = self.nodes[0].prefix, self.nodes[0].timeout
         self._all = range(len(self.nodes))

@@ -8,10 +8,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import ssl
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, quote, unquote_plus, urlsplit
 
 from tenure._sync.stores._options import as_number, refuse_unknown
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra
@@ -36,13 +37,15 @@ DEFAULT_RESTART_GRACE = 2.0
 
 @dataclass(frozen=True)
 class Settings:
-    """A Redis store's validated options; `url` is for redis-py, without tenure's options."""
+    """A Redis store's validated options; `url` is for redis-py, without tenure's options;
+    `given` is the URL as given with the options in effect (a keyword wins over the query)."""
 
     url: str = field(repr=False)  # may hold a password
     prefix: str
     timeout: float
     restart_grace: float
     driver: dict[str, Any]
+    given: str = field(default="", repr=False)  # may hold a password
 
 
 def parse_options(url: str, options: dict[str, Any]) -> Settings:
@@ -88,9 +91,45 @@ def parse_options(url: str, options: dict[str, Any]) -> Settings:
     if merged and scheme != "rediss":
         raise InvalidArgument(
             f"option(s) {', '.join(sorted(merged))} are TLS settings: use a rediss:// URL")
+    if "ssl_cert_reqs" in merged:
+        merged["ssl_cert_reqs"] = _cert_reqs(merged["ssl_cert_reqs"])
     driver.update(merged)
     return Settings(f"{scheme}://{parts.netloc}{parts.path}", prefix, timeout or DEFAULT_TIMEOUT,
-                    grace, driver)
+                    grace, driver, in_effect(url, options))
+
+
+def _cert_reqs(value: object) -> object:
+    """ssl_cert_reqs as redis-py takes it: none, optional or required (or an ssl.VerifyMode),
+    checked now rather than at the first connection."""
+    if isinstance(value, ssl.VerifyMode):
+        return value
+    if isinstance(value, str) and value.lower() in _CERT_REQS:
+        return value.lower()
+    raise InvalidArgument(f"ssl_cert_reqs={value!r} is not supported; use none, optional or "
+                          "required (the default: the server's certificate is checked)")
+
+
+_CERT_REQS = ("none", "optional", "required")
+
+
+def in_effect(url: str, keywords: Mapping[str, Any]) -> str:
+    """`url` with each option of its query that a keyword overrides showing the keyword's
+    value: what the store's url and repr show is what is in effect.
+
+    Example:
+        >>> in_effect("redis://cache:6379/0?timeout=700&prefix=app:", {"timeout": 3})
+        'redis://cache:6379/0?timeout=3&prefix=app:'
+    """
+    base, _, query = url.partition("?")
+    if not query or not keywords:
+        return url
+    pairs = []
+    for pair in query.split("&"):
+        key = pair.partition("=")[0]
+        if unquote_plus(key) in keywords:
+            pair = f"{key}={quote(str(keywords[unquote_plus(key)]), safe=':/,')}"
+        pairs.append(pair)
+    return f"{base}?{'&'.join(pairs)}"
 
 
 def own_options(merged: dict[str, Any], accepted: Sequence[str], where: str,
