@@ -25,6 +25,16 @@ from __future__ import annotations
 
 from typing import Any
 
+try:  # the driver, once for the package: its modules import it plainly (they load after this)
+    import psycopg  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    from tenure._errors import MissingExtra
+
+    raise MissingExtra(
+        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
+        "(pip install 'tenure[postgres]')"
+    ) from exc
+
 from tenure._async.stores._protocol import AsyncBackend
 from tenure._async.stores.postgres._advisory import AsyncPostgresAdvisoryStore
 from tenure._async.stores.postgres._advisory_sql import _advisory_keys

@@ -19,6 +19,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+import psycopg
+from psycopg import errors, sql
+
 from tenure import _forks
 from tenure._async import _shim
 from tenure._async.stores._protocol import (
@@ -46,17 +49,6 @@ from tenure._async.stores.postgres._table_sql import (
 from tenure._errors import StoreRefused, StoreUnavailable
 from tenure._names import name_digest
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
-
-try:
-    import psycopg
-    from psycopg import errors, sql
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
 
 log = logging.getLogger("tenure")
 

@@ -11,17 +11,9 @@ from __future__ import annotations
 
 import re
 
+import psycopg
+
 from tenure._async.stores._failures import cleaned
-
-try:
-    import psycopg
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
 
 
 def clean(exc: BaseException, password: str) -> str:

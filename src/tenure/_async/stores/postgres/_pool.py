@@ -20,6 +20,10 @@ import threading
 import weakref
 from collections.abc import Callable
 
+import psycopg
+from psycopg import generators
+from psycopg.pq import TransactionStatus
+
 from tenure._async import _shim
 from tenure._async.stores._protocol import closed_store
 from tenure._async.stores.postgres._connection import (
@@ -32,18 +36,6 @@ from tenure._async.stores.postgres._connection import (
 from tenure._async.stores.postgres._failures import clean
 from tenure._async.stores.postgres._settings import Settings
 from tenure._errors import StoreUnavailable
-
-try:
-    import psycopg
-    from psycopg import generators
-    from psycopg.pq import TransactionStatus
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
 
 log = logging.getLogger("tenure")
 

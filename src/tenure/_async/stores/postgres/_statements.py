@@ -12,15 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-try:
-    from psycopg import sql
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
+from psycopg import sql
 
 from tenure._async.stores.postgres._advisory_sql import _HELD, _HELD_LOCKS
 from tenure._async.stores.postgres._table_sql import (

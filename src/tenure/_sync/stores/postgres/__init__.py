@@ -26,6 +26,16 @@ from __future__ import annotations
 
 from typing import Any
 
+try:  # the driver, once for the package: its modules import it plainly (they load after this)
+    import psycopg  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    from tenure._errors import MissingExtra
+
+    raise MissingExtra(
+        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
+        "(pip install 'tenure[postgres]')"
+    ) from exc
+
 from tenure._sync.stores._protocol import Backend
 from tenure._sync.stores.postgres._advisory import PostgresAdvisoryStore
 from tenure._sync.stores.postgres._advisory_sql import _advisory_keys

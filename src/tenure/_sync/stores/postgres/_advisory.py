@@ -15,6 +15,9 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
+from psycopg.pq import TransactionStatus
+
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import closed_store
 from tenure._sync.stores.postgres._advisory_sql import (
@@ -36,17 +39,6 @@ from tenure._sync.stores.postgres._statements import _render, _Script, _Statemen
 from tenure._errors import StoreUnavailable
 from tenure._names import name_digest
 from tenure._types import Grant, LeaseInfo, LostReason
-
-try:
-    import psycopg
-    from psycopg.pq import TransactionStatus
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
 
 # Two acquirers may pick the same slot, or a break move it to a new key meanwhile: tries.
 _SLOT_RETRIES = 4

@@ -13,22 +13,14 @@ from __future__ import annotations
 import logging
 from typing import Any, TypeVar
 
+import psycopg
+from psycopg import errors, generators
+from psycopg.abc import PQGen
+from psycopg.pq import ConnStatus, ExecStatus, TransactionStatus
+from psycopg.pq.abc import PGresult
+
 from tenure._sync import _shim
 from tenure._sync.stores.postgres._statements import _encode, _Script, _Statement
-
-try:
-    import psycopg
-    from psycopg import errors, generators
-    from psycopg.abc import PQGen
-    from psycopg.pq import ConnStatus, ExecStatus, TransactionStatus
-    from psycopg.pq.abc import PGresult
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
 
 log = logging.getLogger("tenure")
 

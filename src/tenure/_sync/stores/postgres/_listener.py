@@ -20,22 +20,14 @@ import math
 import threading
 from collections.abc import Callable, Iterator
 
+import psycopg
+from psycopg import sql
+
 from tenure._sync import _shim
 from tenure._sync.stores.postgres._connection import Connection, _NoAnswer, close_quietly
 from tenure._sync.stores.postgres._pool import _Pool
 from tenure._sync.stores.postgres._table_sql import _ALIVE_CLASS, _HANDOVER_CHANNEL
 from tenure._names import name_digest
-
-try:
-    import psycopg
-    from psycopg import sql
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
 
 log = logging.getLogger("tenure")
 

@@ -21,6 +21,10 @@ import threading
 import weakref
 from collections.abc import Callable
 
+import psycopg
+from psycopg import generators
+from psycopg.pq import TransactionStatus
+
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import closed_store
 from tenure._sync.stores.postgres._connection import (
@@ -33,18 +37,6 @@ from tenure._sync.stores.postgres._connection import (
 from tenure._sync.stores.postgres._failures import clean
 from tenure._sync.stores.postgres._settings import Settings
 from tenure._errors import StoreUnavailable
-
-try:
-    import psycopg
-    from psycopg import generators
-    from psycopg.pq import TransactionStatus
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
 
 log = logging.getLogger("tenure")
 

@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
 from tenure._sync.stores._options import (
     as_bool,
     as_count,
@@ -26,17 +29,6 @@ from tenure._sync.stores._options import (
 from tenure._sync.stores.postgres._failures import clean
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import redact
-
-try:
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    from tenure._errors import MissingExtra
-
-    raise MissingExtra(
-        "the postgresql:// store needs psycopg 3: install tenure[postgres] "
-        "(pip install 'tenure[postgres]')"
-    ) from exc
 
 OPTIONS = ("schema", "table", "timeout", "pool_size", "notify", "pgbouncer",
            "prepare_threshold", "mode")
