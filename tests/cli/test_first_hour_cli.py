@@ -154,8 +154,8 @@ def test_the_empty_store_line_shows_the_resolved_path_as_the_header_does(
     where = shown.format(tmp_path)
     absolute = url.replace(":", f":{tmp_path}/", 1) if url.startswith("file") else (
         f"sqlite:///{tmp_path}/rel.db")
-    with tenure.connect(absolute) as store:  # creates the store
-        assert store.leases() == []
+    with tenure.connect(absolute) as store:  # a write creates the store
+        assert store.break_lease("warm-up") == 0
         empty = tenure_command("locks", "--store", url, cwd=tmp_path)
         empty_prefix = tenure_command("locks", "--prefix", "a", "--store", url, cwd=tmp_path)
         jobs = tenure_command("jobs", "--store", url, cwd=tmp_path)
@@ -206,8 +206,8 @@ def test_an_app_that_is_not_a_worker_is_one_line_saying_what_it_is(
         tmp_path: Path, app: str, said: str, command: str) -> None:
     (tmp_path / "misc.py").write_text(MISC)
     url = f"sqlite:///{tmp_path / 'locks.db'}"
-    with tenure.connect(url) as store:  # `tenure jobs` reads an existing store
-        assert store.leases() == []
+    with tenure.connect(url) as store:  # `tenure jobs` reads an existing store: write one
+        assert store.break_lease("warm-up") == 0
     result = tenure_command(command, app, "--store", url, cwd=tmp_path)
 
     assert result.returncode == 2
