@@ -7,6 +7,7 @@ import threading
 import time
 
 import anyio
+from waiting import wait_until
 
 import tenure
 import tenure.aio
@@ -54,12 +55,22 @@ class AsyncWakingMemoryStore(AsyncMemoryStore):
         return await super().try_acquire(name, holder, ttl, limit)
 
 
+def _release_once_waiting(backend: WakingMemoryStore, lease: tenure.Lease) -> threading.Thread:
+    """A thread that releases `lease` once `backend` has a waiter (started)."""
+    def release() -> None:
+        wait_until(lambda: backend.waits > 0, 10, "the waiter to wait")
+        lease.release()
+
+    thread = threading.Thread(target=release)
+    thread.start()
+    return thread
+
+
 def test_a_wait_that_acquires_ends_the_acquire_without_another_try() -> None:
     backend = WakingMemoryStore()
     store = tenure.connect(backend)
     first = store.lock("jobs", ttl=5).acquire()
-    released = threading.Timer(0.2, first.release)
-    released.start()
+    released = _release_once_waiting(backend, first)
     try:
         lease = store.lock("jobs", ttl=5).acquire(timeout=5)
     finally:
@@ -78,7 +89,9 @@ def test_async_a_wait_that_acquires_ends_the_acquire_without_another_try() -> No
         first = await store.lock("jobs", ttl=5).acquire()
         async with anyio.create_task_group() as tasks:
             async def release_soon() -> None:
-                await anyio.sleep(0.2)
+                with anyio.fail_after(10):  # once the waiter waits: no sleep-and-hope
+                    while backend.waits == 0:
+                        await anyio.sleep(0.005)
                 await first.release()
             tasks.start_soon(release_soon)
             lease = await store.lock("jobs", ttl=5).acquire(timeout=5)
@@ -134,10 +147,10 @@ class TimelessMemoryStore(WakingMemoryStore):
 
 
 def test_a_grant_from_a_wait_without_a_send_time_counts_from_the_waits_start() -> None:
-    store = tenure.connect(TimelessMemoryStore())
+    backend = TimelessMemoryStore()
+    store = tenure.connect(backend)
     first = store.lock("jobs", ttl=5).acquire()
-    released = threading.Timer(0.1, first.release)
-    released.start()
+    released = _release_once_waiting(backend, first)
     started = time.monotonic()
     try:
         lease = store.lock("jobs", ttl=5).acquire(timeout=5)
