@@ -290,7 +290,7 @@ def test_sqlite_synchronous_as_a_keyword_or_in_the_url(
         tmp_path: Path, url_query: str, keywords: dict[str, str], expected: int) -> None:
     store = tenure.connect(f"sqlite:///{tmp_path / 'locks.db'}{url_query}", **keywords)
     try:
-        store.leases()  # opens a connection with the store's settings
+        store.break_lease("warm-up")  # a write opens a connection with the store's settings
         (connection,) = store.backend._idle
         assert connection.execute("PRAGMA synchronous").fetchone()[0] == expected
     finally:
