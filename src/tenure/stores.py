@@ -10,9 +10,9 @@ The server-backed stores are imported on first use, each needing its extra:
 `PostgresStore` (tenure[postgres]) and `MySQLStore` (tenure[mysql]).
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from tenure._lazy import module_getattr
 from tenure._sync.stores import _registry
 from tenure._sync.stores._protocol import Backend, RecordKeeper
 from tenure._sync.stores.file import FileStore
@@ -28,14 +28,8 @@ if TYPE_CHECKING:
     from tenure._sync.stores.redis_quorum import RedisQuorumStore
 
 # A driver loads only for those who use its store: the classes of the stores that need an
-# extra, by module, from the one registry of stores.
-_LAZY = _registry.lazy_classes()
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(f"tenure._sync.stores.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# extra, from the one registry of stores.
+__getattr__ = module_getattr(__name__, lazy=_registry.lazy_classes())
 
 
 __all__ = ["AzureBlobStore", "Backend", "Capabilities", "FileStore", "Grant", "LostReason",

@@ -10,14 +10,14 @@ The server-backed stores are imported on first use, each needing its extra:
 `AsyncPostgresStore` (tenure[postgres]) and `AsyncMySQLStore` (tenure[mysql]).
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tenure._async.stores import _registry
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper
 from tenure._async.stores.file import AsyncFileStore
 from tenure._async.stores.memory import AsyncMemoryStore
 from tenure._async.stores.sqlite import AsyncSQLiteStore
+from tenure._lazy import module_getattr
 from tenure._types import Capabilities, Grant, LostReason
 
 if TYPE_CHECKING:
@@ -28,14 +28,8 @@ if TYPE_CHECKING:
     from tenure._async.stores.redis_quorum import AsyncRedisQuorumStore
 
 # A driver loads only for those who use its store: the classes of the stores that need an
-# extra, by module, from the one registry of stores.
-_LAZY = _registry.lazy_classes()
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(import_module(f"tenure._async.stores.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# extra, from the one registry of stores.
+__getattr__ = module_getattr(__name__, lazy=_registry.lazy_classes())
 
 
 __all__ = ["AsyncAzureBlobStore", "AsyncBackend", "AsyncFileStore", "AsyncMemoryStore",

@@ -10,42 +10,15 @@ from typing import TYPE_CHECKING
 
 from tenure._lazy import moved_module
 
+# ruff: noqa: F403, F405 (the old names are those of the star import that types them)
 if TYPE_CHECKING:  # the old names, typed as what they are now (the warning is run time only)
-    from tenure.exactly_once._outbox import (
-        DEAD,
-        DEFAULT,
-        DELIVERED,
-        MAX_ERROR_CHARS,
-        PENDING,
-        DeadLetter,
-        Inbox,
-        Outbox,
-        Relay,
-        RelayCounts,
-        add,
-    )
-    from tenure.exactly_once._outbox import OutboxMessage as Message
-    from tenure.exactly_once._outbox import OutboxSummary as OutboxStats
-    from tenure.exactly_once._outbox import create_tables as create_table
-    from tenure.exactly_once._outbox import summary as stats
+    from tenure.exactly_once._outbox import MAX_ERROR_CHARS
+    from tenure.outbox import *
+    from tenure.outbox import Message, OutboxStats, RelayCounts, create_table, stats
 
 __getattr__ = moved_module(__name__, "tenure.outbox", "tenure.exactly_once._outbox")
 
 # The old module's public names, so a star import still binds them (and warns once).
-__all__ = [
-    "DEAD",
-    "DEFAULT",
-    "DELIVERED",
-    "DeadLetter",
-    "Inbox",
-    "MAX_ERROR_CHARS",
-    "Message",
-    "Outbox",
-    "OutboxStats",
-    "PENDING",
-    "Relay",
-    "RelayCounts",
-    "add",
-    "create_table",
-    "stats",
-]
+__all__ = ["DEAD", "DEFAULT", "DELIVERED", "DeadLetter", "Inbox", "MAX_ERROR_CHARS", "Message",
+           "Outbox", "OutboxStats", "PENDING", "Relay", "RelayCounts", "add", "create_table",
+           "stats"]

@@ -10,22 +10,11 @@ from typing import TYPE_CHECKING
 
 from tenure._lazy import moved_module
 
+# ruff: noqa: F403, F405 (the old names are those of the star import that types them)
 if TYPE_CHECKING:  # the old names, typed as what they are now (the warning is run time only)
-    from tenure.exactly_once._provider import (
-        Charge,
-        PaymentProvider,
-        ProviderError,
-        ProviderSummary,
-        ProviderTimeout,
-    )
+    from tenure.idempotency import *
 
 __getattr__ = moved_module(__name__, "tenure.idempotency", "tenure.exactly_once._provider")
 
 # The old module's public names, so a star import still binds them (and warns once).
-__all__ = [
-    "Charge",
-    "PaymentProvider",
-    "ProviderError",
-    "ProviderSummary",
-    "ProviderTimeout",
-]
+__all__ = ["Charge", "PaymentProvider", "ProviderError", "ProviderSummary", "ProviderTimeout"]

@@ -137,14 +137,16 @@ def server_schemes() -> dict[str, str]:
 
 
 def lazy_classes() -> dict[str, str]:
-    """The public classes of stores that need an extra, by the module that defines them
-    (tenure.aio.stores and tenure.stores import them on first use).
+    """The public classes of stores that need an extra, each as "module:attribute" (the `lazy`
+    of tenure._lazy.module_getattr: tenure.aio.stores and tenure.stores import them on first
+    use).
 
     Example:
         >>> lazy_classes()["AsyncPostgresStore"]
-        'postgres'
+        'tenure._async.stores.postgres:AsyncPostgresStore'
     """
-    return {name: found.module for found in STORES if found.extra for name in found.classes}
+    return {name: f"{_PACKAGE}.{found.module}:{name}"
+            for found in STORES if found.extra for name in found.classes}
 
 
 def load(found: Entry) -> ModuleType:

@@ -16,9 +16,4 @@ if TYPE_CHECKING:  # the old names, typed as what they are now (the warning is r
 __getattr__ = moved_module(__name__, "tenure.queues", "tenure.jobs.queues._azure")
 
 # The old module's public names, so a star import still binds them (and warns once).
-__all__ = [
-    "AzureQueue",
-    "MAX_ENVELOPE",
-    "MAX_VISIBILITY",
-    "POISON_SUFFIX",
-]
+__all__ = ["AzureQueue", "MAX_ENVELOPE", "MAX_VISIBILITY", "POISON_SUFFIX"]

@@ -16,8 +16,4 @@ if TYPE_CHECKING:  # the old names, typed as what they are now (the warning is r
 __getattr__ = moved_module(__name__, "tenure.queues", "tenure.jobs.queues._postgres")
 
 # The old module's public names, so a star import still binds them (and warns once).
-__all__ = [
-    "MAX_QUEUE_NAME",
-    "POISON_SUFFIX",
-    "PostgresQueue",
-]
+__all__ = ["MAX_QUEUE_NAME", "POISON_SUFFIX", "PostgresQueue"]
