@@ -15,18 +15,13 @@ from typing import TYPE_CHECKING
 
 from tenure._async.stores._protocol import record_bytes
 from tenure._async.stores.redis._scripts import SCRIPTS, evalsha, glob_escape, packed
-from tenure._errors import MissingExtra
 from tenure._names import safe_key_prefix
 from tenure._types import Grant
 
 if TYPE_CHECKING:
     from tenure._async.stores.redis._single import AsyncRedisStore
 
-try:
-    from redis.exceptions import RedisError
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
-                       "(pip install 'tenure[redis]')") from exc
+from redis.exceptions import RedisError
 
 Version = tuple[int, int]  # the writer's token, then its write count under that lease
 

@@ -13,15 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote_plus, urlsplit
 
-from tenure._async.stores._options import as_number, refuse_unknown
-from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra
-from tenure._urls import redact
+from redis.asyncio import Redis
 
-try:
-    from redis.asyncio import Redis
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
-                       "(pip install 'tenure[redis]')") from exc
+from tenure._async.stores._options import as_number, refuse_unknown
+from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._urls import redact
 
 DEFAULT_PREFIX = "tenure:"
 DEFAULT_TIMEOUT = 5.0

@@ -24,6 +24,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
 from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, closed_store
 from tenure._async.stores.redis._connections import Connections, Undo
@@ -42,18 +45,11 @@ from tenure._async.stores.redis._scripts import (
 )
 from tenure._async.stores.redis._settings import checked_client, own_options, parse_options
 from tenure._async.stores.redis._waiting import Waits
-from tenure._errors import InvalidArgumentType, MissingExtra, StoreUnavailable
+from tenure._errors import InvalidArgumentType, StoreUnavailable
 from tenure._forks import in_child_after_fork
 from tenure._names import safe_key_prefix
 from tenure._timing import local_deadline
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
-
-try:
-    from redis.asyncio import Redis
-    from redis.exceptions import RedisError
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
-                       "(pip install 'tenure[redis]')") from exc
 
 log = logging.getLogger("tenure")
 

@@ -21,18 +21,13 @@ from typing import TYPE_CHECKING
 from tenure._async import _shim
 from tenure._async.stores.redis._connections import Undo
 from tenure._async.stores.redis._scripts import SCRIPTS, packed
-from tenure._errors import MissingExtra
 from tenure._timing import fresh_for, local_deadline
 from tenure._types import Grant
 
 if TYPE_CHECKING:
     from tenure._async.stores.redis._single import AsyncRedisStore
 
-try:
-    from redis.exceptions import NoScriptError, RedisError, ResponseError
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
-                       "(pip install 'tenure[redis]')") from exc
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 
 # Redis ends a blocking command whose time ran out up to 1/hz late (hz is 10 by default): the
 # last wait before an acquire's deadline blocks this much less, and not at all when it has less.

@@ -28,6 +28,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+try:  # the driver, once for the package: its modules import it plainly (they load after this)
+    import redis  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    from tenure._errors import MissingExtra
+
+    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
+                       "(pip install 'tenure[redis]')") from exc
+
 from tenure._sync.stores._protocol import Backend
 from tenure._sync.stores.redis._quorum import (
     MASTER_SHARE,

@@ -17,30 +17,26 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
+from redis import ConnectionPool, Redis
+from redis.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    NoPermissionError,
+    NoScriptError,
+    ReadOnlyError,
+    ResponseError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+
 from tenure._sync import _shim
 from tenure._sync.stores import _failures as failures
 from tenure._sync.stores._protocol import closed_store
 from tenure._sync.stores.redis._scripts import SCRIPTS, Script, packed
 from tenure._sync.stores.redis._settings import DEFAULT_TIMEOUT, Settings, client_address
-from tenure._errors import InvalidArgument, MissingExtra, StoreRefused, StoreUnavailable
+from tenure._errors import InvalidArgument, StoreRefused, StoreUnavailable
 from tenure._urls import redact
-
-try:
-    from redis import ConnectionPool, Redis
-    from redis.retry import Retry
-    from redis.backoff import NoBackoff
-    from redis.exceptions import (
-        AuthenticationError,
-        AuthorizationError,
-        NoPermissionError,
-        NoScriptError,
-        ReadOnlyError,
-        ResponseError,
-    )
-    from redis.exceptions import ConnectionError as RedisConnectionError
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
-                       "(pip install 'tenure[redis]')") from exc
 
 log = logging.getLogger("tenure")
 

@@ -42,6 +42,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import (
     Backend,
@@ -62,17 +64,11 @@ from tenure._sync.stores.redis._fan_out import (
 from tenure._sync.stores.redis._quorum_records import QuorumRecords
 from tenure._sync.stores.redis._settings import in_effect, parse_quorum
 from tenure._sync.stores.redis._single import RedisStore
-from tenure._errors import InvalidArgumentType, MissingExtra, StoreRefused, StoreUnavailable
+from tenure._errors import InvalidArgumentType, StoreRefused, StoreUnavailable
 from tenure._forks import in_child_after_fork
 from tenure._timing import local_deadline
 from tenure._types import Grant, LeaseInfo, LostReason
 from tenure._urls import redact
-
-try:
-    from redis.exceptions import RedisError
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the redis:// store needs redis-py: install tenure[redis] "
-                       "(pip install 'tenure[redis]')") from exc
 
 # An acquire or renewal waits for a master at most this share of the ttl (and at most the
 # store's timeout): a quorum goes on without a master that is late.
