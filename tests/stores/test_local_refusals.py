@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from refusals import refused_within_a_second
 from waiting import call
 
 import tenure
@@ -24,18 +25,6 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(params=["sync", "async"])
 def module(request: pytest.FixtureRequest) -> Any:
     return tenure.aio if request.param == "async" else tenure
-
-
-async def refused_within_a_second(store: Any) -> str:
-    started = time.monotonic()
-    try:
-        with pytest.raises(tenure.StoreRefused) as raised:
-            await call(store.lock("jobs", ttl=5).acquire(timeout=None))
-    finally:
-        await call(store.close())
-    assert time.monotonic() - started < 1.0
-    assert not raised.value.transient and "'jobs'" in str(raised.value)
-    return str(raised.value)
 
 
 async def test_sqlite_under_a_file_is_refused(module: Any, tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ import gc
 import json
 import logging
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -26,6 +25,12 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import psycopg
 import pytest
+from handover import acquired_after_release
+from refusals import (
+    assert_password_hidden,
+    assert_retried_until_the_timeout,
+    refused_within_a_second,
+)
 from servers import PostgresServer
 from waiting import call, eventually, wait_until
 
@@ -188,37 +193,20 @@ async def wait_for_handoff(api: str, holder: Any, waiter: Any, name: str,
     assert all(lease is not None for lease in held)
     lease = held[-1]
     lock = waiter.semaphore(name, limit, ttl=5, min_wait=10, max_wait=10)
-    got: dict[str, Any] = {}
 
     def listening() -> bool:
         """The waiter missed, and waits on its event with the listener running."""
         return name_digest(name) in waiter.backend._listener.waiters
 
-    if api == "async":
-        async def wait() -> None:
-            got["lease"] = await lock.acquire(timeout=30)
-            got["at"] = time.monotonic()
+    async def release() -> None:
+        assert await call(lease.release()) is True
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(wait)
-            await eventually(listening, 5, "the waiter to fail its first try and listen")
-            released_at = time.monotonic()
-            assert await lease.release() is True
-    else:
-        def wait_in_thread() -> None:
-            got["lease"] = lock.acquire(timeout=30)
-            got["at"] = time.monotonic()
-
-        thread = threading.Thread(target=wait_in_thread)
-        thread.start()
-        await eventually(listening, 5, "the waiter to fail its first try and listen")
-        released_at = time.monotonic()
-        assert lease.release() is True
-        thread.join(timeout=30)
-    assert got["lease"].token > lease.token
+    got, seconds = await acquired_after_release(
+        api, lock, listening, "the waiter to fail its first try and listen", release)
+    assert got.token > lease.token
     for other in held[:-1]:
         await call(other.release())
-    return got["lease"], got["at"] - released_at
+    return got, seconds
 
 
 async def test_waiter_is_woken_by_the_release_notification(
@@ -900,22 +888,6 @@ def password_role(postgres_server: PostgresServer) -> Iterator[str]:
         db.execute(f"DROP ROLE IF EXISTS {ROLE}")
 
 
-async def refused_within_a_second(store: Any, timeout: float | None = None) -> str:
-    """acquire(timeout) on `store` raises StoreRefused within 1 s; its message."""
-    started = time.monotonic()
-    try:
-        with pytest.raises(tenure.StoreRefused) as raised:
-            await call(store.lock("jobs", ttl=5).acquire(timeout=timeout))
-    finally:
-        await call(store.close())
-    elapsed = time.monotonic() - started
-    assert elapsed < 1.0, f"a permanent error took {elapsed:.2f} s to surface"
-    assert raised.value.transient is False
-    message = str(raised.value)
-    assert "\n" not in message and "'jobs'" in message
-    return message
-
-
 @pytest.mark.parametrize("wrong", ["1", "not-the-password-but-a-long-one"])
 async def test_a_wrong_password_is_refused_at_once(postgres_server: PostgresServer,
                                                     password_role: str, api: str,
@@ -932,11 +904,7 @@ async def test_a_wrong_password_is_refused_at_once(postgres_server: PostgresServ
     store = module.connect(f"postgresql://{password_role}:{wrong}@{address}", timeout=2)
     message = await refused_within_a_second(store)
     assert "authentication refused" in message and "password in the URL" in message, message
-    assert f"postgresql://{password_role}:***@{address}" in message, message
-    assert f":{wrong}@" not in message
-    if len(wrong) > 1:
-        assert wrong not in message
-    assert not re.search(r"[\d.]\*\*\*|\*\*\*[\d.]", message), "an address mangled: " + message
+    assert_password_hidden(message, f"postgresql://{password_role}:***@{address}", wrong)
 
 
 async def test_a_missing_database_is_refused_at_once_and_named(
@@ -953,15 +921,7 @@ async def test_a_closed_port_is_retried_until_the_timeout(api: str) -> None:
 
     module = tenure.aio if api == "async" else tenure
     store = module.connect(f"postgresql://postgres@127.0.0.1:{free_port()}/postgres", timeout=1)
-    started = time.monotonic()
-    try:
-        with pytest.raises(tenure.StoreUnavailable) as raised:
-            await call(store.lock("jobs", ttl=5, max_wait=0.05).acquire(timeout=2))
-    finally:
-        await call(store.close())
-    elapsed = time.monotonic() - started
-    assert raised.value.transient and not isinstance(raised.value, tenure.StoreRefused)
-    assert 1.9 <= elapsed < 6, elapsed
+    await assert_retried_until_the_timeout(store)
 
 
 async def test_a_missing_privilege_is_refused_at_once(postgres_server: PostgresServer,
