@@ -30,13 +30,13 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from libraries import PeerLock, open_library
+from libraries import PeerLock, Row, open_library
 
 PROCESSES = 8
 HOLD_SECONDS = 0.001
@@ -45,7 +45,7 @@ READY_TIMEOUT = 120.0  # seconds for every process to import, connect and warm u
 
 
 @dataclass
-class Contender:
+class Contender(Row):
     """One library's way to take the contended lock, as the worker processes build it.
 
     `library` is one of bench/libraries.py's; `options` and `connect` go to its
@@ -56,9 +56,6 @@ class Contender:
         Contender("tenure, polling", "tenure", url, {"min_wait": 0.001}, {"notify": False})
     """
 
-    label: str
-    library: str
-    url: str
     options: dict[str, Any] = field(default_factory=dict)
     connect: dict[str, Any] = field(default_factory=dict)
     goal: bool = False
@@ -117,35 +114,63 @@ def run_contender(contender: Contender, processes: int = PROCESSES, seconds: flo
     with tempfile.TemporaryDirectory(prefix="tenure-handoff-", dir=workdir) as tmp:
         outputs = [Path(tmp) / f"{index}.json" for index in range(processes)]
         spec = {**asdict(contender), "name": name, "seconds": seconds}
-        workers = [subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, text=True) for _ in outputs]
-        try:
-            for worker, out in zip(workers, outputs, strict=True):  # on stdin: may hold secrets
-                assert worker.stdin is not None
-                worker.stdin.write(json.dumps({**spec, "out": str(out)}) + "\n")
-                worker.stdin.flush()
-            wait_ready(workers, f"{contender.library} contender")
-            start = time.monotonic() + 0.05
-            for worker in workers:
-                assert worker.stdin is not None
-                worker.stdin.write(f"{start}\n")
-                worker.stdin.close()
-            for worker in workers:
-                if worker.wait(timeout=seconds + READY_TIMEOUT) != 0:
-                    raise RuntimeError(f"a {contender.library} contender exited with "
-                                       f"{worker.returncode}")
-        finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.kill()
-                    worker.wait()
-                if worker.stdout is not None:
-                    worker.stdout.close()
+        specs = [{**spec, "out": str(out)} for out in outputs]
+        with started_together(__file__, specs, f"{contender.library} contender") as workers:
+            wait_finished(workers, seconds + READY_TIMEOUT, f"{contender.library} contender")
         records = [(acquired, pid, releasing) for out in outputs
                    for pid, acquired, releasing in _read(out)]
     result = merge(contender.label, seconds, records)
     result.goal = contender.goal
     return result
+
+
+@contextmanager
+def started_together(script: str, specs: list[dict[str, Any]],
+                     what: str) -> Iterator[list[subprocess.Popen[str]]]:
+    """One `script --worker` process per spec (the spec on its stdin, as JSON: it may hold
+    secrets), all ready (see wait_ready), then told one start time 50 ms ahead on the
+    monotonic clock; those still running when the block ends are killed. `what` names a
+    worker in the errors.
+
+    Example::
+
+        with started_together(__file__, specs, "many-waiters worker") as workers:
+            wait_finished(workers, 30.0, "many-waiters worker")
+    """
+    workers = [subprocess.Popen([sys.executable, script, "--worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True) for _ in specs]
+    try:
+        for worker, spec in zip(workers, specs, strict=True):
+            assert worker.stdin is not None
+            worker.stdin.write(json.dumps(spec) + "\n")
+            worker.stdin.flush()
+        wait_ready(workers, what)
+        start = time.monotonic() + 0.05
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write(f"{start}\n")
+            worker.stdin.close()
+        yield workers
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+            if worker.stdout is not None:
+                worker.stdout.close()
+
+
+def wait_finished(workers: list[subprocess.Popen[str]], timeout: float, what: str) -> None:
+    """Wait for every worker to exit (`timeout` s each at most): RuntimeError naming `what`
+    when one exits with a failure.
+
+    Example::
+
+        wait_finished(workers, seconds + READY_TIMEOUT, "redis-py contender")
+    """
+    for worker in workers:
+        if worker.wait(timeout=timeout) != 0:
+            raise RuntimeError(f"a {what} exited with {worker.returncode}")
 
 
 def wait_ready(workers: list[subprocess.Popen[str]], what: str) -> None:

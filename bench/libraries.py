@@ -50,6 +50,21 @@ class PeerLock(Protocol):
 
 
 @dataclass
+class Row:
+    """One row of a benchmark's table: its `label`, and the library (one of open_library's)
+    it runs on the store at `url`.
+
+    Example::
+
+        Row("redis-py `Lock` (polls every 0.1 s)", "redis-py", "redis://127.0.0.1:6379/0")
+    """
+
+    label: str
+    library: str
+    url: str
+
+
+@dataclass
 class Library:
     """An opened library: `lock(name)` makes a lock on its one client, `close()` closes it.
 

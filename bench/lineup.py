@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from footprint import Footprint
+from libraries import Row
 from takeover import Taker
 
 TAKEOVER_TTL = 2.0  # seconds; the store's minimum where that is higher (azblob: 15 s)
@@ -24,7 +25,7 @@ NO_RENEWAL = "none built in: held without renewing"
 
 
 @dataclass
-class Entry:
+class Entry(Row):
     """One library on one store: how it waits (in the label), whether its lock expires, who
     renews it while held, and options for the memory run only (`memory_options`, e.g. turning a
     peer's own renewal on).
@@ -36,9 +37,6 @@ class Entry:
               memory_options={"auto_renewal": True})
     """
 
-    label: str
-    library: str
-    url: str
     options: dict[str, Any] = field(default_factory=dict)
     connect: dict[str, Any] = field(default_factory=dict)
     expires: bool = True

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from handoff import READY_TIMEOUT, percentile, wait_ready
+from handoff import READY_TIMEOUT, percentile, started_together, wait_finished
 
 TITLE = "Many waiters on one name"
 LABELS = {"mysql": "mysql:// (MariaDB)", "postgres": "postgresql://", "redis": "redis://"}
@@ -90,36 +89,17 @@ def measure(store: str, url: str, processes: int = PROCESSES, tasks: int = TASKS
     spec = {"url": url, "name": name, "tasks": tasks, "seconds": seconds, "timeout": timeout}
     with tempfile.TemporaryDirectory(prefix="tenure-crowd-") as tmp:
         outputs = [Path(tmp) / f"{index}.json" for index in range(processes)]
-        workers = [subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, text=True) for _ in outputs]
+        specs = [{**spec, "out": str(out)} for out in outputs]
         try:
-            for worker, out in zip(workers, outputs, strict=True):  # on stdin: may hold secrets
-                assert worker.stdin is not None
-                worker.stdin.write(json.dumps({**spec, "out": str(out)}) + "\n")
-                worker.stdin.flush()
-            wait_ready(workers, "many-waiters worker")
-            start = time.monotonic() + 0.05
-            for worker in workers:
-                assert worker.stdin is not None
-                worker.stdin.write(f"{start}\n")
-                worker.stdin.close()
-            for worker in workers:
-                if worker.wait(timeout=seconds + timeout + READY_TIMEOUT) != 0:
-                    raise RuntimeError(f"a worker exited with {worker.returncode}")
-            for out in outputs:
-                data = json.loads(out.read_text())
-                crowd.acquired += data["acquired"]
-                crowd.gave_up += data["gave_up"]
-            crowd.left_held = _held(url, name)
+            with started_together(__file__, specs, "many-waiters worker") as workers:
+                wait_finished(workers, seconds + timeout + READY_TIMEOUT, "worker")
+                for out in outputs:
+                    data = json.loads(out.read_text())
+                    crowd.acquired += data["acquired"]
+                    crowd.gave_up += data["gave_up"]
+                crowd.left_held = _held(url, name)
         except Exception as exc:
             crowd.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        finally:
-            for worker in workers:
-                if worker.poll() is None:
-                    worker.kill()
-                    worker.wait()
-                if worker.stdout is not None:
-                    worker.stdout.close()
     return crowd
 
 

@@ -38,7 +38,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from libraries import open_library
+from libraries import Row, open_library
 
 KILL_AFTER = 0.25  # seconds from the holder's acquire returning to the SIGKILL
 SETTLE = 0.1  # the waiter's first attempt fails and it waits, before the release
@@ -47,7 +47,7 @@ MODES = ("kill", "release")
 
 
 @dataclass
-class Taker:
+class Taker(Row):
     """One library's holder and waiter on one store.
 
     `ttl` is the lock's expiry (the library's own where it has one); `expires` says whether the
@@ -58,9 +58,6 @@ class Taker:
         Taker("redis-py `Lock` (polls every 0.1 s)", "redis-py", url, ttl=2.0)
     """
 
-    label: str
-    library: str
-    url: str
     ttl: float
     options: dict[str, Any] = field(default_factory=dict)
     connect: dict[str, Any] = field(default_factory=dict)
