@@ -404,6 +404,23 @@ async def test_a_released_lease_never_comes_back_after_data_loss(url: str, admin
         assert newer is not None and newer.token > grant.token
 
 
+async def test_a_release_that_could_not_reach_the_server_is_not_written_back(
+        server: RedisServer, url: str, admin: Any) -> None:
+    """A release that failed (the server was down) gives the lease up all the same: when the
+    server comes back without its data, the store's reclaim does not write it back (a ghost
+    that would refuse every other holder for a ttl; a quorum master killed while a late grant
+    was released held it so)."""
+    with tenure.connect(url) as store:
+        backend = store.backend
+        grant = first_grant_and_reclaim(backend, "given-up")
+        server.stop(graceful=False)
+        with pytest.raises(tenure.StoreUnavailable):
+            backend.release(grant)
+        server.start_again()
+        backend._reclaim()  # what the store's reader does once it reconnected
+        assert not admin.exists(name_keys(backend.prefix, "given-up").slot0)
+
+
 async def test_a_renewal_that_crossed_a_release_and_a_data_loss_frees_what_it_wrote_back(
         url: str, admin: Any) -> None:
     """A renewal sent before a release, and sent again (its connection broke) to a server that
