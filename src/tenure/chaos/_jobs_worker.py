@@ -26,36 +26,19 @@ Example (what the orchestrator runs)::
 from __future__ import annotations
 
 import json
-import os
-import random
-import signal
 import sys
-import threading
 import time
-import traceback
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import tenure
 from tenure.chaos._history import HistoryWriter
-from tenure.chaos._lifeline import watch_parent
-from tenure.chaos._oracle import OracleClient
-from tenure.chaos._worker import CONTROL_WAIT, log_renewals, wait_for_control
+from tenure.chaos._runner_process import Phase, run_process
+from tenure.chaos._worker import WorkloadChaos
 
 
-class JobsChaos:
+class JobsChaos(WorkloadChaos):
     """The job function and the requests the nemesis sends by signal."""
-
-    def __init__(self, settings: dict[str, Any], history: HistoryWriter,
-                 oracle: OracleClient) -> None:
-        self.settings = settings
-        self.history = history
-        self.oracle = oracle
-        self.random = random.Random(f"{settings['seed']}-{settings['number']}-{os.getpid()}")
-        self.pause_requested = False
-        self.hold_requested = False
-        self.lock = threading.Lock()  # the oracle connection is one socket
 
     def job(self, run: tenure.Run) -> None:
         """One run: read, work, check, write with the token; every step to the history."""
@@ -70,11 +53,7 @@ class JobsChaos:
                 self._hold(run, fields)
             time.sleep(self._work_seconds())
             run.check()
-            if self.pause_requested:
-                self.pause_requested = False
-                self.history.emit("info", "pause", **fields)
-                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
-                self.history.emit("info", "resume", **fields)
+            self.pause_if_requested(**fields)
             with self.lock:
                 accepted = self.oracle.write(run.job, 0, run.token, value + 1)
         except BaseException as exc:
@@ -129,60 +108,24 @@ def log_records(store: tenure.Store, history: HistoryWriter, skip_record: bool) 
         setattr(backend, "read_record", lambda name: None)  # noqa: B010
 
 
+def schedule(phase: Phase, chaos: JobsChaos) -> tuple[tenure.Worker, float]:
+    """The phase's Worker: `chaos.job` every `period` seconds, no retries (each period record
+    it writes recorded); it stops at the phase's end.
+
+    Example::
+
+        worker, stop_at = schedule(phase, JobsChaos(settings, history, oracle))
+    """
+    settings = phase.settings
+    log_records(phase.store, phase.history, bool(settings.get("skip_record")))
+    worker = tenure.Worker(phase.store, grace=settings["ttl"])
+    worker.every(timedelta(seconds=settings["period"]), name=phase.name,
+                 ttl=settings["ttl"], retries=0)(chaos.job)
+    return worker, phase.until
+
+
 def main(argv: list[str]) -> int:
-    watch_parent()  # exit soon after the chaos run, even one killed with SIGKILL
-    settings = json.loads(argv[0])
-    process = f"worker-{settings['number']}"
-    history = HistoryWriter(Path(settings["history"]), process)
-    oracle = OracleClient(settings["oracle_port"], process)
-    chaos = JobsChaos(settings, history, oracle)
-    signal.signal(signal.SIGUSR1, lambda *_: setattr(chaos, "pause_requested", True))
-    signal.signal(signal.SIGURG, lambda *_: setattr(chaos, "hold_requested", True))
-
-    def forget(*_: object) -> None:
-        chaos.pause_requested = chaos.hold_requested = False
-
-    signal.signal(signal.SIGUSR2, forget)
-    signal.signal(signal.SIGWINCH, signal.SIG_IGN)  # no fork in this workload
-    store = tenure.connect(settings["store"], holder=f"{process}:{os.getpid()}")
-    log_renewals(store, history)
-    log_records(store, history, bool(settings.get("skip_record")))
-    history.emit("info", "start")
-    control = wait_for_control(Path(settings["control"]), CONTROL_WAIT)
-    code = 0
-    try:
-        if control is not None:
-            phase = control["phases"][0]
-            worker = tenure.Worker(store, grace=settings["ttl"])
-            worker.every(timedelta(seconds=settings["period"]), name=phase["name"],
-                         ttl=settings["ttl"], retries=0)(chaos.job)
-            # The Worker stops cleanly on SIGTERM (its own handler, in run()).
-            stop = threading.Timer(max(0.0, phase["until"] - time.monotonic()),
-                                   os.kill, (os.getpid(), signal.SIGTERM))
-            stop.daemon = True
-            stop.start()
-            worker.run()
-    except BaseException as exc:  # the runner died: what the exits checker looks for
-        code = 1
-        history.emit("fail", "exit", error=f"{type(exc).__name__}: {exc}"[:500],
-                     detail=innermost_errors(exc))
-        traceback.print_exc()
-    finally:
-        try:
-            store.close()
-        except tenure.TenureError as exc:
-            history.emit("fail", "close", error=type(exc).__name__)
-        history.emit("info", "stop", code=code)
-        oracle.close()
-    return code
-
-
-def innermost_errors(exc: BaseException) -> list[str]:
-    """The innermost exceptions of an exception group (or the exception), as short text."""
-    inner = getattr(exc, "exceptions", None)
-    if not inner:
-        return [f"{type(exc).__name__}: {exc}"[:300]]
-    return [leaf for each in inner for leaf in innermost_errors(each)][:5]
+    return run_process(argv, JobsChaos, schedule)
 
 
 if __name__ == "__main__":

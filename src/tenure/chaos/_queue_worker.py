@@ -24,24 +24,15 @@ Example (what the orchestrator runs)::
 
 from __future__ import annotations
 
-import json
-import os
-import random
-import signal
 import sys
-import threading
 import time
-import traceback
-from pathlib import Path
 from typing import Any
 
 import tenure
 from tenure.chaos._history import HistoryWriter
-from tenure.chaos._jobs_worker import innermost_errors
-from tenure.chaos._lifeline import watch_parent
-from tenure.chaos._oracle import OracleClient
 from tenure.chaos._producer import number_of, open_source
-from tenure.chaos._worker import CONTROL_WAIT, log_renewals, wait_for_control
+from tenure.chaos._runner_process import Phase, run_process
+from tenure.chaos._worker import WorkloadChaos
 from tenure.queues import QueueMessage
 
 DRAIN = 30.0  # seconds past the phase's end a worker goes on, unless told to stop earlier
@@ -99,18 +90,8 @@ class RecordedSource:
         self.history.emit("ok", f, **ident)
 
 
-class QueueChaos:
+class QueueChaos(WorkloadChaos):
     """The handler and the requests the nemesis sends by signal."""
-
-    def __init__(self, settings: dict[str, Any], history: HistoryWriter,
-                 oracle: OracleClient) -> None:
-        self.settings = settings
-        self.history = history
-        self.oracle = oracle
-        self.random = random.Random(f"{settings['seed']}-{settings['number']}-{os.getpid()}")
-        self.pause_requested = False
-        self.hold_requested = False
-        self.lock = threading.Lock()  # one oracle connection, several handler threads
 
     def handle(self, message: QueueMessage) -> None:
         """Read the key's counter, work, check, write it + 1 with the key lock's token."""
@@ -131,11 +112,7 @@ class QueueChaos:
                 self._hold(message, fields)
             time.sleep(self.random.uniform(0.01, 0.08))
             message.check()
-            if self.pause_requested:
-                self.pause_requested = False
-                self.history.emit("info", "pause", **fields)
-                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
-                self.history.emit("info", "resume", **fields)
+            self.pause_if_requested(**fields)
             with self.lock:
                 accepted = self.oracle.write(name, 0, fields["token"], value + 1)
         except BaseException as exc:
@@ -157,55 +134,27 @@ def _deadline(lease: Any) -> dict[str, Any]:
     return {} if lease is None else {"deadline": lease.deadline}
 
 
+def consume(phase: Phase, chaos: QueueChaos) -> tuple[tenure.Worker, float]:
+    """The phase's Worker: `chaos.handle` on the run's queue (recorded), keyed when the run
+    locks keys; it stops DRAIN seconds after the phase's end at the latest.
+
+    Example::
+
+        worker, stop_at = consume(phase, QueueChaos(settings, history, oracle))
+    """
+    settings = phase.settings
+    url = settings["queue_url"]
+    queue = open_source(url, phase.name) if url.startswith("azqueue:") else \
+        open_source(url, phase.name, pool_size=4)
+    source = RecordedSource(queue, phase.history)
+    worker = tenure.Worker(phase.store, grace=settings["ttl"])
+    worker.queue(source, name=phase.name, scope="key" if settings["key_lock"] else None,
+                 **queue_options(settings))(chaos.handle)
+    return worker, phase.until + DRAIN
+
+
 def main(argv: list[str]) -> int:
-    watch_parent()  # exit soon after the chaos run, even one killed with SIGKILL
-    settings = json.loads(argv[0])
-    process = f"worker-{settings['number']}"
-    history = HistoryWriter(Path(settings["history"]), process)
-    oracle = OracleClient(settings["oracle_port"], process)
-    chaos = QueueChaos(settings, history, oracle)
-    signal.signal(signal.SIGUSR1, lambda *_: setattr(chaos, "pause_requested", True))
-    signal.signal(signal.SIGURG, lambda *_: setattr(chaos, "hold_requested", True))
-
-    def forget(*_: object) -> None:
-        chaos.pause_requested = chaos.hold_requested = False
-
-    signal.signal(signal.SIGUSR2, forget)
-    signal.signal(signal.SIGWINCH, signal.SIG_IGN)  # no fork in this workload
-    store = tenure.connect(settings["store"], holder=f"{process}:{os.getpid()}")
-    log_renewals(store, history)
-    history.emit("info", "start")
-    control = wait_for_control(Path(settings["control"]), CONTROL_WAIT)
-    code = 0
-    try:
-        if control is not None:
-            phase = control["phases"][0]
-            url = settings["queue_url"]
-            queue = open_source(url, phase["name"]) if url.startswith("azqueue:") else \
-                open_source(url, phase["name"], pool_size=4)
-            source = RecordedSource(queue, history)
-            worker = tenure.Worker(store, grace=settings["ttl"])
-            worker.queue(source, name=phase["name"],
-                         scope="key" if settings["key_lock"] else None,
-                         **queue_options(settings))(chaos.handle)
-            stop = threading.Timer(max(0.0, phase["until"] + DRAIN - time.monotonic()),
-                                   os.kill, (os.getpid(), signal.SIGTERM))
-            stop.daemon = True
-            stop.start()
-            worker.run()
-    except BaseException as exc:  # the runner died: what the exits checker looks for
-        code = 1
-        history.emit("fail", "exit", error=f"{type(exc).__name__}: {exc}"[:500],
-                     detail=innermost_errors(exc))
-        traceback.print_exc()
-    finally:
-        try:
-            store.close()
-        except tenure.TenureError as exc:
-            history.emit("fail", "close", error=type(exc).__name__)
-        history.emit("info", "stop", code=code)
-        oracle.close()
-    return code
+    return run_process(argv, QueueChaos, consume)
 
 
 if __name__ == "__main__":

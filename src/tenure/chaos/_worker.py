@@ -40,9 +40,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import tenure
 from tenure.chaos._history import HistoryWriter
@@ -52,8 +52,16 @@ from tenure.chaos._oracle import OracleClient
 CONTROL_WAIT = 60.0  # how long a worker waits for the control file before giving up
 
 
-class ChaosWorker:
-    """The worker's loop and its history."""
+class WorkloadChaos:
+    """The state a workload's worker shares with the signal handlers: the requests the
+    nemesis sent, the run's random numbers, and the oracle (one socket, behind `lock` where
+    several threads call it).
+
+    Example::
+
+        chaos = WorkloadChaos(settings, history, oracle)
+        signal.signal(signal.SIGUSR1, lambda *_: setattr(chaos, "pause_requested", True))
+    """
 
     def __init__(self, settings: dict[str, Any], history: HistoryWriter,
                  oracle: OracleClient) -> None:
@@ -62,12 +70,50 @@ class ChaosWorker:
         self.oracle = oracle
         self.random = random.Random(f"{settings['seed']}-{settings['number']}-{os.getpid()}")
         self.pause_requested = False
-        self.fork_requested = False
         self.hold_requested = False
+        self.lock = threading.Lock()
+
+    def forget_requests(self) -> None:
+        """Forget the nemesis' requests not yet carried out (SIGUSR2).
+
+        Example::
+
+            signal.signal(signal.SIGUSR2, lambda *_: chaos.forget_requests())
+        """
+        self.pause_requested = self.hold_requested = False
+
+    def pause_if_requested(self, **fields: Any) -> None:
+        """When the nemesis asked for a pause (SIGUSR1), stop this thread here (SIGSTOP) until
+        the orchestrator's SIGCONT: right before the write, the worst moment for a GC pause.
+
+        Example::
+
+            chaos.pause_if_requested(name=name, slot=0, token=token)
+        """
+        if self.pause_requested:
+            self.pause_requested = False
+            self.history.emit("info", "pause", **fields)
+            # To this thread, not the process: a process-wide SIGSTOP may be taken by the
+            # renewal thread while this one goes on to write. The orchestrator sends SIGCONT.
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+            self.history.emit("info", "resume", **fields)
+
+
+class ChaosWorker(WorkloadChaos):
+    """The worker's loop and its history."""
+
+    def __init__(self, settings: dict[str, Any], history: HistoryWriter,
+                 oracle: OracleClient) -> None:
+        super().__init__(settings, history, oracle)
+        self.fork_requested = False
         self.told: set[int] = set()  # tokens of the leases on_lost was called for
         self.stopping = False
         self.pid = os.getpid()  # a forked child runs none of this process's cleanups
         self.store: tenure.Store | None = None
+
+    def forget_requests(self) -> None:
+        super().forget_requests()
+        self.fork_requested = False
 
     def run(self, store: tenure.Store, phases: Sequence[dict[str, Any]]) -> None:
         self.store = store
@@ -109,14 +155,7 @@ class ChaosWorker:
                 self.history.emit("info", "skip-write", name=name, slot=lease.slot,
                                   token=lease.token, reason="lease lost before the write")
                 return
-            if self.pause_requested:
-                self.pause_requested = False
-                self.history.emit("info", "pause", name=name, slot=lease.slot, token=lease.token)
-                # To this thread, not the process: a process-wide SIGSTOP may be taken by the
-                # renewal thread while this one goes on to write. The orchestrator sends SIGCONT.
-                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
-                self.history.emit("info", "resume", name=name, slot=lease.slot,
-                                  token=lease.token)
+            self.pause_if_requested(name=name, slot=lease.slot, token=lease.token)
             self.oracle.write(name, lease.slot, lease.token, value + 1)
         finally:
             if os.getpid() == self.pid:  # a forked child exits through here: not its lease
@@ -229,38 +268,73 @@ def wait_for_control(path: Path, timeout: float) -> dict[str, Any] | None:
     return None
 
 
-def main(argv: list[str]) -> int:
+Chaos = TypeVar("Chaos", bound=WorkloadChaos)
+
+
+def start_process(argv: list[str],
+                  make_chaos: Callable[[dict[str, Any], HistoryWriter, OracleClient], Chaos],
+                  ) -> Chaos:
+    """A workload's worker process begins: it dies with the chaos run, reads its settings
+    (argv[0], JSON), opens its history and the oracle, and takes the nemesis' requests by
+    signal (SIGUSR1 pause, SIGURG hold, SIGUSR2 forget) into the state `make_chaos` builds.
+
+    Example::
+
+        worker = start_process(sys.argv[1:], ChaosWorker)
+    """
     watch_parent()  # exit soon after the chaos run, even one killed with SIGKILL
     settings = json.loads(argv[0])
     process = f"worker-{settings['number']}"
-    history = HistoryWriter(Path(settings["history"]), process)
-    oracle = OracleClient(settings["oracle_port"], process)
-    worker = ChaosWorker(settings, history, oracle)
-    signal.signal(signal.SIGUSR1, lambda *_: setattr(worker, "pause_requested", True))
-    signal.signal(signal.SIGWINCH, lambda *_: setattr(worker, "fork_requested", True))
+    chaos = make_chaos(settings, HistoryWriter(Path(settings["history"]), process),
+                       OracleClient(settings["oracle_port"], process))
+    signal.signal(signal.SIGUSR1, lambda *_: setattr(chaos, "pause_requested", True))
+    signal.signal(signal.SIGURG, lambda *_: setattr(chaos, "hold_requested", True))
+    signal.signal(signal.SIGUSR2, lambda *_: chaos.forget_requests())
+    return chaos
 
-    signal.signal(signal.SIGURG, lambda *_: setattr(worker, "hold_requested", True))
 
-    def forget(*_: object) -> None:
-        worker.pause_requested = worker.fork_requested = worker.hold_requested = False
+def connect_and_wait(chaos: WorkloadChaos) -> tuple[tenure.Store, dict[str, Any] | None]:
+    """The process's store (renewals recorded) and the run's control file (None when it did
+    not come within CONTROL_WAIT).
 
-    signal.signal(signal.SIGUSR2, forget)
-    signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "stopping", True))
-    store = tenure.connect(settings["store"], holder=f"{process}:{os.getpid()}")
+    Example::
+
+        store, control = connect_and_wait(worker)
+    """
+    settings, history = chaos.settings, chaos.history
+    store = tenure.connect(settings["store"], holder=f"worker-{settings['number']}:{os.getpid()}")
     log_renewals(store, history)
     history.emit("info", "start")
-    control = wait_for_control(Path(settings["control"]), CONTROL_WAIT)
+    return store, wait_for_control(Path(settings["control"]), CONTROL_WAIT)
+
+
+def close_process(chaos: WorkloadChaos, store: tenure.Store, **stop: Any) -> None:
+    """Close the store (a failure recorded), record `stop` (with `stop`'s fields), close the
+    oracle.
+
+    Example::
+
+        close_process(worker, store, code=0)
+    """
+    try:
+        store.close()
+    except tenure.TenureError as exc:
+        chaos.history.emit("fail", "close", error=type(exc).__name__)
+    chaos.history.emit("info", "stop", **stop)
+    chaos.oracle.close()
+
+
+def main(argv: list[str]) -> int:
+    worker = start_process(argv, ChaosWorker)
+    signal.signal(signal.SIGWINCH, lambda *_: setattr(worker, "fork_requested", True))
+    signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "stopping", True))
+    store, control = connect_and_wait(worker)
     try:
         if control is not None:
             worker.run(store, control["phases"])
     finally:
         if os.getpid() == worker.pid:  # a forked child leaves all of this to its parent
-            try:
-                store.close()
-            except tenure.TenureError as exc:
-                history.emit("fail", "close", error=type(exc).__name__)
-            history.emit("info", "stop")
-            oracle.close()
+            close_process(worker, store)
     return 0
 
 
