@@ -27,7 +27,7 @@ from waiting import wait_until
 
 import tenure
 from tenure import outbox
-from tenure.exactly_once import _outbox as outbox_module
+from tenure.exactly_once import _relay as relay_module
 from tenure.outbox import Inbox, OutboxMessage, Relay
 
 __all__ = ["children", "db_url", "engine"]  # fixtures used by the tests below
@@ -162,7 +162,7 @@ def test_competing_relays_without_skip_locked(engine: sa.Engine,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """MySQL before 8.0.1 and MariaDB before 10.6 have no SKIP LOCKED: the relays' FOR UPDATE
     then waits for each other's claims, and the outcome is the same."""
-    monkeypatch.setattr(outbox_module, "_skip_locked", lambda dialect: False)
+    monkeypatch.setattr(relay_module, "_skip_locked", lambda dialect: False)
     compete(engine)
 
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra
+from tenure._lazy import warn_renamed
 from tenure._timing import to_seconds
 
 try:
@@ -30,8 +31,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
     raise MissingExtra("tenure.claims, tenure.idempotency and tenure.outbox need SQLAlchemy 2: "
                        "install tenure[sql] (pip install 'tenure[sql]')") from exc
 
-__all__ = ["Bind", "Connection", "Engine", "db_now", "epoch_column", "insert_if_absent",
-           "positive_seconds", "sa", "transaction"]
+__all__ = ["Bind", "Connection", "Engine", "OwnTable", "db_now", "epoch_column",
+           "insert_if_absent", "positive_seconds", "sa", "transaction"]
 
 Bind = Any  # Engine | Connection | sqlalchemy.orm.Session (kept loose: the ORM is optional)
 
@@ -189,3 +190,40 @@ def check_table(table: object, columns: tuple[str, ...], argument: str, fix: str
         raise InvalidArgument(f"{argument} {table.name!r} lacks column(s) {', '.join(missing)}: "
                               f"{fix}")
     return table
+
+
+class OwnTable:
+    """A class whose rows live in one table of its own, `table`, which `create_tables` creates
+    when it is missing (or your migrations do).
+
+    Example::
+
+        class Inbox(OwnTable):
+            def __init__(self) -> None:
+                self.table = sa.Table("tenure_inbox", sa.MetaData(), ...)
+
+        Inbox().create_tables(engine)
+    """
+
+    table: sa.Table
+
+    def create_tables(self, bind: Bind) -> None:
+        """Create the table if missing (or use your migrations).
+
+        Example::
+
+            outbox.create_tables(engine)
+        """
+        with transaction(bind, "bind") as conn:
+            self.table.create(conn, checkfirst=True)
+
+    def create_table(self, bind: Bind) -> None:
+        """Deprecated spelling of `create_tables`.
+
+        Example::
+
+            outbox.create_tables(engine)   # instead of outbox.create_table(engine)
+        """
+        kind = type(self).__name__
+        warn_renamed(f"{kind}.create_table()", f"{kind}.create_tables()")
+        self.create_tables(bind)
