@@ -30,6 +30,8 @@ from tenure.exactly_once._sql import (
     transaction,
 )
 
+__all__ = ["Inbox"]
+
 
 class Inbox(OwnTable):
     """A consumer's memory of the message ids it processed (default table `tenure_inbox`), so a

@@ -31,6 +31,9 @@ from tenure.exactly_once._sql import (
     transaction,
 )
 
+__all__ = ["DEAD", "DEFAULT", "DELIVERED", "MAX_ERROR_CHARS", "PENDING", "DeadLetter", "Outbox",
+           "OutboxMessage", "OutboxSummary", "add", "checked_text", "create_tables", "summary"]
+
 PENDING = "pending"
 DELIVERED = "delivered"
 DEAD = "dead"

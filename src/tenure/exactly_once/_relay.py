@@ -49,6 +49,8 @@ from tenure.exactly_once._sql import (
     sa,
 )
 
+__all__ = ["Relay", "RelayCounts", "RelayStats"]
+
 log = logging.getLogger("tenure.outbox")
 
 _meter = metrics.get_meter("tenure")
