@@ -67,6 +67,19 @@ class QueueMessage:
         self._body: Any = _NOT_PARSED
         self._stop_reason: str | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        # What travels: the text, ids and scope. The parsed body is parsed again, and the lease
+        # stays with the process that holds it (it cannot act for another one).
+        return {"id": self.id, "text": self.text, "dequeue_count": self.dequeue_count,
+                "receipt": self.receipt, "scope_key": self.scope_key}
+
+    def __setstate__(self, state: Any) -> None:
+        if isinstance(state, tuple):  # pickled before __getstate__: (None, slot values)
+            state = state[1]
+        self.__init__(state["id"], state["text"], state["dequeue_count"],  # type: ignore[misc]
+                      state.get("receipt"))
+        self.scope_key = state.get("scope_key")
+
     def __repr__(self) -> str:
         return (f"<QueueMessage id={self.id!r} dequeue_count={self.dequeue_count} "
                 f"scope_key={self.scope_key!r}>")
