@@ -1,0 +1,273 @@
+# GENERATED from src/tenure/_async/stores/sqlite/_connections.py by scripts/unasync.py: do not edit.
+"""The sqlite:// store's connections: opened with its pragmas (WAL journal, `synchronous`, busy
+timeout), pooled rather than tied to threads, left to the parent after fork(), and the reads
+that must create nothing (a listing of a path with no database, or of a database this process
+may only read).
+
+Example::
+
+    class Store(SQLiteConnections):
+        def count(self) -> int:
+            return self._on_connection("count", "", lambda db: 1)
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tenure import _forks
+from tenure._sync.stores._protocol import closed_store
+from tenure._sync.stores.sqlite._failures import store_failure
+from tenure._sync.stores.sqlite._settings import database_path, synchronous_pragma
+from tenure._sync.stores.sqlite._sql import HAS_LEASE_TABLE, PROBE_LEASE_TABLE, SCHEMA
+from tenure._errors import StoreUnavailable
+from tenure._urls import local_url
+
+T = TypeVar("T")
+
+# Connections a forked child inherited: never used, and never closed either (closing one may
+# checkpoint or unlink the parent's WAL); kept here so that garbage collection leaves them be.
+_INHERITED: list[sqlite3.Connection] = []
+
+
+def _read_only(exc: sqlite3.Error) -> bool:
+    return "readonly database" in str(exc).lower()
+
+
+def _identity(path: Path) -> tuple[int, int, int]:
+    """What changes when a file is written or replaced."""
+    stat = path.stat()
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+@contextmanager
+def immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction that takes the write lock up front, so its reads stay valid.
+
+    Example::
+
+        with immediate(db):
+            rows = db.execute(SLOTS, (name,)).fetchall()
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+class SQLiteConnections:
+    """The pool of connections to one database file, and what a failure there means.
+
+    Example::
+
+        connections = SQLiteConnections("/var/lib/app/locks.db")
+        rows = connections._query("SELECT 1", ())
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "normal",
+                 busy_timeout: float | str = 5.0) -> None:
+        self._synchronous = synchronous_pragma(synchronous)
+        self.path = database_path(path)
+        self.url = local_url("sqlite", str(self.path))
+        self._busy_ms = int(float(busy_timeout) * 1000)
+        # Connections are pooled, not tied to threads: any thread may use an idle one, so the
+        # pool only grows to the number of concurrent calls (worker threads come and go).
+        self._idle: list[sqlite3.Connection] = []
+        self._all: list[sqlite3.Connection] = []
+        self._mutex = threading.Lock()
+        self._closed = False
+        _forks.in_child_after_fork(self, type(self)._start_afresh_in_child)
+
+    def _start_afresh_in_child(self) -> None:
+        """After fork(): the parent's connections stay the parent's (SQLite forbids using one
+        across fork); the child opens its own on first use."""
+        _INHERITED.extend(self._all)
+        self._idle, self._all = [], []
+        self._mutex = threading.Lock()
+
+    # Each operation takes an idle connection (or opens one), runs and gives it back, through a
+    # plain call rather than a context manager: this is the whole cost of a cycle besides SQLite.
+
+    def _on_connection(self, operation: str, name: str,
+                       work: Callable[..., T], *arguments: object) -> T:
+        """`work(db, *arguments)` on a pooled connection; a failure of SQLite or the file
+        system raised as the store's error for `operation` on `name`."""
+        try:
+            db = self._take()
+            try:
+                return work(db, *arguments)
+            finally:
+                self._give_back(db)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure(operation, name, exc) from exc
+
+    def _take(self) -> sqlite3.Connection:
+        try:
+            return self._idle.pop()
+        except IndexError:  # none idle (also when another thread took the last one)
+            return self._open()
+
+    def _give_back(self, db: sqlite3.Connection) -> None:
+        """Return a connection to the pool, or close it when close() ran while it was in use
+        (close() closes only idle connections: closing one that another thread is using
+        crashes the interpreter)."""
+        with self._mutex:
+            if not self._closed:
+                self._idle.append(db)
+                return
+            with suppress(ValueError):
+                self._all.remove(db)
+        db.close()
+
+    def _open(self) -> sqlite3.Connection:
+        if self._closed:
+            raise closed_store(self.url)
+        self._check_directory()
+        connection = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_ms / 1000
+        )
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            connection.execute(f"PRAGMA synchronous = {self._synchronous}")
+            self._initialize(connection)
+        except sqlite3.OperationalError as exc:
+            connection.close()
+            if not _read_only(exc):
+                raise
+            # A file this process may only read (an operator listing an application's
+            # store): reads work when its -wal and -shm files exist; writes are refused.
+            connection = self._connect_uri("mode=ro")
+            try:
+                connection.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                connection.execute(PROBE_LEASE_TABLE)
+            except sqlite3.Error:
+                connection.close()
+                raise
+        with self._mutex:
+            self._all.append(connection)
+        return connection
+
+    def _check_directory(self) -> None:
+        """Refuse a missing directory rather than create it: a path that means another place
+        than the user thinks (sqlite:///var/... is relative) must not split the leases
+        between two databases silently."""
+        directory = self.path.parent
+        if not directory.is_dir():
+            code = errno.ENOTDIR if directory.exists() else errno.ENOENT
+            raise OSError(code, os.strerror(code), str(directory))
+
+    def _connect_uri(self, options: str) -> sqlite3.Connection:
+        uri = f"{self.path.absolute().as_uri()}?{options}"
+        return sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False,
+                               timeout=self._busy_ms / 1000)
+
+    def _initialize(self, connection: sqlite3.Connection) -> None:
+        """Switch a new database to WAL and create the table. Switching the journal mode does
+        not wait on SQLite's busy handler, so processes opening a new file at once retry here."""
+        deadline = time.monotonic() + self._busy_ms / 1000
+        for attempt in itertools.count():
+            try:
+                if connection.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    connection.execute("PRAGMA journal_mode = WAL")
+                for statement in SCHEMA:
+                    connection.execute(statement)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    connection.close()
+                    raise
+                time.sleep(min(0.001 * 2**attempt, 0.05))  # runs in a worker thread when async
+
+    def _query(self, statement: str, parameters: Sequence[object]) -> list[tuple[Any, ...]]:
+        """The rows of one read, on a pooled connection or, when the database is read-only for
+        this process and SQLite cannot open it so (see _snapshot), on a snapshot of the file;
+        none when the database has no lease table (see _has_tables)."""
+        if not self._has_tables():
+            return []
+        try:
+            db = self._take()
+        except sqlite3.OperationalError as exc:
+            if not _read_only(exc):
+                raise
+            return self._snapshot(statement, parameters, exc)
+        try:
+            return db.execute(statement, parameters).fetchall()
+        finally:
+            self._give_back(db)
+
+    def _has_tables(self) -> bool:
+        """Whether the database may hold leases, found without creating anything: a read (a
+        listing, an operator's `tenure locks`) must leave a path with no database, or an
+        application's own database without tenure's tables, as it is. True once this store
+        opened a connection (which made the tables), and whenever the look fails: the read
+        then runs as usual and says what is wrong (a missing directory, not a database...)."""
+        if self._all or self._closed or not self.path.parent.is_dir():
+            return True
+        if not self.path.exists():
+            return False
+        try:
+            probe = self._connect_uri("mode=ro")
+        except sqlite3.Error:
+            return True
+        try:
+            found = probe.execute(HAS_LEASE_TABLE).fetchone()[0]
+        except sqlite3.Error:
+            return True
+        finally:
+            probe.close()
+        return bool(found)
+
+    def _snapshot(self, statement: str, parameters: Sequence[object],
+                  refused: sqlite3.OperationalError) -> list[tuple[Any, ...]]:
+        """Read a WAL database when this process can write neither the file nor its directory
+        and no -shm file exists: SQLite cannot create one, so even a read-only connection
+        fails. With no -wal file no connection is open and every commit is in the file
+        itself, which is then read as immutable; the rows are kept only if the file did not
+        change meanwhile (a writer that starts creates the -wal file first)."""
+        wal = Path(f"{self.path}-wal")
+        for _attempt in range(3):
+            if wal.exists():  # a writer is active: its -shm is needed, missing or unreadable
+                break
+            before = _identity(self.path)
+            connection = self._connect_uri("immutable=1")
+            try:
+                rows = connection.execute(statement, parameters).fetchall()
+            finally:
+                connection.close()
+            if not wal.exists() and _identity(self.path) == before:
+                return rows
+        raise refused
+
+    def _failure(self, operation: str, name: str, exc: Exception) -> StoreUnavailable:
+        """One clear error for a failure of SQLite or the file system (see store_failure);
+        a closed store's, once close() came."""
+        if self._closed:  # also a call that was running when close() came
+            return closed_store(self.url, operation, name)
+        return store_failure(self.url, self.path, operation, name, exc)
+
+    def close(self) -> None:
+        """Close the idle connections now and the others when given back; later calls are
+        refused as calls of a closed store.
+
+        Example::
+
+            backend.close()
+        """
+        with self._mutex:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._all = [db for db in self._all if db not in idle]  # in use: closed when back
+        for connection in idle:
+            connection.close()

@@ -1,0 +1,208 @@
+# GENERATED from src/tenure/_async/stores/sqlite/_leases.py by scripts/unasync.py: do not edit.
+"""SQLiteStore: the lease operations of the sqlite:// store. A lock is taken and released
+with ONE autocommit statement each; a semaphore's slot is chosen in a write transaction;
+expiry is this host's monotonic clock together with its boot id.
+
+Example::
+
+    backend = SQLiteStore("/var/lib/app/locks.db")
+    grant = backend.try_acquire("job", "worker-1", 30.0, 1)
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+import sqlite3
+import threading
+from collections.abc import Sequence
+from contextlib import suppress
+from datetime import datetime, timedelta, timezone
+
+from tenure._sync import _shim
+from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores.sqlite._connections import immediate
+from tenure._sync.stores.sqlite._records import SQLiteRecords
+from tenure._sync.stores.sqlite._sql import (
+    ACQUIRE_LOCK,
+    BREAK,
+    LEASE_ID,
+    LIST,
+    RELEASE,
+    RENEW,
+    SLOTS,
+    TAKE_SLOT,
+    with_prefix,
+)
+from tenure._errors import StoreUnavailable
+from tenure._hostclock import BOOT_ID, host_monotonic, wall_us
+from tenure._timing import next_token
+from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+
+
+class _Attempt:
+    """One acquire's grant, handed from its worker thread to its caller, or freed when the
+    caller is gone (cancelled) by then."""
+
+    __slots__ = ("_abandoned", "_grant", "_mutex")
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._grant: Grant | None = None
+        self._abandoned = False
+
+    def answer(self, grant: Grant) -> bool:
+        """From the worker: False when the caller already gave up (free the grant then)."""
+        with self._mutex:
+            self._grant = grant
+            return not self._abandoned
+
+    def abandon(self) -> Grant | None:
+        """From the cancelled caller: the grant already taken, which the caller must free."""
+        with self._mutex:
+            self._abandoned = True
+            return self._grant
+
+
+class SQLiteStore(SQLiteRecords, Backend):
+    """Leases in a SQLite database file shared by the processes of one host.
+
+    `path` is made absolute at once, against the working directory; its directory must exist.
+
+    Example::
+
+        backend = SQLiteStore("/var/lib/app/locks.db")
+        store = tenure.connect(backend)
+    """
+
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "normal",
+                 busy_timeout: float | str = 5.0) -> None:
+        self._ids = itertools.count()
+        self._id_prefix = secrets.token_hex(6)
+        super().__init__(path, synchronous=synchronous, busy_timeout=busy_timeout)
+
+    def _start_afresh_in_child(self) -> None:
+        super()._start_afresh_in_child()
+        self._id_prefix = secrets.token_hex(6)  # lease ids stay unique between the two
+
+    def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        # The statement runs in a worker thread that a cancelled caller cannot stop: whichever
+        # of the two comes second (the thread's answer, or the caller's cancellation) frees
+        # the grant, so a cancelled acquire never leaves a lease nobody owns.
+        attempt = _Attempt()
+        try:
+            grant: Grant | None = _shim.offload(self._acquire_for, attempt, name, holder,
+                                                      ttl, limit)
+        except BaseException:
+            orphan = attempt.abandon()
+            if orphan is not None:
+                _shim.start_soon(self._release_quietly, orphan)
+            raise
+        return grant
+
+    def _acquire_for(self, attempt: _Attempt, name: str, holder: str, ttl: float,
+                     limit: int) -> Grant | None:
+        grant: Grant | None = self._on_connection("acquire", name, self._acquire_in, name,
+                                                  holder, ttl, limit)
+        if grant is not None and not attempt.answer(grant):
+            self._release_now(grant)  # the caller was cancelled meanwhile
+            return None
+        return grant
+
+    def _release_quietly(self, grant: Grant) -> None:
+        with suppress(StoreUnavailable):  # best effort: else the lease expires by itself
+            self.release(grant)
+
+    def _acquire_in(self, db: sqlite3.Connection, name: str, holder: str, ttl: float,
+                    limit: int) -> Grant | None:
+        lease_id = f"{self._id_prefix}{next(self._ids)}"
+        now = host_monotonic()
+        if limit == 1:
+            # fetchall, not fetchone: step the statement to its end so the write commits now
+            returned = db.execute(ACQUIRE_LOCK, (name, holder, lease_id, wall_us(), BOOT_ID,
+                                                 now + ttl, now)).fetchall()
+            if not returned:
+                return None
+            token: int = returned[0][0]
+            return Grant(name, 0, holder, lease_id, token, name)
+        with immediate(db):
+            rows = db.execute(SLOTS, (name,)).fetchall()
+            live = {slot for slot, _, boot, expires in rows if boot == BOOT_ID and expires > now}
+            free = next((slot for slot in range(limit) if slot not in live), None)
+            if free is None:
+                return None
+            stored: int | None = max((row[1] for row in rows), default=None)
+            same_boot = all(row[2] == BOOT_ID for row in rows)
+            token = next_token(stored, same_boot, wall_us())
+            db.execute(TAKE_SLOT, (name, free, holder, lease_id, token, BOOT_ID, now + ttl))
+            return Grant(name, free, holder, lease_id, token, name)
+
+    def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
+        results: list[Grant | LostReason] = _shim.offload(
+            self._on_connection, "renewal", label, _renew_in, grants, ttl)
+        return results
+
+    def release(self, grant: Grant) -> bool:
+        released: bool = _shim.offload(self._release_now, grant)
+        return released
+
+    def _release_now(self, grant: Grant) -> bool:
+        released: bool = self._on_connection("release", grant.name, _release_in, grant)
+        return released
+
+    def break_lease(self, name: str) -> int:
+        broken: int = _shim.offload(self._on_connection, "break", name, _break_in, name)
+        return broken
+
+    def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        found: list[LeaseInfo] = _shim.offload(self._leases_now, prefix)
+        return found
+
+    def _leases_now(self, prefix: str) -> list[LeaseInfo]:
+        try:
+            now = host_monotonic()
+            wall_now = datetime.now(timezone.utc)
+            rows = self._query(*with_prefix(LIST, (BOOT_ID, now), prefix))
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure("listing", prefix, exc) from exc
+        return [
+            LeaseInfo(name, holder, token, wall_now + timedelta(seconds=expires - now), slot)
+            for name, slot, holder, token, expires in rows
+        ]
+
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
+        _shim.sleep(timeout)  # SQLite has no notifications; the core polls with backoff
+
+
+def _renew_in(db: sqlite3.Connection, grants: Sequence[Grant],
+              ttl: float) -> list[Grant | LostReason]:
+    results: list[Grant | LostReason] = []
+    with immediate(db):
+        now = host_monotonic()
+        for grant in grants:
+            renewed = db.execute(RENEW, (now + ttl, grant.name, grant.slot, grant.lease_id,
+                                         BOOT_ID, now)).rowcount
+            results.append(grant if renewed else _why_lost(db, grant))
+    return results
+
+
+def _why_lost(db: sqlite3.Connection, grant: Grant) -> LostReason:
+    row = db.execute(LEASE_ID, (grant.name, grant.slot)).fetchone()
+    if row is None or row[0] == "":
+        return LostReason.BROKEN
+    return LostReason.TAKEN if row[0] != grant.lease_id else LostReason.EXPIRED
+
+
+def _release_in(db: sqlite3.Connection, grant: Grant) -> bool:
+    cursor = db.execute(RELEASE, (grant.name, grant.slot, grant.lease_id, BOOT_ID,
+                                  host_monotonic()))
+    return bool(cursor.rowcount == 1)
+
+
+def _break_in(db: sqlite3.Connection, name: str) -> int:
+    return int(db.execute(BREAK, (name, BOOT_ID, host_monotonic())).rowcount)
