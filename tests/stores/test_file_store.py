@@ -6,8 +6,8 @@ lowered RLIMIT_NOFILE (one descriptor per lease) and relative directories resolv
 Some interleavings are forced rather than hoped for: a break is paused inside `os.rename` (the
 step that puts its copy in place), an acquire between its check of the "replaced" mark and its
 record write (by wrapping the store's `_tail` helper, which runs there), and a waiting break where
-it sleeps between tries of the break guard (the file module's `_shim.sleep`). These are hooks
-into the store's internals, used only to stop a thread at a known point.
+it sleeps between tries of the break guard (the `_shim.sleep` of the store's `_leases` module).
+These are hooks into the store's internals, used only to stop a thread at a known point.
 """
 
 from __future__ import annotations
@@ -30,10 +30,13 @@ from waiting import exit_status, wait_until
 
 import tenure
 import tenure.aio
-from tenure._async.stores import file as async_file_module
+from tenure._async.stores.file import _handles as async_file_handles
+from tenure._async.stores.file import _leases as async_file_leases
 from tenure._names import safe_key
 from tenure._sync import _shim
 from tenure._sync.stores import file as file_module
+from tenure._sync.stores.file import _handles as file_handles
+from tenure._sync.stores.file import _leases as file_leases
 from tenure._types import LostReason
 
 
@@ -46,7 +49,7 @@ def url(tmp_path: Path) -> str:
 def lock_files(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both kinds of lock file: plain (pread, pwrite) and mapped (Python 3.13+'s default; on
     older Pythons it keeps a second descriptor, which these tests do not count)."""
-    for module in (file_module, async_file_module):
+    for module in (file_handles, async_file_handles):
         kind = module._MappedLockFile if request.param == "mapped" else module._LockFile
         monkeypatch.setattr(module, "_LOCK_FILE", kind)
 
@@ -109,7 +112,7 @@ def test_overlapping_breaks_take_turns_and_leave_one_holder(
     renames = _PausedRenames(monkeypatch, "B1", "B2")
     waiting, let_go = threading.Event(), threading.Event()
 
-    class PausingShim:  # the file module's _shim, pausing B2 when it finds the guard taken
+    class PausingShim:  # the file store's _leases._shim, pausing B2 when it finds the guard taken
         def __getattr__(self, attribute: str) -> Any:
             return getattr(_shim, attribute)
 
@@ -119,7 +122,7 @@ def test_overlapping_breaks_take_turns_and_leave_one_holder(
                 assert let_go.wait(30)
             _shim.sleep(seconds)
 
-    monkeypatch.setattr(file_module, "_shim", PausingShim())
+    monkeypatch.setattr(file_leases, "_shim", PausingShim())
     first = connect().lock("job", ttl=60).try_acquire()
     assert first is not None
     freed: dict[str, int] = {}
@@ -163,7 +166,7 @@ async def test_an_async_break_waits_its_turn_without_stalling_the_loop(
     b1 = threading.Thread(target=lambda: connect().break_lease("job"), name="B1", daemon=True)
     b1.start()
     assert renames.arrived["B1"].wait(10)  # B1 has the break turn until its rename
-    monkeypatch.setattr(async_file_module, "_BREAK_PATIENCE", 0.3)
+    monkeypatch.setattr(async_file_leases, "_BREAK_PATIENCE", 0.3)
     ticks = 0
 
     async def tick() -> None:

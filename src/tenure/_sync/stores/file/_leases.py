@@ -1,0 +1,255 @@
+# GENERATED from src/tenure/_async/stores/file/_leases.py by scripts/unasync.py: do not edit.
+"""FileStore: the lease operations of the file:// store. A lease is an exclusive flock on
+its name's lock file, which the kernel frees when its holder's process dies; the file keeps the
+name's fencing counter. `break_lease` marks the held file as replaced and renames a fresh copy
+into its place; breaks of a name take turns on its `.break` file's flock.
+
+Example::
+
+    backend = FileStore("/var/lib/app/locks")
+    grant = backend.try_acquire("job", "worker-1", 30.0, 1)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from tenure._sync import _shim
+from tenure._sync.stores._failures import failure
+from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores.file._handles import (
+    OPEN_FLAGS,
+    READ_FLAGS,
+    lock_exclusive,
+    probe_free,
+    try_flock,
+    unlock,
+)
+from tenure._sync.stores.file._layout import (
+    BOOT,
+    COUNTER,
+    FILE_SIZE,
+    HEADER,
+    MAGIC,
+    REPLACED_AT,
+    parse,
+    record,
+)
+from tenure._sync.stores.file._paths import slot_of, temporary_beside
+from tenure._sync.stores.file._records import FileRecords
+from tenure._hostclock import wall_us
+from tenure._timing import next_token
+from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+
+_BREAK_PATIENCE = 10.0  # seconds a break_lease waits for another break of the same name
+
+
+class FileStore(FileRecords, Backend):
+    """Locks as files in one directory, held by the kernel.
+
+    Example::
+
+        backend = FileStore("/var/lib/app/locks")
+        store = tenure.connect(backend)
+    """
+
+    capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
+
+    def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        self._refuse_if_closed("acquire", name)
+        try:
+            for slot in range(limit):
+                path = self._paths.lock(name, slot, limit)
+                locked = self._lock(path)
+                if locked is None:
+                    continue
+                lock_file, head = locked
+                magic, stored, boot = COUNTER.unpack_from(head.ljust(COUNTER.size, b"\0"))
+                try:
+                    if limit > 1:
+                        token = self._bump_semaphore_counter(name)
+                    elif magic == MAGIC:
+                        token = next_token(stored, boot == BOOT, wall_us())
+                    else:
+                        token = wall_us()
+                    tail = self._tail(name, holder)
+                    # The record goes around the replaced flag, never over it: a break_lease
+                    # may have marked the file since _lock looked, and its mark must stay.
+                    lock_file.write(COUNTER.pack(MAGIC, token, BOOT), 0)
+                    # Every holder writes a greater counter: finding the counter we wrote last
+                    # means nobody wrote since, and our tail is still in place.
+                    if lock_file.written != (stored, tail):
+                        lock_file.write(tail, REPLACED_AT + 1)
+                    lock_file.written = (token, tail)
+                    replaced = lock_file.replaced
+                except BaseException:  # the file is locked: let go of it, or nobody can take it
+                    lock_file.close()  # also unlocks it
+                    raise
+                if replaced:
+                    # Broken before we could hand it out: break_lease counted us as the holder
+                    # it broke, and read our token (or reserved one above it) for its copy.
+                    unlock(lock_file.fd)
+                    lock_file.close()
+                    continue
+                lease_id = f"{self._id_prefix}{next(self._ids)}"
+                self._held[lease_id] = lock_file
+                return Grant(name, slot, holder, lease_id, token, path)
+            return None
+        except OSError as exc:
+            raise self._failure("acquire", name, exc) from exc
+
+    def _bump_semaphore_counter(self, name: str) -> int:
+        path = self._paths.counter(name)
+        # The thread mutex orders this process's threads; flock orders processes. Both are held
+        # only for one read and one write.
+        with self._counter_mutex:
+            fd = self._open(path)
+            try:
+                lock_exclusive(fd)
+                stored, same_boot, _, _, _ = parse(os.pread(fd, HEADER.size, 0))
+                token = next_token(stored, same_boot, wall_us())
+                os.pwrite(fd, record(token, b"", name.encode("utf-8")), 0)
+                return token
+            finally:
+                self._close(fd)
+
+    def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        results: list[Grant | LostReason] = []
+        for grant in grants:
+            lock_file = self._held.get(grant.lease_id)
+            try:
+                ours = lock_file is not None and not lock_file.replaced
+            except OSError as exc:
+                raise self._failure("renewal", grant.name, exc) from exc
+            results.append(grant if ours else LostReason.BROKEN)
+        return results
+
+    def release(self, grant: Grant) -> bool:
+        self._refuse_if_closed("release", grant.name)
+        lock_file = self._held.pop(grant.lease_id, None)
+        if lock_file is None:
+            return False
+        try:
+            still_ours = not lock_file.replaced
+            unlock(lock_file.fd)
+        except OSError as exc:
+            lock_file.close()
+            raise self._failure("release", grant.name, exc) from exc
+        if still_ours:
+            self._park(lock_file)
+        else:
+            lock_file.close()
+        return still_ours
+
+    def break_lease(self, name: str) -> int:
+        self._refuse_if_closed("break", name)
+        guard = self._take_break_turn(name, self._paths.break_guard(name))
+        try:
+            return sum(self._break_file(str(path)) for path in self._paths.lock_files(name))
+        except OSError as exc:
+            raise self._failure("break", name, exc) from exc
+        finally:
+            self._close(guard)  # our only descriptor of the guard: closing it unlocks it
+
+    def _take_break_turn(self, name: str, path: str) -> int:
+        """An open descriptor of the name's break guard, exclusively flocked by us.
+
+        Two breaks of one name must not overlap: the second would copy the file that the
+        first is replacing, and rename its copy over the first one's, which a new holder may
+        hold by then (two holders, one token). The kernel frees the guard of a killed break.
+        """
+        try:
+            fd = self._open(path)
+        except OSError as exc:
+            raise self._failure("break", name, exc) from exc
+        deadline = _shim.monotonic() + _BREAK_PATIENCE
+        pause = 0.001
+        try:
+            while True:
+                try:
+                    if try_flock(fd):
+                        return fd
+                except OSError as exc:
+                    raise self._failure("break", name, exc) from exc
+                if _shim.monotonic() >= deadline:
+                    raise failure(
+                        self._where, "break", name, "check for a stopped process that is "
+                        "breaking it", f"another break_lease of it has been running for "
+                        f"over {_BREAK_PATIENCE:g} s")
+                _shim.sleep(pause)  # polled: a blocking flock would stall the event loop
+                pause = min(pause * 2, 0.05)
+        except BaseException:
+            self._close(fd)
+            raise
+
+    def _break_file(self, path: str) -> int:
+        """Replace a held lock file by a fresh copy; its holder sees the old one marked replaced.
+
+        Runs on the name's break turn, so the file opened here stays at `path` until our rename.
+        Order matters: mark the old file first (from then on nobody can newly lock it and keep
+        it), read its counter, then rename the copy into place. At most one holder can be
+        between reading the old counter and writing it + 1 (an acquire midway sees the mark
+        after writing and lets go), so the copy reserves one token.
+        """
+        try:
+            old = self._open_lock_file(path) if os.path.exists(path) else None
+        except FileNotFoundError:
+            old = None
+        if old is None:
+            return 0
+        try:
+            # Already marked: a break killed between marking and renaming; finish it.
+            if not old.replaced and probe_free(old.fd):
+                return 0
+            old.mark_replaced()
+            stored, same_boot, _, _, name = parse(old.read())
+            temporary = temporary_beside(path)
+            fd = self._open(temporary, OPEN_FLAGS | os.O_EXCL)
+            try:
+                os.ftruncate(fd, FILE_SIZE)
+                if stored is not None:
+                    reserve = 1 if path.endswith(".lock") else 0
+                    boot = BOOT if same_boot else bytes(16)
+                    os.pwrite(fd, record(stored + reserve, b"", name.encode(), boot), 0)
+            finally:
+                self._close(fd)
+            os.rename(temporary, path)
+            return 1
+        finally:
+            old.close()
+
+    def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        self._refuse_if_closed("listing", prefix)
+        found: list[LeaseInfo] = []
+        try:
+            entries = sorted(os.scandir(self.directory), key=lambda entry: entry.name)
+        except FileNotFoundError:  # removed since connect(): nothing is held there
+            return []
+        except OSError as exc:
+            raise self._failure("listing", prefix, exc) from exc
+        for entry in entries:
+            slot = slot_of(entry.name)
+            if slot is None:
+                continue
+            try:
+                fd = self._open(entry.path, READ_FLAGS)
+            except FileNotFoundError:
+                continue
+            try:
+                if probe_free(fd):
+                    continue
+                token, _, replaced, holder, name = parse(os.pread(fd, FILE_SIZE, 0))
+            finally:
+                self._close(fd)
+            if token is not None and not replaced and name.startswith(prefix):
+                found.append(LeaseInfo(name, holder, token, None, slot))
+        return sorted(found, key=lambda info: (info.name, info.slot))
+
+    def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
+        _shim.sleep(timeout)  # no portable release notification; the core polls
+
+    def close(self) -> None:
+        self._closed = True
+        self._close_all()
