@@ -715,3 +715,28 @@ async def test_a_custom_source_s_unknown_error_at_start_up_is_retried() -> None:
     async with worker:
         await wait_for(lambda: FlakySource.calls >= 4 or not worker.running, 10)
         assert worker.running
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_failed_job_s_traceback_starts_at_the_job(
+        api: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The runner's frames (tenure's, anyio's thread hop) above the job say nothing the user
+    can act on: the logged traceback starts in the job's own code."""
+    worker = AsyncWorker(tenure.aio.connect("memory://"))
+
+    def charge(run: Run) -> None:
+        raise ValueError("invoice 42 has no customer")
+
+    async def charge_async(run: Run) -> None:
+        charge(run)
+
+    worker.every(timedelta(seconds=5), name="charge", jitter=0)(
+        charge if api == "sync" else charge_async)
+    with caplog.at_level(logging.ERROR, logger="tenure.jobs"):
+        async with worker:
+            await wait_for(lambda: any(r.exc_info for r in caplog.records), 5)
+    record = next(r for r in caplog.records if r.exc_info)
+    shown = logging.Formatter().formatException(record.exc_info)  # type: ignore[arg-type]
+    frames = [line for line in shown.splitlines() if line.lstrip().startswith("File ")]
+    assert frames and all(__file__ in line for line in frames), shown
+    assert "ValueError: invoice 42 has no customer" in shown

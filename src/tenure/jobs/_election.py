@@ -22,6 +22,7 @@ from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import Retry, describe
 from tenure.jobs._periodic import sleep_unless_stopped, until_stopped
 from tenure.jobs._signatures import is_async, refuse_unfinished
+from tenure.jobs._tracebacks import from_user_code
 
 log = logging.getLogger("tenure.jobs")
 
@@ -37,8 +38,8 @@ async def _notify(callback: Callable[[], Any] | None) -> None:
         else:
             result = await anyio.to_thread.run_sync(callback)
         refuse_unfinished(result, "the callback")
-    except Exception:
-        log.exception("tenure: election callback %r raised", callback)
+    except Exception as exc:
+        log.error("tenure: election callback %r raised", callback, exc_info=from_user_code(exc))
 
 
 class Election:

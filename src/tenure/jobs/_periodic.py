@@ -45,6 +45,7 @@ from tenure.jobs._outage import READ, Retry, describe
 from tenure.jobs._run import JobRecord, Run
 from tenure.jobs._schedule import Schedule, period_seconds
 from tenure.jobs._signatures import is_async, refuse_unfinished
+from tenure.jobs._tracebacks import from_user_code
 
 log = logging.getLogger("tenure.jobs")
 T = TypeVar("T")
@@ -338,8 +339,9 @@ class PeriodicJob:
                               spec.name, period.isoformat(), attempt, spec.retries + 1,
                               describe(exc))
                 else:
-                    log.exception("tenure: job %r failed (period %s, attempt %d of %d)",
-                                  spec.name, period.isoformat(), attempt, spec.retries + 1)
+                    log.error("tenure: job %r failed (period %s, attempt %d of %d)",
+                              spec.name, period.isoformat(), attempt, spec.retries + 1,
+                              exc_info=from_user_code(exc))
                 delay = spec.retry_backoff * 2 ** (attempt - 1) * random.uniform(0.5, 1.0)
                 retry_by = utc_now() + timedelta(seconds=delay)
                 if attempt > spec.retries or retry_by >= next_period:

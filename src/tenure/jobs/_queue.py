@@ -43,6 +43,7 @@ from tenure.jobs import _metrics
 from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import READ, WRITE, Outage, Retry, describe
 from tenure.jobs._signatures import is_async, refuse_unfinished
+from tenure.jobs._tracebacks import from_user_code
 from tenure.jobs.queues._source import MessageLost, MessageSource, QueueMessage
 
 log = logging.getLogger("tenure.jobs.queue")
@@ -467,7 +468,7 @@ class QueueConsumer:
     async def _fail(self, message: QueueMessage, error: Exception) -> str:
         attempts = f"delivery {message.dequeue_count} of max_dequeue_count={self.max_dequeue_count}"
         log.warning("%s: handler failed on message %r (%s)", self, message.id, attempts,
-                    exc_info=error)
+                    exc_info=from_user_code(error))
         if message.dequeue_count >= self.max_dequeue_count:
             return await self._poison(message, f"handler failed on {attempts}: "
                                                f"{type(error).__name__}: {error}")
