@@ -47,11 +47,18 @@ def _public_callables() -> list[tuple[str, object]]:
                 continue
             found.append((f"{module.__name__}.{name}", value))
             if inspect.isclass(value) and not issubclass(value, BaseException):
-                for attribute, member in vars(value).items():
-                    if attribute.startswith("_") or not (callable(member)
-                                                         or isinstance(member, property)):
+                # Inherited members too (a store's methods may live on a base class of its
+                # package); each as lookup finds it, tenure's own classes only.
+                seen: set[str] = set()
+                for klass in value.__mro__:
+                    if not klass.__module__.startswith("tenure"):
                         continue
-                    found.append((f"{module.__name__}.{name}.{attribute}", member))
+                    for attribute, member in vars(klass).items():
+                        if attribute in seen or attribute.startswith("_") or not (
+                                callable(member) or isinstance(member, property)):
+                            continue
+                        seen.add(attribute)
+                        found.append((f"{module.__name__}.{name}.{attribute}", member))
     return found
 
 
