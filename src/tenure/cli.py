@@ -585,24 +585,30 @@ def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
     if not rows:
         print(_printable(f"no jobs recorded in {_store_description(store)}"))
         return
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     timed = any(row["schedule"] for row in rows)
     columns = ["job", *(["schedule"] if timed else []), "last period", "outcome",
                "last success", "holder", *(["next due"] if timed else [])]
-    for column in columns:
-        table.add_column(column)
+    lines = []
     for row in rows:
-        cells = [_text(row["job"])]
+        cells = [_printable(row["job"])]
         if timed:
-            cells.append(_text(row["schedule"] or "unknown"))
-        cells += [Text(_short_time(row["last_period"])),
-                  _text(row["last_outcome"] or "never ran"),
-                  Text(_short_time(row["last_success"])), _text(row["holder"] or "-")]
+            cells.append(_printable(row["schedule"] or "unknown"))
+        cells += [_short_time(row["last_period"]), _printable(row["last_outcome"] or "never ran"),
+                  _short_time(row["last_success"]), _printable(row["holder"] or "-")]
         if timed:
-            cells.append(Text(_short_time(row["next_due"])))
-        table.add_row(*cells)
+            cells.append(_short_time(row["next_due"]))
+        lines.append(cells)
     console = _console()
-    console.print(table)
+    if console.is_terminal:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+        for column in columns:
+            table.add_column(column)
+        for cells in lines:
+            table.add_row(*(Text(cell) for cell in cells))
+        console.print(table)
+    else:  # piped: plain columns, as `tenure locks` prints them
+        for line in _plain_table(columns, lines, right=set()):
+            console.print(Text(line), soft_wrap=True)
     if not timed:
         console.print(Text("next due times need the schedules: pass APP, e.g. 'tenure jobs "
                            "myapp.jobs:worker', or let a run record them", style="dim"))

@@ -227,6 +227,9 @@ def test_jobs_table_with_app_shows_schedules_and_next_due(project: Project,
     assert table.stdout.splitlines()[0].split() == [
         "job", "schedule", "last", "period", "outcome", "last", "success", "holder", "next",
         "due"]
+    # Piped: plain columns, as `tenure locks` prints them (no rule line, no trailing blanks).
+    assert all(line == line.rstrip() and "\u2500" not in line
+               for line in table.stdout.splitlines()), table.stdout
     row = next(line for line in table.stdout.splitlines() if line.split()[0] == "app.tick")
     assert "every 0.2s" in row
     assert " ok " in row
