@@ -255,6 +255,7 @@ def test_a_queue_message_pickled_before_the_rename_unpickles() -> None:
     assert isinstance(message, tenure.queues.QueueMessage)
     assert (message.id, message.text, message.dequeue_count, message.receipt,
             message.scope_key) == ("a1", '{"Invoice": {"Id": 7}}', 2, "r-1", "7")
+    assert message.body == {"Invoice": {"Id": 7}}
 
 
 def test_old_idem_stats_is_the_snapshot_taken_when_read(tmp_path: Path) -> None:

@@ -36,3 +36,9 @@ def test_the_lease_stays_with_the_process_that_holds_it() -> None:
         copy = pickle.loads(pickle.dumps(sent))
         assert copy.lease is None and not copy.stopped
         sent.lease.release()
+
+
+def test_a_deep_copy_parses_its_body_too() -> None:
+    import copy
+
+    assert copy.deepcopy(message()).body == {"Invoice": {"Id": 7}}
