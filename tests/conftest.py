@@ -19,8 +19,7 @@ from servers import (
     MariaDBServer,
     PostgresServer,
     RedisServer,
-    ServiceMissing,
-    service_missing,
+    start_or_skip,
 )
 from waiting import wait_until
 
@@ -33,10 +32,7 @@ def anyio_backend() -> str:
 
 
 def _serve(server: S, variable: str, address: Callable[[S], str]) -> Iterator[S]:
-    try:
-        server.start()
-    except ServiceMissing as exc:
-        service_missing(str(exc))
+    start_or_skip(server)
     os.environ[variable] = address(server)
     try:
         yield server
@@ -81,10 +77,7 @@ def redis_masters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Red
     servers = [RedisServer(tmp_path_factory.mktemp(f"redis-master{i}")) for i in range(3)]
     try:
         for server in servers:
-            try:
-                server.start()
-            except ServiceMissing as exc:
-                service_missing(str(exc))
+            start_or_skip(server)
         hosts = ",".join(f"127.0.0.1:{server.port}" for server in servers)
         os.environ["TENURE_TEST_REDIS_QUORUM_URL"] = f"redis://{hosts}/0"
         # Each grants no unknown name for its first 2 s.

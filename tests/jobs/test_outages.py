@@ -38,8 +38,7 @@ from servers import (
     MariaDBServer,
     PostgresServer,
     RedisServer,
-    ServiceMissing,
-    service_missing,
+    start_or_skip,
 )
 
 from tenure import outbox
@@ -138,11 +137,7 @@ SERVERS: dict[str, type[LocalServer]] = {"redis": RedisServer, "postgres": Postg
 def own_store(kind: str, tmp: Path, proxied: bool) -> Iterator[Store]:
     """A server of this test's own (a restart here disturbs no other test), with a proxy in
     front when `proxied`, and the outbox table created."""
-    server = SERVERS[kind](tmp)
-    try:
-        server.start()
-    except ServiceMissing as exc:
-        service_missing(str(exc))
+    server = start_or_skip(SERVERS[kind](tmp))
     host = ProxyHost() if proxied else None
     try:
         store = Store(kind, server, tmp, host.add("127.0.0.1", server.port) if host else None,

@@ -34,7 +34,7 @@ import anyio
 import anyio.from_thread
 import pytest
 import redis
-from servers import PostgresServer, RedisServer, ServiceMissing, service_missing
+from servers import PostgresServer, RedisServer, start_or_skip
 from waiting import wait_until
 
 import tenure
@@ -61,24 +61,16 @@ class PasswordRedis(RedisServer):
         return [*super().command(port), "--requirepass", PASSWORD]
 
 
-def _start(server: Any) -> Any:
-    try:
-        server.start()
-    except ServiceMissing as exc:
-        service_missing(str(exc))
-    return server
-
-
 @pytest.fixture(scope="module")
 def redis_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = _start(RedisServer(tmp_path_factory.mktemp("outage-redis")))
+    server = start_or_skip(RedisServer(tmp_path_factory.mktemp("outage-redis")))
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
 def postgres_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    server = _start(PostgresServer(tmp_path_factory.mktemp("outage-postgres")))
+    server = start_or_skip(PostgresServer(tmp_path_factory.mktemp("outage-postgres")))
     yield server
     server.stop()
     server.cleanup()
@@ -248,7 +240,7 @@ def probe(base: str, path: str = "/health") -> tuple[int, dict[str, Any]]:
 @pytest.mark.parametrize("api", ["sync", "async"])
 def test_a_wrong_password_at_start_up_raises_store_refused_itself(api: str,
                                                                   tmp_path: Path) -> None:
-    server = _start(PasswordRedis(tmp_path))
+    server = start_or_skip(PasswordRedis(tmp_path))
     try:
         worker = (Worker if api == "sync" else AsyncWorker)(
             connect(api, f"redis://:wrong@127.0.0.1:{server.port}/0"), grace=1)
@@ -291,7 +283,7 @@ def test_async_with_worker_raises_store_refused_itself_at_exit() -> None:
 def test_a_refusal_while_running_is_503_until_fixed_without_a_restart(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="tenure")
-    server = _start(RedisServer(tmp_path))
+    server = start_or_skip(RedisServer(tmp_path))
     admin = redis.Redis(port=server.port)
     ran: list[float] = []
     worker = Worker(tenure.connect(server.url), grace=5)
@@ -334,7 +326,7 @@ def test_a_store_that_refuses_writes_is_one_outage_and_runs_each_period_once(
     the outage each time (a WARNING and an INFO line every ~2 s, health flapping), and a
     leader whose record write failed ran the same period again at once, thousands of times."""
     caplog.set_level(logging.INFO, logger="tenure")
-    server = _start(RedisServer(tmp_path))
+    server = start_or_skip(RedisServer(tmp_path))
     admin = redis.Redis(port=server.port)
     runs: dict[str, list[str]] = {"tick": [], "lead": []}
     ran_at: list[float] = []
@@ -379,7 +371,7 @@ def test_sync_health_answers_within_its_bound_from_a_store_that_hangs(
         tmp_path: Path) -> None:
     """Like the async worker's, the sync health() waits at most HEALTH_READ_TIMEOUT for the
     records (a frozen Redis: SIGSTOP), then answers from this instance's own state."""
-    server = _start(RedisServer(tmp_path))
+    server = start_or_skip(RedisServer(tmp_path))
     worker = Worker(tenure.connect(server.url + "?timeout=30"), grace=5)
     worker.every(60, name="idle", jitter=0)(lambda run: None)
     assert worker.health()["store"]["reachable"] is True
@@ -566,7 +558,7 @@ def test_tenure_run_lives_through_a_redis_restart_and_exits_0_on_sigterm(
 
 
 def test_tenure_run_with_a_wrong_password_exits_2_with_one_line(tmp_path: Path) -> None:
-    server = _start(PasswordRedis(tmp_path))
+    server = start_or_skip(PasswordRedis(tmp_path))
     try:
         process, runs, stderr = run_cli(tmp_path,
                                         f"redis://:{PASSWORD}x@127.0.0.1:{server.port}/0")

@@ -29,7 +29,7 @@ from redis.asyncio.connection import AbstractConnection as AsyncConnection
 from redis.connection import AbstractConnection
 from redis.crc import key_slot
 from refusals import assert_password_hidden, refused_within_a_second
-from servers import RedisServer, ServiceMissing, service_missing
+from servers import RedisServer, start_or_skip
 from waiting import call, eventually, wait_until
 
 import tenure
@@ -210,6 +210,22 @@ def blocked(admin: Any) -> int:
     return sum(1 for client in admin.client_list() if client["cmd"] in ("blmove", "blpop"))
 
 
+async def assert_woken_by_the_release(api: str, admin: Any, lock: Any, lease: Any) -> None:
+    """`lock`'s waiter (a 10 s backoff) blocks on the server, then gets the lock within 0.5 s
+    of `lease`'s release: the release's notification woke it.
+
+    Example::
+
+        await assert_woken_by_the_release(api, admin, waiter.lock("jobs", min_wait=10), lease)
+    """
+    got, seconds = await acquired_after_release(
+        api, lock, lambda: blocked(admin) >= 1, "the waiter to block",
+        lambda: call(lease.release()), within=10 if api == "async" else 5)
+    assert seconds < 0.5, "the waiter slept out its backoff"
+    assert got.token > lease.token
+    await call(got.release())
+
+
 async def assert_waiter_wakes_on_release(url: str, admin: Any, api: str) -> None:
     """A waiter whose backoff alone would sleep 10 s gets the lock within 0.5 s of its release:
     the release's notification woke it."""
@@ -217,12 +233,7 @@ async def assert_waiter_wakes_on_release(url: str, admin: Any, api: str) -> None
     lease = await call(holder.lock("handoff", ttl=30).try_acquire())
     lock = waiter.lock("handoff", ttl=30, min_wait=10, max_wait=10)  # polling alone: 10 s
     try:
-        got, seconds = await acquired_after_release(
-            api, lock, lambda: blocked(admin) >= 1, "the waiter to block",
-            lambda: call(lease.release()), within=10 if api == "async" else 5)
-        assert seconds < 0.5, "the waiter slept out its backoff"
-        assert got.token > lease.token
-        await call(got.release())
+        await assert_woken_by_the_release(api, admin, lock, lease)
     finally:
         await call(holder.close())
         await call(waiter.close())
@@ -313,12 +324,7 @@ async def test_connections_killed_by_the_server_pubsub_too(
             assert not lease.lost, lease.lost_reason
             await anyio.sleep(0.05)
         assert sum(1 for c in admin.client_list() if c["flags"] == "P") >= 1
-        got, seconds = await acquired_after_release(
-            api, lock, lambda: blocked(admin) >= 1, "the waiter to block",
-            lambda: call(lease.release()), within=10 if api == "async" else 5)
-        assert seconds < 0.5
-        assert got.token > lease.token
-        await call(got.release())
+        await assert_woken_by_the_release(api, admin, lock, lease)
     finally:
         await call(holder.close())
         await call(waiter.close())
@@ -480,11 +486,7 @@ class UnixSocketRedis(RedisServer):
 
 
 def test_unix_socket_url(tmp_path: Path) -> None:
-    server = UnixSocketRedis(tmp_path)
-    try:
-        server.start()
-    except ServiceMissing as exc:
-        service_missing(str(exc))
+    server = start_or_skip(UnixSocketRedis(tmp_path))
     try:
         with tenure.connect(f"unix://{server.socket}?db=3&restart_grace=0") as store:
             lease = store.lock("over-a-socket").try_acquire()
@@ -610,10 +612,7 @@ def three_masters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Red
     servers = [RedisServer(tmp_path_factory.mktemp(f"quorum{i}")) for i in range(3)]
     try:
         for server in servers:
-            try:
-                server.start()
-            except ServiceMissing as exc:
-                service_missing(str(exc))
+            start_or_skip(server)
         yield servers
     finally:
         for server in servers:
@@ -1140,11 +1139,7 @@ PASSWORD = "right-horse-battery-staple"
 def password_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A redis-server of its own whose default user needs PASSWORD, with a user 'limited' that
     may touch no key of the tests' prefixes."""
-    server = RedisServer(tmp_path_factory.mktemp("redis-password"))
-    try:
-        server.start()
-    except ServiceMissing as exc:
-        service_missing(str(exc))
+    server = start_or_skip(RedisServer(tmp_path_factory.mktemp("redis-password")))
     try:
         with redis.Redis(port=server.port) as client:
             client.acl_setuser("limited", enabled=True, passwords=[f"+{PASSWORD}"],
@@ -1226,11 +1221,7 @@ async def test_a_quorum_whose_masters_all_refuse_is_refused_at_once(
 @pytest.mark.parametrize("api", ["sync", "async"])
 async def test_a_server_that_is_down_is_retried_until_the_timeout_with_one_warning(
         tmp_path: Path, api: str, caplog: pytest.LogCaptureFixture) -> None:
-    server = RedisServer(tmp_path)
-    try:
-        server.start()
-    except ServiceMissing as exc:
-        service_missing(str(exc))
+    server = start_or_skip(RedisServer(tmp_path))
     server.stop()  # its port is closed now: connections are refused
     store = connect(f"redis://127.0.0.1:{server.port}/0", api, timeout=1)
     try:
@@ -1251,11 +1242,7 @@ async def test_a_server_that_is_down_is_retried_until_the_timeout_with_one_warni
 
 async def test_an_outage_during_acquire_logs_one_warning_and_one_info_when_it_ends(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    server = RedisServer(tmp_path)
-    try:
-        server.start()
-    except ServiceMissing as exc:
-        service_missing(str(exc))
+    server = start_or_skip(RedisServer(tmp_path))
     server.stop()
     store = tenure.aio.connect(f"redis://127.0.0.1:{server.port}/0", timeout=1,
                                restart_grace=0)

@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -46,6 +47,24 @@ def service_missing(reason: str) -> None:
     if os.environ.get("TENURE_REQUIRE_SERVICES") == "1":
         pytest.fail(f"{reason} (TENURE_REQUIRE_SERVICES=1)")
     pytest.skip(reason)
+
+
+ServerT = TypeVar("ServerT", bound="LocalServer")
+
+
+def start_or_skip(server: ServerT) -> ServerT:
+    """`server`, started; the test skips (fails under TENURE_REQUIRE_SERVICES=1) when its
+    program is missing.
+
+    Example::
+
+        server = start_or_skip(RedisServer(tmp_path))
+    """
+    try:
+        server.start()
+    except ServiceMissing as exc:
+        service_missing(str(exc))
+    return server
 
 
 def free_port() -> int:
