@@ -28,9 +28,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chaos_histories import HandWrittenHistory
+from chaos_runs import LONG_RUN, run_and_report
 from rich.console import Console
 
-from tenure.chaos import ChaosSettings, Report, print_report, run_chaos
+from tenure.chaos import ChaosSettings, Report
 from tenure.chaos._checkers import LATE_SIGNAL, check_history
 from tenure.chaos._faults import PlannedFault, plan_faults
 from tenure.chaos._proxy import ProxyHost, ProxyTarget, proxied_store
@@ -39,21 +41,14 @@ from tenure.chaos._run import _applicable, faults_to_inject
 # Seed 417 puts every fault kind, a pause past the ttl and the proxy reset first in a 28 s run
 # (see _faults.plan_faults), with 4.1 s to spare for faults that run long.
 SEED = int(os.environ.get("TENURE_CHAOS_SEED", "417"))
-LONG_RUN = float(os.environ.get("TENURE_CHAOS_SECONDS", "0"))  # make chaos
-WORKERS = int(os.environ.get("TENURE_CHAOS_WORKERS", "4"))
 
 
 def chaos(store: str, tmp_path: Path, restart: Callable[[], object] | None = None,
           **options: Any) -> Report:
-    options = {"workers": WORKERS, "duration": 28.0, "seed": SEED,
-               "directory": tmp_path / "run", **options}
-    options["duration"] = max(options["duration"], LONG_RUN)
+    options = {"duration": 28.0, "seed": SEED, **options}
     if LONG_RUN and "TENURE_CHAOS_SEED" in os.environ:
         options["seed"] = SEED
-    report = run_chaos(ChaosSettings(store, **options), restart_store=restart)
-    with (tmp_path / "run" / "summary.txt").open("w") as summary:
-        print_report(report, Console(file=summary, width=110))
-    return report
+    return run_and_report(store, tmp_path, restart, options, width=110)
 
 
 def assert_clean(report: Report, *kinds: str) -> None:
@@ -311,11 +306,11 @@ def test_a_stalled_proxy_keeps_connections_open_and_forwards_nothing_until_it_he
 
 # -- the checkers on hand-written histories -------------------------------------------------------
 
-class History:
+class History(HandWrittenHistory):
     """Builds a history as the workers and the oracle would write it."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
+        super().__init__()
         self.seq = 0
 
     def worker(self, t: float, process: str, type_: str, f: str, **fields: Any) -> None:
@@ -340,10 +335,8 @@ class History:
                     value=value + 1)
 
     def end(self, final: int, heal: float = 0.35, until: float = 10.0) -> list[dict[str, Any]]:
-        self.events.append({"t": 0.0, "process": "nemesis", "pid": 1, "type": "info",
-                            "f": "phase", "name": "L", "until": until})
-        self.events.append({"t": heal, "process": "nemesis", "pid": 1, "type": "info",
-                            "f": "heal", "name": "L", "bound": 3.0})
+        self.nemesis(0.0, "phase", name="L", until=until)
+        self.nemesis(heal, "heal", name="L", bound=3.0)
         self.oracle(until, "oracle", "info", "final", None, value=final)
         return self.events
 
@@ -450,8 +443,7 @@ def test_checker_forks_finds_a_parents_lease_lost_to_its_child() -> None:
         if parent_lost:
             history.worker(0.6, "worker-1", "info", "lost", slot=0, token=1, reason="taken",
                            deadline=2.0)
-        history.events.append({"t": 1.3, "process": "nemesis", "pid": 1, "type": "info",
-                               "f": "fault-end", "kind": "fork", "name": "L"})
+        history.nemesis(1.3, "fault-end", kind="fork", name="L")
         history.worker(1.4, "worker-1", "invoke", "release", slot=0, token=1, deadline=3.0)
         history.worker(1.4, "worker-1", "ok", "release", slot=0, token=1,
                        freed=not parent_lost)

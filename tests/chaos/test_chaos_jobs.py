@@ -20,26 +20,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
+from chaos_histories import HandWrittenHistory
+from chaos_runs import run_and_report
 
-from tenure.chaos import ChaosSettings, Report, print_report, run_chaos
+from tenure.chaos import Report
 from tenure.chaos._workload_checkers import check_jobs
 
 SEED = int(os.environ.get("TENURE_CHAOS_SEED", "149"))
-LONG_RUN = float(os.environ.get("TENURE_CHAOS_SECONDS", "0"))
-WORKERS = int(os.environ.get("TENURE_CHAOS_WORKERS", "4"))
 SERVER_FAULTS = ("kill", "pause", "proxy", "restart")
 
 
 def jobs(store: str, tmp_path: Path, restart: Callable[[], object] | None = None,
          **options: Any) -> Report:
-    options = {"workers": WORKERS, "duration": 22.0, "seed": SEED, "workload": "jobs",
-               "directory": tmp_path / "run", **options}
-    options["duration"] = max(options["duration"], LONG_RUN)
-    report = run_chaos(ChaosSettings(store, **options), restart_store=restart)
-    with (tmp_path / "run" / "summary.txt").open("w") as summary:
-        print_report(report, Console(file=summary, width=130))
-    return report
+    return run_and_report(store, tmp_path, restart,
+                          {"duration": 22.0, "seed": SEED, "workload": "jobs", **options})
 
 
 def assert_clean(report: Report, *kinds: str) -> None:
@@ -117,17 +111,12 @@ def test_bad_workload_options_are_refused(options: list[str], message: str) -> N
 P0, P1, P2 = 1_000.0, 1_001.0, 1_002.0  # period starts (epoch seconds)
 
 
-class JobsHistory:
+class JobsHistory(HandWrittenHistory):
     """A jobs history as the workers and the nemesis would write it."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = [
-            {"t": 0.0, "process": "nemesis", "pid": 1, "type": "info", "f": "phase",
-             "name": "J", "until": 20.0}]
-
-    def add(self, t: float, pid: int, type_: str, f: str, **fields: Any) -> None:
-        self.events.append({"t": t, "process": f"worker-{pid}", "pid": pid, "type": type_,
-                            "f": f, "name": "J", **fields})
+        super().__init__(name="J")
+        self.nemesis(0.0, "phase", name="J", until=20.0)
 
     def run(self, start: float, end: float | None, pid: int, token: int, period: float,
             recorded: bool | None = True, deadline: float = 99.0, error: str | None = None,
@@ -144,8 +133,7 @@ class JobsHistory:
             self.add(end + 0.01, pid, "ok", "record", written=recorded, **fields)
 
     def heal(self, t: float) -> list[dict[str, Any]]:
-        self.events.append({"t": t, "process": "nemesis", "pid": 1, "type": "info",
-                            "f": "heal", "name": "J", "bound": 4.0})
+        self.nemesis(t, "heal", name="J", bound=4.0)
         return self.events
 
 
@@ -188,8 +176,7 @@ def test_checker_periods_covers_a_period_whose_run_lost_its_lease_by_the_misfire
     history.run(1.0, 1.2, pid=2, token=10, period=P0, recorded=False)  # record refused
     history.run(1.3, 1.5, pid=3, token=11, period=P0)  # ran again: documented
     history.run(2.0, None, pid=3, token=12, period=P1)  # killed mid-run
-    history.events.append({"t": 2.1, "process": "nemesis", "pid": 1, "type": "info",
-                           "f": "fault", "kind": "kill", "target_pid": 3})
+    history.nemesis(2.1, "fault", kind="kill", target_pid=3)
     history.run(3.0, 3.2, pid=2, token=13, period=P2)
     verdict = check_jobs(history.heal(2.5), period=1.0)
     assert verdict.violations == []

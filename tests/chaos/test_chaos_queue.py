@@ -19,26 +19,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from chaos_histories import HandWrittenHistory
+from chaos_runs import run_and_report
 
-from tenure.chaos import ChaosSettings, Report, print_report, run_chaos
+from tenure.chaos import Report
 from tenure.chaos._workload_checkers import check_queue
 
 SEED = int(os.environ.get("TENURE_CHAOS_SEED", "149"))
-LONG_RUN = float(os.environ.get("TENURE_CHAOS_SECONDS", "0"))
-WORKERS = int(os.environ.get("TENURE_CHAOS_WORKERS", "4"))
 SERVER_FAULTS = ("kill", "pause", "proxy", "restart")
 
 
 def queue(store: str, queue_url: str, tmp_path: Path,
           restart: Callable[[], object] | None = None, **options: Any) -> Report:
-    options = {"workers": WORKERS, "duration": 22.0, "seed": SEED, "workload": "queue",
-               "queue_url": queue_url, "directory": tmp_path / "run", **options}
-    options["duration"] = max(options["duration"], LONG_RUN)
-    report = run_chaos(ChaosSettings(store, **options), restart_store=restart)
-    with (tmp_path / "run" / "summary.txt").open("w") as summary:
-        print_report(report, Console(file=summary, width=130))
-    return report
+    return run_and_report(store, tmp_path, restart, {"duration": 22.0, "seed": SEED,
+                                                     "workload": "queue", "queue_url": queue_url,
+                                                     **options})
 
 
 def assert_clean(report: Report, *kinds: str) -> None:
@@ -99,17 +94,12 @@ def test_without_the_key_lock_handlers_of_a_key_overlap_and_the_command_exits_1(
 
 # -- the checkers on hand-written histories ------------------------------------------------------
 
-class QueueHistory:
+class QueueHistory(HandWrittenHistory):
     """A queue history as the producer, the workers and the orchestrator would write it."""
 
     def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = [
-            {"t": 0.0, "process": "nemesis", "pid": 1, "type": "info", "f": "phase",
-             "name": "Q", "until": 20.0}]
-
-    def add(self, t: float, pid: int, type_: str, f: str, **fields: Any) -> None:
-        self.events.append({"t": t, "process": f"worker-{pid}", "pid": pid, "type": type_,
-                            "f": f, **fields})
+        super().__init__()
+        self.nemesis(0.0, "phase", name="Q", until=20.0)
 
     def send(self, message: str, poison: bool = False) -> None:
         self.add(0.1, 1, "ok", "enqueue", n=int(message), message=message, poison=poison)
@@ -124,10 +114,8 @@ class QueueHistory:
             self.add(end + 0.01, pid, "ok", "complete", n=int(message), message=message)
 
     def end(self, heal: float = 1.0, remaining: int = 0) -> list[dict[str, Any]]:
-        self.events.append({"t": heal, "process": "nemesis", "pid": 1, "type": "info",
-                            "f": "heal", "name": "Q", "bound": 5.0})
-        self.events.append({"t": 19.0, "process": "nemesis", "pid": 1, "type": "info",
-                            "f": "queue-final", "remaining": remaining})
+        self.nemesis(heal, "heal", name="Q", bound=5.0)
+        self.nemesis(19.0, "queue-final", remaining=remaining)
         return self.events
 
 
@@ -139,8 +127,7 @@ def test_a_clean_queue_history_passes_every_checker() -> None:
     history.handle(1.0, 1.1, 2, "1", "a", token=10)
     history.handle(1.2, 1.3, 3, "2", "a", token=11)
     history.handle(1.0, 1.2, 3, "3", "b", token=5)
-    history.events.append({"t": 1.5, "process": "nemesis", "pid": 1, "type": "info",
-                           "f": "poisoned", "n": 4, "reason": "handler failed on ..."})
+    history.nemesis(1.5, "poisoned", n=4, reason="handler failed on ...")
     verdict = check_queue(history.end())
     assert verdict.violations == []
     assert verdict.figures["messages completed"] == 3
