@@ -396,19 +396,33 @@ def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
 # -- queue jobs ------------------------------------------------------------------------------
 
 
+def keyed_queue_worker(lock_url: str, queue: PostgresQueue,
+                       name: str) -> tuple[AsyncWorker, list[int]]:
+    """An AsyncWorker taking its locks at `lock_url`, with a job `name` on `queue` by the
+    messages' "Key", and the list of the "n" of each message it handled.
+
+    Example::
+
+        worker, handled = keyed_queue_worker(redis_own.url, PostgresQueue("q", url), "q.handle")
+    """
+    handled: list[int] = []
+    worker = AsyncWorker(connect("async", lock_url), grace=5)
+
+    @worker.queue(queue, scope="Key", max_poll=0.5, name=name)
+    async def handle(message: tenure.queues.Message) -> None:
+        handled.append(message.body["n"])
+
+    return worker, handled
+
+
 def test_a_queue_job_lives_through_a_restart_of_its_postgres_source(
         postgres_own: PostgresServer, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="tenure")
     queue_name = f"outage-{uuid.uuid4().hex[:8]}"
-    handled: list[int] = []
-    worker = AsyncWorker(connect("async", f"sqlite:///{tmp_path / 'locks.db'}"), grace=5)
-
-    @worker.queue(PostgresQueue(queue_name, postgres_own.url), scope="Key", max_poll=0.5,
-                  name="outage.handle")
-    async def handle(message: tenure.queues.Message) -> None:
-        handled.append(message.body["n"])
-
+    worker, handled = keyed_queue_worker(f"sqlite:///{tmp_path / 'locks.db'}",
+                                         PostgresQueue(queue_name, postgres_own.url),
+                                         "outage.handle")
     sender = PostgresQueue(queue_name, postgres_own.url)
     with Harness(worker).running() as harness:
         harness.portal.call(sender.send, {"Key": "a", "n": 1})
@@ -438,14 +452,9 @@ def test_a_queue_job_waits_out_a_restart_of_its_lock_store(
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="tenure")
     queue_name = f"lockstore-{uuid.uuid4().hex[:8]}"
-    handled: list[int] = []
-    worker = AsyncWorker(connect("async", redis_own.url), grace=5)
-
-    @worker.queue(PostgresQueue(queue_name, postgres_own.url), scope="Key", max_poll=0.5,
-                  name="lockstore.handle")
-    async def handle(message: tenure.queues.Message) -> None:
-        handled.append(message.body["n"])
-
+    worker, handled = keyed_queue_worker(redis_own.url,
+                                         PostgresQueue(queue_name, postgres_own.url),
+                                         "lockstore.handle")
     sender = PostgresQueue(queue_name, postgres_own.url)
     with Harness(worker).running() as harness:
         harness.portal.call(sender.send, {"Key": "a", "n": 1})

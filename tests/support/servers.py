@@ -208,6 +208,9 @@ class Azurite(LocalServer):
     """
 
     name = "azurite"
+    program = AZURITE_BLOB
+    service = "blob"  # Azurite's service: "blob" or "queue"
+    flags: tuple[str, ...] = ()
 
     @property
     def endpoint(self) -> str:
@@ -216,18 +219,18 @@ class Azurite(LocalServer):
     @property
     def connection_string(self) -> str:
         return (f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
-                f"BlobEndpoint={self.endpoint};")
+                f"{self.service.capitalize()}Endpoint={self.endpoint};")
 
     def prepare(self) -> None:
-        if not AZURITE_BLOB.exists():
+        if not self.program.exists():
             raise ServiceMissing(
-                f"Azurite is not installed ({AZURITE_BLOB.relative_to(ROOT)} is missing): run "
+                f"Azurite is not installed ({self.program.relative_to(ROOT)} is missing): run "
                 "`make test`, which runs `npm ci` (needs node and npm)")
 
     def command(self, port: int) -> list[str]:
-        return [str(AZURITE_BLOB), "--inMemoryPersistence", "--skipApiVersionCheck",
-                "--disableTelemetry", "--loose", "--blobHost", "127.0.0.1",
-                "--blobPort", str(port)]
+        return [str(self.program), "--inMemoryPersistence", "--skipApiVersionCheck",
+                "--disableTelemetry", "--loose", *self.flags, f"--{self.service}Host",
+                "127.0.0.1", f"--{self.service}Port", str(port)]
 
     def stop(self, graceful: bool = False) -> None:
         super().stop(graceful)  # in memory: nothing to flush
@@ -243,22 +246,9 @@ class AzuriteQueue(Azurite):
     """
 
     name = "azurite-queue"
-
-    @property
-    def connection_string(self) -> str:
-        return (f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
-                f"QueueEndpoint={self.endpoint};")
-
-    def prepare(self) -> None:
-        if not AZURITE_QUEUE.exists():
-            raise ServiceMissing(
-                f"Azurite is not installed ({AZURITE_QUEUE.relative_to(ROOT)} is missing): run "
-                "`make test`, which runs `npm ci` (needs node and npm)")
-
-    def command(self, port: int) -> list[str]:
-        return [str(AZURITE_QUEUE), "--inMemoryPersistence", "--skipApiVersionCheck",
-                "--disableTelemetry", "--loose", "--silent", "--queueHost", "127.0.0.1",
-                "--queuePort", str(port)]
+    program = AZURITE_QUEUE
+    service = "queue"
+    flags = ("--silent",)
 
 
 class RedisServer(LocalServer):
