@@ -396,38 +396,50 @@ def errors(caplog: pytest.LogCaptureFixture) -> list[str]:
 # -- queue jobs ------------------------------------------------------------------------------
 
 
-def keyed_queue_worker(lock_url: str, queue: PostgresQueue,
-                       name: str) -> tuple[AsyncWorker, list[int]]:
-    """An AsyncWorker taking its locks at `lock_url`, with a job `name` on `queue` by the
-    messages' "Key", and the list of the "n" of each message it handled.
+def keyed_queue_worker(lock_url: str, postgres_url: str,
+                       name: str) -> tuple[AsyncWorker, list[int], PostgresQueue]:
+    """An AsyncWorker taking its locks at `lock_url`, with a job `<name>.handle` by the
+    messages' "Key" on a new PostgreSQL queue `<name>-<random>`; the list of the "n" of each
+    message it handled; a sender to that queue.
 
     Example::
 
-        worker, handled = keyed_queue_worker(redis_own.url, PostgresQueue("q", url), "q.handle")
+        worker, handled, sender = keyed_queue_worker(redis_own.url, postgres_own.url, "q")
     """
+    queue_name = f"{name}-{uuid.uuid4().hex[:8]}"
     handled: list[int] = []
     worker = AsyncWorker(connect("async", lock_url), grace=5)
 
-    @worker.queue(queue, scope="Key", max_poll=0.5, name=name)
+    @worker.queue(PostgresQueue(queue_name, postgres_url), scope="Key", max_poll=0.5,
+                  name=f"{name}.handle")
     async def handle(message: tenure.queues.Message) -> None:
         handled.append(message.body["n"])
 
-    return worker, handled
+    return worker, handled, PostgresQueue(queue_name, postgres_url)
+
+
+def first_message_handled(harness: Harness, sender: PostgresQueue, handled: list[int],
+                          caplog: pytest.LogCaptureFixture) -> None:
+    """Send message 1 (key "a") and wait until the worker handled it; the log starts afresh
+    (tenure's INFO lines and above).
+
+    Example::
+
+        first_message_handled(harness, sender, handled, caplog)
+    """
+    caplog.set_level(logging.INFO, logger="tenure")
+    harness.portal.call(sender.send, {"Key": "a", "n": 1})
+    wait_until(lambda: 1 in handled, READY, "message 1 handled")
+    caplog.clear()
 
 
 def test_a_queue_job_lives_through_a_restart_of_its_postgres_source(
         postgres_own: PostgresServer, tmp_path: Path,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="tenure")
-    queue_name = f"outage-{uuid.uuid4().hex[:8]}"
-    worker, handled = keyed_queue_worker(f"sqlite:///{tmp_path / 'locks.db'}",
-                                         PostgresQueue(queue_name, postgres_own.url),
-                                         "outage.handle")
-    sender = PostgresQueue(queue_name, postgres_own.url)
+    worker, handled, sender = keyed_queue_worker(f"sqlite:///{tmp_path / 'locks.db'}",
+                                                 postgres_own.url, "outage")
     with Harness(worker).running() as harness:
-        harness.portal.call(sender.send, {"Key": "a", "n": 1})
-        wait_until(lambda: 1 in handled, READY, "message 1 handled")
-        caplog.clear()
+        first_message_handled(harness, sender, handled, caplog)
         postgres_own.stop()
         stopped = time.monotonic()
         consumer = worker._consumers[0]
@@ -450,16 +462,9 @@ def test_a_queue_job_lives_through_a_restart_of_its_postgres_source(
 def test_a_queue_job_waits_out_a_restart_of_its_lock_store(
         redis_own: RedisServer, postgres_own: PostgresServer,
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="tenure")
-    queue_name = f"lockstore-{uuid.uuid4().hex[:8]}"
-    worker, handled = keyed_queue_worker(redis_own.url,
-                                         PostgresQueue(queue_name, postgres_own.url),
-                                         "lockstore.handle")
-    sender = PostgresQueue(queue_name, postgres_own.url)
+    worker, handled, sender = keyed_queue_worker(redis_own.url, postgres_own.url, "lockstore")
     with Harness(worker).running() as harness:
-        harness.portal.call(sender.send, {"Key": "a", "n": 1})
-        wait_until(lambda: 1 in handled, READY, "message 1 handled")
-        caplog.clear()
+        first_message_handled(harness, sender, handled, caplog)
         redis_own.stop()
         stopped = time.monotonic()
         harness.portal.call(sender.send, {"Key": "a", "n": 2})  # waits for its scope lock
