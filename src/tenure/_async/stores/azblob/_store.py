@@ -1,0 +1,109 @@
+"""AsyncAzureBlobStore: leases on blobs of one Azure Storage container, through a
+ContainerClient; the leases (_leases.py) and the records (_records.py) of its container
+(_container.py) behind the backend protocol.
+
+Example::
+
+    store = tenure.aio.connect(AsyncAzureBlobStore(client))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from azure.core.exceptions import AzureError
+from azure.storage.blob.aio import ContainerClient
+
+from tenure import _forks
+from tenure._async import _shim
+from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper
+from tenure._async.stores.azblob._container import Container
+from tenure._async.stores.azblob._failures import refusal_fix
+from tenure._async.stores.azblob._leases import Leases
+from tenure._async.stores.azblob._records import Records
+from tenure._async.stores.azblob._settings import DEFAULT_TIMEOUT, checked_timeout
+from tenure._errors import InvalidArgumentType
+from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+
+
+class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
+    """Leases on blobs of one Azure Storage container, through a ContainerClient you configured
+    (credentials, retries, proxies are then yours). Needs tenure[azure].
+
+    Example::
+
+        from azure.identity.aio import DefaultAzureCredential
+        from azure.core.exceptions import AzureError
+from azure.storage.blob.aio import ContainerClient
+
+        client = ContainerClient("https://myaccount.blob.core.windows.net", "locks",
+                                 credential=DefaultAzureCredential())
+        store = tenure.aio.connect(AsyncAzureBlobStore(client))
+    """
+
+    capabilities = Capabilities(min_ttl=15.0, max_ttl=60.0,
+                                ttl_hint=" (Azure blob leases last 15 to 60 s)")
+
+    def __init__(self, container: ContainerClient, *, create_container: bool = True,
+                 fencing: bool = True, close_client: bool = False,
+                 credential: Any = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+        if not isinstance(container, ContainerClient):
+            raise InvalidArgumentType(
+                f"container must be an azure.storage.blob.aio.ContainerClient, got "
+                f"{type(container).__module__}.{type(container).__qualname__}"
+            )
+        self.timeout = checked_timeout(timeout)
+        self.container = container  # the SDK's client, as given
+        self.url = f"azblob://{container.account_name}/{container.container_name}"
+        # The container as every operation reaches it (bounds, blob clients, failures).
+        self._container = Container(container, url=self.url, timeout=self.timeout,
+                                    create_container=create_container,
+                                    close_client=close_client, credential=credential)
+        self._credential = credential
+        self._leases = Leases(self._container, fencing=fencing)
+        self._records = Records(self._container, self._leases)
+        _forks.in_child_after_fork(self, AsyncAzureBlobStore._start_afresh)
+
+    def _refusal(self, exc: AzureError) -> str | None:
+        """What to fix when `exc` is permanent (see `refusal_fix`); None when it is transient."""
+        return refusal_fix(exc, self.container.container_name, self._credential)
+
+    def _start_afresh(self) -> None:
+        """In a child after fork(): a new HTTP session (see Container.start_afresh), and none
+        of the parent's holder writes, under the parent's leases."""
+        self._container.start_afresh()
+        self._leases.start_afresh()
+
+    async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        return await self._leases.try_acquire(name, holder, ttl, limit)
+
+    async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        return await self._leases.renew(grants, ttl)
+
+    async def release(self, grant: Grant) -> bool:
+        return await self._leases.release(grant)
+
+    async def break_lease(self, name: str) -> int:
+        return await self._leases.break_lease(name)
+
+    async def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        return await self._leases.listing(prefix)
+
+    async def wait_released(self, name: str, timeout: float,
+                            patience: float | None = None) -> None:
+        await _shim.sleep(timeout)  # blob leases have no notifications; the core polls
+
+    async def read_record(self, name: str) -> str | None:
+        return await self._records.read(name)
+
+    async def write_record(self, grant: Grant, record: str) -> bool:
+        return await self._records.write(grant, record)
+
+    async def records(self, prefix: str = "") -> dict[str, str]:
+        return await self._records.listing(prefix)
+
+    async def close(self) -> None:
+        self._container.closed = True
+        self._leases.cancel_descriptions()
+        await self._container.close()
