@@ -30,8 +30,10 @@ def periods_between(spec: JobSpec, since: datetime, now: datetime, limit: int) -
 
 
 def job_health(spec: JobSpec, state: JobState, record: JobRecord | None, now: datetime,
-               started: datetime) -> dict[str, Any]:
-    """One job's health entry (JSON-ready values).
+               started: datetime, *, record_unreadable: bool = False) -> dict[str, Any]:
+    """One job's health entry (JSON-ready values). `record` is the last one known; with
+    `record_unreadable` the store's could not be read just now, so `record` may be older than
+    the store's (this instance's own run, or the record read last).
 
     Example::
 
@@ -54,6 +56,7 @@ def job_health(spec: JobSpec, state: JobState, record: JobRecord | None, now: da
         "last_holder": None if record is None else record.holder,
         "last_success": None if last_success is None else last_success.isoformat(),
         "last_error": None if record is None else record.error,
+        "record_unreadable": record_unreadable,
         "next_due": spec.schedule.next_after(now).isoformat(),
         "periods_without_success": missed,
         "unhealthy": missed > spec.unhealthy_after,

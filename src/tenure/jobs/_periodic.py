@@ -84,9 +84,21 @@ class JobState:
     done_through: datetime | None = None  # latest period known to be done (by anyone)
     last_success: datetime | None = None
     last_outcome: str | None = None
+    last_record: JobRecord | None = None  # the newest this instance knows: its own run's, or read
     running_since: datetime | None = None
     leading: bool = False
     runs: int = 0
+
+    def learn_record(self, record: JobRecord) -> None:
+        """Keep `record` as the last one known unless a later period is known already (what
+        health() reports while the store cannot be read).
+
+        Example::
+
+            state.learn_record(JobRecord.parse(text))
+        """
+        if self.last_record is None or record.period >= self.last_record.period:
+            self.last_record = record
 
 
 def utc_now() -> datetime:
@@ -406,6 +418,7 @@ class PeriodicJob:
         if state.done_through is None or record.period > state.done_through:
             state.done_through = record.period
         state.last_outcome = record.outcome
+        state.learn_record(record)
         if record.last_success is not None and (
                 state.last_success is None or record.last_success > state.last_success):
             state.last_success = record.last_success

@@ -432,18 +432,22 @@ class _Registry:
 
     def _health(self, records: dict[str, str] | None) -> dict[str, Any]:
         """The report from the store's records, or (None: the store did not answer) from this
-        instance's own state. Unhealthy once a job missed `unhealthy_after` periods, or while
+        instance's own state: the last record it knows (its own run's, or the one last read),
+        flagged `record_unreadable`. Unhealthy once a job missed `unhealthy_after` periods, or while
         a store or queue source refuses (a permanent error)."""
         now = utc_now()
         started = self._started or now
         jobs = {}
         for job, spec in self.jobs.items():
-            record = None if records is None else _parse(records.get(spec.lock_name), job)
             state = self._runners[job].state
-            if record is not None and record.last_success is not None and (
-                    state.last_success is None or record.last_success > state.last_success):
-                state.last_success = record.last_success  # kept for when the store is down
-            jobs[job] = job_health(spec, state, record, now, started)
+            record = None if records is None else _parse(records.get(spec.lock_name), job)
+            if record is not None:
+                state.learn_record(record)  # kept for when the store is down
+                if record.last_success is not None and (
+                        state.last_success is None or record.last_success > state.last_success):
+                    state.last_success = record.last_success
+            jobs[job] = job_health(spec, state, state.last_record, now, started,
+                                   record_unreadable=records is None)
         store = {"url": self.store.url, **self._locks.outage.report()}
         sources = {consumer.source.name: consumer.outage.report()
                    for consumer in self._consumers}
