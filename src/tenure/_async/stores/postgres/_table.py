@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from tenure._async import _shim
@@ -47,7 +46,7 @@ from tenure._async.stores.postgres._table_sql import (
 )
 from tenure._errors import StoreUnavailable
 from tenure._names import name_digest
-from tenure._types import Grant, LeaseInfo, LostReason
+from tenure._types import Grant, LeaseInfo
 
 log = logging.getLogger("tenure")
 
@@ -189,19 +188,6 @@ class AsyncPostgresTableStore(AsyncPostgresStore):
         except StoreUnavailable as exc:
             log.debug("tenure: %s: could not free what an interrupted acquire of %r took "
                       "(it expires by itself): %s", self.url, name, exc)
-
-    async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
-        if not grants:
-            return []
-        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
-        rows = await self._execute("renewal", label, self._renew_sql, {
-            "names": [grant.name.encode() for grant in grants],
-            "slots": [grant.slot for grant in grants],
-            "ids": [grant.lease_id for grant in grants],
-            "ttl": ttl,
-        })
-        return [grant if not row[0] else LostReason(row[0])
-                for grant, row in zip(grants, rows, strict=True)]
 
     async def release(self, grant: Grant) -> bool:
         if self._pool.closed:

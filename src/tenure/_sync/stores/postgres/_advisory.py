@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -38,7 +37,7 @@ from tenure._sync.stores.postgres._connection import _NoAnswer, _Session, close_
 from tenure._sync.stores.postgres._statements import _render, _Script, _Statement
 from tenure._errors import StoreUnavailable
 from tenure._names import name_digest
-from tenure._types import Grant, LeaseInfo, LostReason
+from tenure._types import Grant, LeaseInfo
 
 # Two acquirers may pick the same slot, or a break move it to a new key meanwhile: tries.
 _SLOT_RETRIES = 4
@@ -66,8 +65,8 @@ class PostgresAdvisoryStore(PostgresStore):
             name: _render(template, table) for name, template in (
                 ("acquire", _ADVISORY_ACQUIRE), ("strays", _ADVISORY_UNLOCK_STRAYS),
                 ("release", _ADVISORY_RELEASE), ("unlock after", _ADVISORY_UNLOCK_AFTER),
-                ("renew", _ADVISORY_RENEW),
                 ("break", _ADVISORY_BREAK), ("list", _ADVISORY_LIST))}
+        self._renew_sql = _render(_ADVISORY_RENEW, table)
         # The key of its lock keys (see _advisory_keys).
         self._namespace = hashlib.blake2b(f"{self.schema}.{self.table}".encode(),
                                           digest_size=32).digest()
@@ -140,19 +139,6 @@ class PostgresAdvisoryStore(PostgresStore):
         if self._notify:  # see wait_and_acquire
             self._listener.note_missed(name, started)
         return None
-
-    def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
-        if not grants:
-            return []
-        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
-        rows = self._execute("renewal", label, self._advisory_sql["renew"], {
-            "names": [grant.name.encode() for grant in grants],
-            "slots": [grant.slot for grant in grants],
-            "ids": [grant.lease_id for grant in grants],
-            "ttl": ttl,
-        })
-        return [grant if not row[0] else LostReason(row[0])
-                for grant, row in zip(grants, rows, strict=True)]
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         encoded = prefix.encode()

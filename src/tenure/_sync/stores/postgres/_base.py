@@ -139,13 +139,28 @@ class PostgresStore(Backend, RecordKeeper):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.url}>"
 
+    # The renewal statement of the mode (its class sets it): the same parameters in both.
+    _renew_sql: bytes
+
     # -- what each mode's class does its own way ---------------------------------------------
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         raise NotImplementedError
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
-        raise NotImplementedError
+        """Renew `grants` in one statement (each mode's `_renew_sql`): each grant renewed,
+        or why it is lost."""
+        if not grants:
+            return []
+        label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
+        rows = self._execute("renewal", label, self._renew_sql, {
+            "names": [grant.name.encode() for grant in grants],
+            "slots": [grant.slot for grant in grants],
+            "ids": [grant.lease_id for grant in grants],
+            "ttl": ttl,
+        })
+        return [grant if not row[0] else LostReason(row[0])
+                for grant, row in zip(grants, rows, strict=True)]
 
     def release(self, grant: Grant) -> bool:
         raise NotImplementedError
