@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -270,3 +271,60 @@ def test_a_url_that_meant_an_existing_absolute_file_in_0_1_0_is_warned_of(
                 if record.levelname == "WARNING"]
     assert len(warnings) == 1, warnings
     assert f"write sqlite:///{old}" in warnings[0] and str(in_tmp) in warnings[0]
+
+
+@pytest.mark.parametrize("given", ["url", "keyword"])
+async def test_busy_timeout_is_an_option_of_the_url_and_of_connect(module: Any, in_tmp: Path,
+                                                                    given: str) -> None:
+    """docs/stores/sqlite.md promises `busy_timeout`: how long a call waits for another
+    writer's lock before the store answers busy (a transient error, retried by the core)."""
+    store = (module.connect("sqlite:///x.db?busy_timeout=0.05") if given == "url"
+             else module.connect("sqlite:///x.db", busy_timeout=0.05))
+    try:
+        assert await call(store.lock("warm-up", ttl=5).try_acquire()) is not None
+        blocker = sqlite3.connect(in_tmp / "x.db", isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")
+        try:
+            started = time.monotonic()
+            with pytest.raises(tenure.StoreUnavailable) as raised:
+                await call(store.lock("jobs", ttl=5).try_acquire())
+            waited = time.monotonic() - started
+        finally:
+            blocker.rollback()
+            blocker.close()
+    finally:
+        await call(store.close())
+    assert raised.value.transient and "locked" in str(raised.value), raised.value
+    assert waited < 2.5, waited  # the default busy_timeout (5 s) would wait twice as long
+
+
+@pytest.mark.parametrize("value", [0, -1, "0", "soon", "nan", True, None, 601])
+def test_a_bad_busy_timeout_is_refused_before_any_file_is_opened(module: Any, in_tmp: Path,
+                                                                 value: object) -> None:
+    with pytest.raises((tenure.InvalidArgument, tenure.InvalidArgumentType),
+                       match="busy_timeout"):
+        module.connect("sqlite:///x.db", busy_timeout=value)
+    if isinstance(value, str):
+        with pytest.raises(tenure.InvalidArgument, match="busy_timeout"):
+            module.connect(f"sqlite:///x.db?busy_timeout={value}")
+    kind = module.stores.AsyncSQLiteStore if module is tenure.aio else module.stores.SQLiteStore
+    with pytest.raises((tenure.InvalidArgument, tenure.InvalidArgumentType),
+                       match="busy_timeout"):
+        kind("x.db", busy_timeout=value)
+    assert list(in_tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(("url", "keywords", "shown"), [
+    ("sqlite:///t.db?synchronous=full", {}, "?synchronous=full"),
+    ("sqlite:///t.db?synchronous=FULL&busy_timeout=2", {}, "?synchronous=full&busy_timeout=2"),
+    ("sqlite:///t.db", {"busy_timeout": 0.5}, "?busy_timeout=0.5"),
+    ("sqlite:///t.db?synchronous=normal&busy_timeout=5", {}, ""),
+])
+def test_the_store_url_keeps_its_options(module: Any, in_tmp: Path, url: str,
+                                         keywords: dict[str, object], shown: str) -> None:
+    """As a Redis or PostgreSQL store's url does: the options that differ from the defaults,
+    and the url reads back as the same store."""
+    store = module.connect(url, **keywords)
+    assert store.url == f"sqlite:///{in_tmp}/t.db{shown}"
+    again = module.connect(store.url)
+    assert again.url == store.url

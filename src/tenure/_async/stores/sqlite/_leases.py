@@ -68,10 +68,13 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
     """Leases in a SQLite database file shared by the processes of one host.
 
     `path` is made absolute at once, against the working directory; its directory must exist.
+    `synchronous` is "normal" (default) or "full"; `busy_timeout` (seconds, more than 0 and
+    at most 600, default 5) is how long a call waits for another writer's lock before the
+    store answers busy, a transient error the core retries.
 
     Example::
 
-        backend = AsyncSQLiteStore("/var/lib/app/locks.db")
+        backend = AsyncSQLiteStore("/var/lib/app/locks.db", busy_timeout=2)
         store = tenure.aio.connect(backend)
     """
 

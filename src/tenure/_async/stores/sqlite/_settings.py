@@ -14,10 +14,15 @@ import os
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from tenure._async.stores._options import as_number
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import local_url
 
 URL_FORMS = "sqlite:///path is relative to the working directory, sqlite:////path absolute"
+
+DEFAULT_SYNCHRONOUS = "NORMAL"
+DEFAULT_BUSY_TIMEOUT = 5.0
+LONGEST_BUSY_TIMEOUT = 600.0
 
 log = logging.getLogger("tenure")
 
@@ -85,3 +90,35 @@ def synchronous_pragma(synchronous: object) -> str:
             f"synchronous={synchronous!r} is not supported; use 'normal' (default) or 'full'"
         )
     return synchronous.upper()
+
+
+def busy_timeout_seconds(busy_timeout: object) -> float:
+    """The `busy_timeout` option: how many seconds a call waits for another connection's
+    write lock before the store answers busy (a transient error, which the core retries);
+    more than 0 and at most 600.
+
+    Example:
+        >>> busy_timeout_seconds("2.5")
+        2.5
+    """
+    return as_number("busy_timeout", busy_timeout, 0.0, LONGEST_BUSY_TIMEOUT, above=True,
+                     default=DEFAULT_BUSY_TIMEOUT, why="how long a call waits for another "
+                     "writer's lock before the store answers busy")
+
+
+def store_url(path: Path, synchronous: str, busy_timeout: float) -> str:
+    """The store's URL: its absolute path, and the options that differ from the defaults (as
+    a server store's URL keeps its query), so it reads back as the same store.
+
+    Example:
+        >>> store_url(Path("/var/lib/app/locks.db"), "FULL", 5.0)
+        'sqlite:////var/lib/app/locks.db?synchronous=full'
+    """
+    options = []
+    if synchronous != DEFAULT_SYNCHRONOUS:
+        options.append(f"synchronous={synchronous.lower()}")
+    if busy_timeout != DEFAULT_BUSY_TIMEOUT:
+        shown = int(busy_timeout) if busy_timeout.is_integer() else busy_timeout
+        options.append(f"busy_timeout={shown}")
+    url = local_url("sqlite", str(path))
+    return f"{url}?{'&'.join(options)}" if options else url

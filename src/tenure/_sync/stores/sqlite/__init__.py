@@ -47,14 +47,16 @@ SCHEMES: tuple[str, ...] = ("sqlite",)
 
 def from_url(url: str, **options: Any) -> Backend:
     """The store of a `sqlite:///relative/path.db` or `sqlite:////absolute/path.db` URL, as
-    `tenure.connect` builds it: option `synchronous` ("normal" or "full") in the URL's
-    query or as a keyword (given both ways, they must agree).
+    `tenure.connect` builds it: options `synchronous` ("normal" or "full") and
+    `busy_timeout` (seconds, default 5) in the URL's query or as keywords (given both ways,
+    they must agree).
 
     Example::
 
-        backend = from_url("sqlite:////var/lib/app/locks.db?synchronous=full")
+        backend = from_url("sqlite:////var/lib/app/locks.db?synchronous=full&busy_timeout=2")
     """
     parsed = parse_store_url(url, SCHEMES)
     warn_of_the_old_reading(url, Path(parsed.location))
     return SQLiteStore(parsed.location, **only(
-        merged(parsed.options, options), "synchronous", store="sqlite:// stores"))
+        merged(parsed.options, options), "synchronous", "busy_timeout",
+        store="sqlite:// stores"))

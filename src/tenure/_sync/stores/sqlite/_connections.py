@@ -27,10 +27,15 @@ from typing import Any, TypeVar
 from tenure import _forks
 from tenure._sync.stores._protocol import closed_store
 from tenure._sync.stores.sqlite._failures import store_failure
-from tenure._sync.stores.sqlite._settings import database_path, synchronous_pragma
+from tenure._sync.stores.sqlite._settings import (
+    DEFAULT_BUSY_TIMEOUT,
+    busy_timeout_seconds,
+    database_path,
+    store_url,
+    synchronous_pragma,
+)
 from tenure._sync.stores.sqlite._sql import HAS_LEASE_TABLE, PROBE_LEASE_TABLE, SCHEMA
 from tenure._errors import StoreUnavailable
-from tenure._urls import local_url
 
 T = TypeVar("T")
 
@@ -77,11 +82,12 @@ class SQLiteConnections:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "normal",
-                 busy_timeout: float | str = 5.0) -> None:
+                 busy_timeout: float | str = DEFAULT_BUSY_TIMEOUT) -> None:
         self._synchronous = synchronous_pragma(synchronous)
+        busy_seconds = busy_timeout_seconds(busy_timeout)
         self.path = database_path(path)
-        self.url = local_url("sqlite", str(self.path))
-        self._busy_ms = int(float(busy_timeout) * 1000)
+        self.url = store_url(self.path, self._synchronous, busy_seconds)
+        self._busy_ms = max(1, round(busy_seconds * 1000))
         # Connections are pooled, not tied to threads: any thread may use an idle one, so the
         # pool only grows to the number of concurrent calls (worker threads come and go).
         self._idle: list[sqlite3.Connection] = []
