@@ -1028,31 +1028,28 @@ async def test_the_listener_logs_its_trouble_once_per_outage(
         for _ in range(count):
             await call(backend.wait_released("jobs", 0.0))
 
+    async def down_then_healed(debug: int) -> None:
+        """Five tries in the outage: one WARNING, `debug` DEBUG lines, none at INFO; healed,
+        one try listens again, with one INFO line."""
+        await tries(5)
+        assert not listening()
+        assert len(listener_lines(caplog.records, logging.WARNING)) == 1, caplog.text
+        assert len(listener_lines(caplog.records, logging.DEBUG)) == debug, caplog.text
+        assert listener_lines(caplog.records, logging.INFO) == [], caplog.text
+        host.set_mode(proxy, "normal")
+        await tries(1)
+        assert listening()
+        assert len(listener_lines(caplog.records, logging.INFO)) == 1, caplog.text
+
     # Outage 1: the listener cannot connect from its first try on.
     host.set_mode(proxy, "reset")
-    await tries(5)
-    assert not listening()
-    assert len(listener_lines(caplog.records, logging.WARNING)) == 1, caplog.text
-    assert len(listener_lines(caplog.records, logging.DEBUG)) == 4, caplog.text
-    assert listener_lines(caplog.records, logging.INFO) == [], caplog.text
-    host.set_mode(proxy, "normal")
-    await tries(1)
-    assert listening()
-    assert len(listener_lines(caplog.records, logging.INFO)) == 1, caplog.text
+    await down_then_healed(debug=4)
 
     # Outage 2: it begins while the listener listens (its connection is reset).
     caplog.clear()
     host.set_mode(proxy, "reset")
     await eventually(lambda: not listening(), 10.0, "the listener to stop")
-    await tries(5)
-    assert not listening()
-    assert len(listener_lines(caplog.records, logging.WARNING)) == 1, caplog.text
-    assert len(listener_lines(caplog.records, logging.DEBUG)) == 5, caplog.text
-    assert listener_lines(caplog.records, logging.INFO) == [], caplog.text
-    host.set_mode(proxy, "normal")
-    await tries(1)
-    assert listening()
-    assert len(listener_lines(caplog.records, logging.INFO)) == 1, caplog.text
+    await down_then_healed(debug=5)
     assert len(listener_lines(caplog.records, logging.WARNING)) == 1, caplog.text
     await call(store.close())
 
