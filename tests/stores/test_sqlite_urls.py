@@ -222,6 +222,29 @@ def test_a_read_only_database_error_names_the_absolute_path(world_readable_dir: 
     assert result.stderr.startswith(f"tenure: error: sqlite:///{world_readable_dir}/locks.db: ")
 
 
+def test_a_writable_database_in_a_read_only_directory_names_the_directory(
+        world_readable_dir: Path) -> None:
+    """SQLite creates the -wal and -shm files next to the database: with the file writable and
+    its directory not, the directory is what to fix."""
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: a read-only directory would not be one")
+    unprivileged = (["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+                    if os.geteuid() == 0 else [])
+    with tenure.connect(f"sqlite:///{world_readable_dir}/locks.db") as store:
+        assert store.lock("warm-up", ttl=1).try_acquire() is not None
+    for file in world_readable_dir.iterdir():
+        file.chmod(0o666)
+    world_readable_dir.chmod(0o555)
+
+    result = tenure_cli("locks", "break", "jobs", "--store", "sqlite:///locks.db",
+                        cwd=world_readable_dir, prefix=unprivileged)
+
+    assert result.returncode == 1
+    assert (f"the database's directory '{world_readable_dir}' is read-only for this process"
+            in result.stderr), result.stderr
+    assert "database file" not in result.stderr.partition("refused:")[2], result.stderr
+
+
 APP = '''
 import json
 import os

@@ -57,6 +57,10 @@ def refusal_fix(path: Path, exc: Exception) -> str | None:
         return (f"the database's directory {str(directory)!r} cannot be created or "
                 "written by this user; fix the path in the URL or the permissions")
     if "readonly database" in message or "read-only" in message:
+        if os.access(path, os.W_OK) and not os.access(directory, os.W_OK | os.X_OK):
+            return (f"the database's directory {str(directory)!r} is read-only for this "
+                    "process (the file is writable, but SQLite creates its -wal and -shm "
+                    "files next to it); make the directory writable")
         return (f"the database file {str(path)!r} is read-only for this process; make "
                 "it (and its directory, for the -wal and -shm files) writable")
     if "file is not a database" in message or "malformed" in message:
