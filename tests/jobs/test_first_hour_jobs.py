@@ -4,14 +4,16 @@ sync election's leader(), misspelt job options and the log line of a failed rele
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from waiting import wait_until
 
 import tenure
 import tenure.aio
-from tenure.jobs import AsyncWorker, Run
+from tenure.jobs import AsyncElection, AsyncWorker, Run, Worker
 
 pytestmark = pytest.mark.anyio
 
@@ -51,3 +53,22 @@ async def test_health_keeps_this_instance_s_last_run_while_the_records_cannot_be
     kept = ("last_period", "last_outcome", "last_holder", "last_success")
     assert {key: during[key] for key in kept} == {key: before[key] for key in kept}
     assert during["record_unreadable"] is True
+
+
+def test_the_sync_worker_s_election_tells_its_leader_without_await(tmp_path: Path) -> None:
+    """tenure.Worker's election.leader() returned a coroutine ("never awaited")."""
+    worker = Worker(tenure.connect(f"sqlite:///{tmp_path}/locks.db"))
+    election = worker.election("primary", ttl=5)
+    assert election.leader() is None
+    with worker:
+        wait_until(lambda: election.is_leader, 10, "the only instance leads")
+        assert election.leader() == worker.instance
+
+
+async def test_the_async_worker_s_election_tells_its_leader_awaited() -> None:
+    worker = AsyncWorker(tenure.aio.connect("memory://"))
+    election = worker.election("primary", ttl=5)
+    assert isinstance(election, AsyncElection)
+    async with worker:
+        await wait_for(lambda: election.is_leader, 10)
+        assert await election.leader() == worker.instance

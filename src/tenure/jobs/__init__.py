@@ -11,11 +11,11 @@ Example::
 """
 
 from tenure.jobs._config import Config, apply_config, load_config
-from tenure.jobs._election import Election
+from tenure.jobs._election import AsyncElection, Election
 from tenure.jobs._health_http import HealthServer, serve_health
 from tenure.jobs._run import JobRecord, Run
 from tenure.jobs._schedule import Cron, Every
 from tenure.jobs._worker import AsyncWorker, Worker
 
-__all__ = ["AsyncWorker", "Config", "Cron", "Election", "Every", "HealthServer", "JobRecord", "Run",
-           "Worker", "apply_config", "load_config", "serve_health"]
+__all__ = ["AsyncElection", "AsyncWorker", "Config", "Cron", "Election", "Every", "HealthServer",
+           "JobRecord", "Run", "Worker", "apply_config", "load_config", "serve_health"]

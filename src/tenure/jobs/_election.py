@@ -5,7 +5,8 @@ Example::
 
     election = worker.election("primary", on_elected=start_consumers, on_lost=stop_consumers)
     ...
-    print(await election.leader())   # the holder id of the current leader, or None
+    print(election.leader())   # sync Worker: the holder id of the current leader, or None
+    print(await election.leader())   # AsyncWorker
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from tenure._errors import LeaseLost
+from tenure._errors import InvalidArgumentType, LeaseLost
+from tenure._sync._store import Store
+from tenure._types import LeaseInfo
 from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import Retry, describe
 from tenure.jobs._periodic import sleep_unless_stopped, until_stopped
@@ -42,15 +45,8 @@ async def _notify(callback: Callable[[], Any] | None) -> None:
         log.error("tenure: election callback %r raised", callback, exc_info=from_user_code(exc))
 
 
-class Election:
-    """One named election on this instance; made by `worker.election(...)`.
-
-    Example::
-
-        election = worker.election("primary")
-        if election.is_leader:
-            ...
-    """
+class _Campaign:
+    """What both elections share: campaigning while the worker runs, and `is_leader`."""
 
     def __init__(self, name: str, locks: LockPort, *, ttl: float, poll: float,
                  on_elected: Callable[[], Any] | None, on_lost: Callable[[], Any] | None) -> None:
@@ -64,7 +60,7 @@ class Election:
         self._retry = Retry(locks.outage, f"election {name!r}")
 
     def __repr__(self) -> str:
-        return f"<Election {self.name!r} leading={self.is_leader}>"
+        return f"<{type(self).__name__} {self.name!r} leading={self.is_leader}>"
 
     @property
     def lock_name(self) -> str:
@@ -84,14 +80,8 @@ class Election:
         lease = self._lease
         return lease is not None and not lease.lost and not lease.released
 
-    async def leader(self) -> str | None:
-        """The holder id of whoever leads now (from the store), or None.
-
-        Example::
-
-            who = await election.leader()
-        """
-        for info in await self._locks.leases(self.lock_name):
+    def _holder(self, leases: list[LeaseInfo]) -> str | None:
+        for info in leases:
             if info.name == self.lock_name:
                 return info.holder
         return None
@@ -139,3 +129,49 @@ class Election:
         except Exception as exc:  # shielded and best effort: the lease expires by itself
             log.info("tenure: releasing election %r failed; it expires by itself: %s",
                      self.name, describe(exc))
+
+
+class Election(_Campaign):
+    """One named election of a sync `tenure.Worker`; made by `worker.election(...)`.
+
+    Example::
+
+        election = worker.election("primary")
+        if election.is_leader:
+            ...
+        print(election.leader())   # the holder id of the current leader, or None
+    """
+
+    def leader(self) -> str | None:
+        """The holder id of whoever leads now (from the store), or None.
+
+        Example::
+
+            who = election.leader()
+        """
+        store = self._locks.store
+        if not isinstance(store, Store):
+            raise InvalidArgumentType("Election.leader() reads a sync store; an AsyncWorker's "
+                                      "election is an AsyncElection: await election.leader()")
+        return self._holder(store.leases(self.lock_name))
+
+
+class AsyncElection(_Campaign):
+    """One named election of a `tenure.aio.AsyncWorker`; made by `worker.election(...)`.
+
+    Example::
+
+        election = worker.election("primary")
+        if election.is_leader:
+            ...
+        print(await election.leader())   # the holder id of the current leader, or None
+    """
+
+    async def leader(self) -> str | None:
+        """The holder id of whoever leads now (from the store), or None.
+
+        Example::
+
+            who = await election.leader()
+        """
+        return self._holder(await self._locks.leases(self.lock_name))

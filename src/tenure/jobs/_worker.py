@@ -35,7 +35,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.abc
@@ -46,7 +46,7 @@ from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailabl
 from tenure._names import validate_name
 from tenure._sync._store import Store
 from tenure._timing import Backoff, check_range, check_ttl, to_seconds
-from tenure.jobs._election import Election
+from tenure.jobs._election import AsyncElection, Election, _Campaign
 from tenure.jobs._health import job_health
 from tenure.jobs._locks import AnyStore, LockPort
 from tenure.jobs._outage import READ, RETRY_CAP, RETRY_FIRST, stamp
@@ -64,6 +64,7 @@ from tenure.jobs._signatures import check_callable
 
 log = logging.getLogger("tenure.jobs")
 F = TypeVar("F", bound=Callable[..., Any])
+E = TypeVar("E", bound=_Campaign)  # the election a Worker makes: Election or AsyncElection
 HEALTH_READ_TIMEOUT = 2.0  # seconds health() waits for the store's records
 PROBE_PREFIX = "tenure-probe:"  # + the instance id: the lease the store check takes and frees
 PROBE_TTL = 10.0  # seconds: the probe lease expires by itself should its release fail
@@ -84,8 +85,10 @@ def _no_job(run: Run) -> None:
     """Stands in for the job function while a decorator checks its options."""
 
 
-class _Registry:
+class _Registry(Generic[E]):
     """What both Workers share: the decorators and the validated specs they record."""
+
+    _election_type: type[E]
 
     def __init__(self, store: AnyStore, *, grace: float | timedelta = 30.0) -> None:
         self._locks = LockPort(store)
@@ -94,7 +97,7 @@ class _Registry:
         self.jobs: dict[str, JobSpec] = {}
         self._runners: dict[str, PeriodicJob] = {}
         self._consumers: list[Any] = []
-        self._elections: dict[str, Election] = {}
+        self._elections: dict[str, E] = {}
         self._options: dict[str, dict[str, Any]] = {}  # as registered, for configure()
         self._started: datetime | None = None
         self._serving: anyio.Event | None = None  # the stop event while the worker runs
@@ -162,10 +165,11 @@ class _Registry:
 
     def election(self, name: str, *, on_elected: Callable[[], Any] | None = None,
                  on_lost: Callable[[], Any] | None = None, ttl: float | timedelta = 30.0,
-                 poll: float | timedelta | None = None) -> Election:
+                 poll: float | timedelta | None = None) -> E:
         """Campaign for leadership of `name` while the worker runs; `on_elected` runs when this
         instance becomes leader and `on_lost` when it stops leading (lease lost, or the worker
-        stops). Callbacks may be sync or async.
+        stops). Callbacks may be sync or async. `election.leader()` tells who leads: a plain
+        call on `tenure.Worker`, awaited on `tenure.aio.AsyncWorker`.
 
         Example::
 
@@ -178,8 +182,9 @@ class _Registry:
         if name in self._elections:
             raise InvalidArgument(f"election {name!r} is already registered on this worker")
         lease_ttl = self._ttl(ttl)
-        election = Election(name, self._locks, ttl=lease_ttl, poll=self._poll(poll, lease_ttl),
-                            on_elected=on_elected, on_lost=on_lost)
+        election = self._election_type(name, self._locks, ttl=lease_ttl,
+                                       poll=self._poll(poll, lease_ttl),
+                                       on_elected=on_elected, on_lost=on_lost)
         self._elections[name] = election
         return election
 
@@ -484,7 +489,7 @@ def runs_started() -> int:
     return _runs_started
 
 
-class AsyncWorker(_Registry):
+class AsyncWorker(_Registry[AsyncElection]):
     """Jobs of this instance on an async store; `tenure.aio.AsyncWorker`.
 
     Example::
@@ -498,6 +503,8 @@ class AsyncWorker(_Registry):
         async with worker:      # e.g. in a FastAPI lifespan
             ...
     """
+
+    _election_type = AsyncElection
 
     def __init__(self, store: AsyncStore, *, grace: float | timedelta = 30.0) -> None:
         if not isinstance(store, AsyncStore):
@@ -579,7 +586,7 @@ class AsyncWorker(_Registry):
             raise error
 
 
-class Worker(_Registry):
+class Worker(_Registry[Election]):
     """Jobs of this instance on a sync store; `tenure.Worker`.
 
     Example::
@@ -592,6 +599,8 @@ class Worker(_Registry):
 
         worker.run()            # or: with worker: serve_http()  (runs in a thread)
     """
+
+    _election_type = Election
 
     def __init__(self, store: Store, *, grace: float | timedelta = 30.0) -> None:
         if not isinstance(store, Store):
