@@ -16,7 +16,6 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from contextlib import ExitStack
 
@@ -25,7 +24,7 @@ from handoff import Contender
 from libraries import AZURE_POLL_SECONDS
 from lineup import Entry, footprints, takers
 from servers import Server
-from timing import Runner, timed_loop
+from timing import Runner, timed_async_cycles, timed_loop
 
 import tenure
 
@@ -215,12 +214,7 @@ def async_sdk_floor(connection_string: str, container: str, blob: str, *,
                     await target.set_sequence_number("increment", lease=lease.id)
                 await lease.release()
 
-            for _ in range(ASYNC_WARMUP_CYCLES):
-                await cycle()
-            start = time.perf_counter()
-            for _ in range(count):
-                await cycle()
-            return time.perf_counter() - start
+            return await timed_async_cycles(cycle, count, ASYNC_WARMUP_CYCLES)
 
     def run(count: int) -> float:
         return asyncio.run(cycles(count))

@@ -36,7 +36,7 @@ from cases import (
 from handoff import LEASE_SECONDS, Contender
 from lineup import TAKEOVER_TTL, Entry, footprints, takers
 from servers import Server
-from timing import Runner, timed_loop
+from timing import Runner, timed_async_cycles, timed_loop
 
 import tenure
 
@@ -174,12 +174,7 @@ def async_floor(url: str) -> Runner:
             await release(keys=[key], args=[value])
 
         try:
-            for _ in range(ASYNC_WARMUP_CYCLES):
-                await cycle()
-            start = time.perf_counter()
-            for _ in range(count):
-                await cycle()
-            return time.perf_counter() - start
+            return await timed_async_cycles(cycle, count, ASYNC_WARMUP_CYCLES)
         finally:
             await client.aclose()
 
