@@ -231,9 +231,10 @@ class Lock:
         Waiting polls with exponential backoff and full jitter between `min_wait` and
         `max_wait`, and wakes early on the store's release notification where it has one.
         A transient store error (StoreUnavailable) is retried until the timeout, with one
-        WARNING on the "tenure" logger when it is first met and one INFO if the store answers
-        again; a permanent one (StoreRefused: credentials refused, store closed) is raised at
-        once, whatever the timeout.
+        WARNING on the "tenure" logger before the first retry (none when the timeout leaves
+        no time for one: the error is raised) and one INFO if the store answers again; a
+        permanent one (StoreRefused: credentials refused, store closed) is raised at once,
+        whatever the timeout.
 
         Example::
 
@@ -254,8 +255,8 @@ class Lock:
         deadline = _shim.monotonic() + timeout
         backoff: Backoff | None = None  # made on the first miss: most acquisitions need none
         last_error: StoreUnavailable | None = None
-        # One WARNING when this call first meets a store error, one INFO when the store first
-        # answers after it: however long or often the store fails, never a line per retry.
+        # One WARNING before this call first retries after a store error, one INFO when the
+        # store first answers after it: however long or often it fails, never a line per retry.
         failing_since: float | None = None
         warned = False
         round_trip = 0.0  # how long the first try took
@@ -280,11 +281,8 @@ class Lock:
                 if not exc.transient:  # a StoreRefused: no timeout makes it clear
                     raise
                 lease, last_error = None, exc  # transient: keep trying until the timeout
-                if failing_since is None and not warned:  # once per call, not per retry
-                    failing_since, warned = tried_at, True
-                    log.warning("tenure: %s %r on %s: store error, retrying %s: %s",
-                                self._kind(), self.name, self._backend.url,
-                                self._until(timeout), exc)
+                if failing_since is None and not warned:  # warned of below, before a retry
+                    failing_since = tried_at
             else:
                 if failing_since is not None:  # once per call too, when it first answers again
                     log.info("tenure: %s %r: store %s reachable again after %.1f s",
@@ -305,6 +303,11 @@ class Lock:
                     raise last_error
                 raise LockTimeout(f"{self._kind()} {self.name!r} was not acquired within "
                                   f"{timeout:g} s: {self._who_has_it()}")
+            if failing_since is not None and not warned:  # once per call, not per retry
+                warned = True
+                log.warning("tenure: %s %r on %s: store error, retrying %s: %s",
+                            self._kind(), self.name, self._backend.url, self._until(timeout),
+                            last_error)
             wait = min(backoff.next_delay(), remaining)
 
     def _wait_then_try(self, wait: float, patience: float) -> Lease | None:
