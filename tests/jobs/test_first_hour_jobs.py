@@ -3,6 +3,7 @@ sync election's leader(), misspelt job options and the log line of a failed rele
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from waiting import wait_until
 
 import tenure
 import tenure.aio
+import tenure.queues
 from tenure.jobs import AsyncElection, AsyncWorker, Run, Worker
 
 pytestmark = pytest.mark.anyio
@@ -72,3 +74,36 @@ async def test_the_async_worker_s_election_tells_its_leader_awaited() -> None:
     async with worker:
         await wait_for(lambda: election.is_leader, 10)
         assert await election.leader() == worker.instance
+
+
+def test_a_misspelt_job_or_queue_option_gets_a_suggestion() -> None:
+    worker = Worker(tenure.connect("memory://"))
+    with pytest.raises(tenure.InvalidArgument, match=r"retires \(did you mean 'retries'\?\)"):
+        worker.every(5, retires=1)
+    source = tenure.queues.AzureQueue("invoices", connection_string=(
+        "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;"
+        "QueueEndpoint=http://127.0.0.1:9/devstoreaccount1;"))
+    with pytest.raises(tenure.InvalidArgument,
+                       match=r"'max_dequeue' \(did you mean 'max_dequeue_count'\?\)"):
+        worker.queue(source, max_dequeue=3)(lambda message: None)
+
+
+async def test_a_failed_release_is_logged_in_plain_words(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The line read "releasing job 'app.slow''s lease failed"."""
+    worker = AsyncWorker(tenure.aio.connect("memory://"))
+
+    @worker.every(timedelta(seconds=30), name="app.slow", jitter=0)
+    async def slow(run: Run) -> None:
+        pass
+
+    async def failing_release(lease: Any) -> None:
+        await anyio.sleep(0)
+        raise tenure.StoreUnavailable("memory://: injected: releases fail")
+
+    worker._locks.release = failing_release  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="tenure.jobs"):
+        async with worker:
+            await wait_for(lambda: "failed; released once" in caplog.text, 10)
+    assert "releasing the lease of job 'app.slow' failed" in caplog.text
+    assert "''s" not in caplog.text

@@ -21,7 +21,7 @@ import difflib
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,12 +209,22 @@ def env_key(job: str) -> str:
     return re.sub(r"[^A-Z0-9]+", "_", job.upper()).strip("_")
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """" (did you mean 'x'?)" for the choice closest to a misspelt `word`, else "".
+
+    Example:
+        >>> did_you_mean("retires", ["retries", "ttl"])
+        " (did you mean 'retries'?)"
+    """
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def _known(key: str, allowed: Mapping[str, str], where: str, prefix: str = "") -> str:
     if key in allowed:
         return key
     shown = {prefix + name.upper() if prefix else name: name for name in allowed}
-    close = difflib.get_close_matches(prefix + key.upper() if prefix else key, list(shown), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(prefix + key.upper() if prefix else key, shown)
     what = f"variable {where}" if prefix else f"key {key!r} in {where}"
     raise InvalidArgument(f"unknown {what}{hint}; accepted: {', '.join(sorted(shown))}")
 

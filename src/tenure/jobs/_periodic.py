@@ -427,8 +427,8 @@ class PeriodicJob:
         try:
             await self.locks.release(lease)
         except Exception as exc:  # shielded and best effort: the outage is reported elsewhere
-            log.info("tenure: releasing job %r's lease failed; released once the store answers, "
-                     "else it expires by itself: %s", self.spec.name, describe(exc))
+            log.info("tenure: releasing the lease of job %r failed; released once the store "
+                     "answers, else it expires by itself: %s", self.spec.name, describe(exc))
             self._unreleased.append((lease, time.monotonic() + self.spec.ttl))
 
     async def _release_unreleased(self) -> None:

@@ -40,6 +40,7 @@ from tenure._errors import InvalidArgument, InvalidArgumentType, LeaseLost
 from tenure._names import MAX_NAME_LENGTH
 from tenure._timing import Backoff, check_range, check_ttl, jittered, margin_for, to_seconds
 from tenure.jobs import _metrics
+from tenure.jobs._config import did_you_mean
 from tenure.jobs._locks import AnyLease, LockPort
 from tenure.jobs._outage import READ, WRITE, Outage, Retry, describe
 from tenure.jobs._signatures import is_async, refuse_unfinished
@@ -136,7 +137,8 @@ class QueueConsumer:
         unknown = sorted(set(options) - known)
         if unknown:
             raise InvalidArgument(
-                f"unknown queue option {unknown[0]!r}; the options are: {', '.join(sorted(known))}")
+                f"unknown queue option {unknown[0]!r}{did_you_mean(unknown[0], known)}; the "
+                f"options are: {', '.join(sorted(known))}")
         self.lock_ttl = check_ttl(options.get("lock_ttl", 30.0),
                                   self.locks.store.backend.capabilities, "lock_ttl")
         seconds = {option: check_range(to_seconds(options.get(option, default), option), option,

@@ -46,6 +46,7 @@ from tenure._errors import InvalidArgument, InvalidArgumentType, StoreUnavailabl
 from tenure._names import validate_name
 from tenure._sync._store import Store
 from tenure._timing import Backoff, check_range, check_ttl, to_seconds
+from tenure.jobs._config import did_you_mean
 from tenure.jobs._election import AsyncElection, Election, _Campaign
 from tenure.jobs._health import job_health
 from tenure.jobs._locks import AnyStore, LockPort
@@ -268,7 +269,8 @@ class _Registry(Generic[E]):
                    "misfire_grace", "poll", "unhealthy_after"}
         unknown = sorted(set(options) - allowed)
         if unknown:
-            raise InvalidArgument(f"unknown job option(s) {', '.join(unknown)}; accepted: "
+            named = ", ".join(option + did_you_mean(option, allowed) for option in unknown)
+            raise InvalidArgument(f"unknown job option(s) {named}; accepted: "
                                   f"{', '.join(sorted(allowed))}")
         period = period_seconds(schedule)
         leader = options.get("leader", False)
