@@ -499,6 +499,24 @@ def test_unix_socket_url(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_socket_that_does_not_answer_gets_a_hint_about_the_socket(
+        tmp_path: Path, api: str) -> None:
+    """A unix:// store has no address to reach and no TLS: its hint names the socket file."""
+    socket_path = tmp_path / "redis.sock"
+    module = tenure.aio if api == "async" else tenure
+    store = module.connect(f"unix://{socket_path}", timeout=1)
+    try:
+        with pytest.raises(tenure.StoreUnavailable) as raised:
+            await call(store.lock("jobs", ttl=5).acquire(timeout=0))
+    finally:
+        await call(store.close())
+    message = str(raised.value)
+    assert "TLS" not in message and "address" not in message, message
+    assert (f"check that the server is running and listening on the socket {socket_path}, and "
+            "that this user may open it; each call waits at most timeout=1 s") in message, message
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
 async def test_errors_name_the_store_and_never_the_password(server: RedisServer,
                                                             api: str) -> None:
     wrong = f"redis://someone:hunter2@127.0.0.1:{server.port}/0"

@@ -219,9 +219,18 @@ class Connections:
             hint = ("the server refused the command; check that it runs Redis 5 or later with "
                     f"Lua scripting, and that nothing else writes keys under {self.prefix!r}")
         else:
-            hint = ("check that the server is running and reachable at this address, and the "
-                    f"TLS settings; each call waits at most timeout={self.timeout:g} s")
+            hint = f"{self._reach_hint()}; each call waits at most timeout={self.timeout:g} s"
         return failures.failure(self.url, operation, name, hint, detail, password=self._password)
+
+    def _reach_hint(self) -> str:
+        """What to check when the server did not answer, for this store's transport: a unix
+        socket (a file to listen on and to open; no address, no TLS) or TCP."""
+        socket_path = self._kwargs.get("path")  # only a unix socket connection has one
+        if socket_path:
+            return (f"check that the server is running and listening on the socket "
+                    f"{socket_path}, and that this user may open it")
+        return ("check that the server is running and reachable at this address, and the TLS "
+                "settings")
 
     def eval(self, script: Script, command: bytes, undo: Undo | None = None) -> Any:
         """Run a packed EVALSHA of `script`; first load the script if the server lacks it.
