@@ -939,7 +939,7 @@ async def test_password_never_shown(api: str, mariadb_server: MariaDBServer) -> 
     ({"table": "x" * 65}, "is not a usable SQL identifier: use 1 to 64"),
     ({"timeout": "soon"}, "timeout='soon' is not a number: give seconds, from 0.1 to 600"),
     ({"timeout": 0}, "timeout='?0'? is out of range: give seconds"),
-    ({"pool_size": "1.5"}, "pool_size='1.5' is not a whole number: give one from 0 to 1000"),
+    ({"pool_size": "1.5"}, "pool_size='1.5' is not a whole number: give one from 1 to 1000"),
     ({"pool_size": -1}, "pool_size='?-1'? is out of range: give a whole number"),
     ({"ssl_mode": "on"}, "unknown option 'ssl_mode' for mysql:// stores; accepted: table, "
                          "timeout"),

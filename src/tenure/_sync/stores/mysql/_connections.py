@@ -1,7 +1,7 @@
 # GENERATED from src/tenure/_async/stores/mysql/_connections.py by scripts/unasync.py: do not edit.
-"""The connections of a mysql:// store: opened on demand, kept idle up to `pool_size`, each
-call run on one with retries of what is safe to repeat, and driver failures turned into
-tenure's errors.
+"""The connections of a mysql:// store: a BoundedPool of at most `pool_size` for its lease
+calls, opened on demand, each call run on one with retries of what is safe to repeat, and
+driver failures turned into tenure's errors.
 
 Example::
 
@@ -12,11 +12,13 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from tenure._sync import _shim
 from tenure._sync.stores._failures import failure
+from tenure._sync.stores._pool import BoundedPool
 from tenure._sync.stores._protocol import closed_store
 from tenure._sync.stores.mysql._driver import (
     CONFLICT_PAUSE,
@@ -36,9 +38,26 @@ from tenure._errors import StoreRefused, StoreUnavailable
 from tenure._timing import Backoff
 
 
+class _CallPool(BoundedPool[Any]):
+    """The connections lease calls run on: opened and closed by `connections`."""
+
+    def __init__(self, connections: Connections) -> None:
+        settings = connections.settings
+        super().__init__(settings.url, settings.pool_size, settings.timeout, threading.Lock())
+        self.connections = connections
+
+    def open_one(self) -> Any:
+        with deadline(self.timeout):
+            return self.connections.open()
+
+    def close_one(self, connection: Any) -> None:
+        self.connections.discard(connection)
+
+
 class Connections:
-    """The connections a store's lease statements run on (waits have their own, see
-    Sleepers): at most `pool_size` kept idle, more opened while more calls run at once.
+    """The connections a store's lease statements run on: at most `pool_size` open at once
+    (a call waits up to `timeout` for one while all are busy), idle ones reused. Waits open
+    their own (see Sleepers), which are not counted here.
 
     The table is created when a statement finds it missing (then the call is retried), so a
     store costs no round trip for it, and needs no CREATE privilege once it exists. On
@@ -52,13 +71,27 @@ class Connections:
     def __init__(self, settings: Settings, statements: Statements) -> None:
         self.settings = settings
         self.statements = statements
-        self.idle: list[Any] = []
+        self.pool = _CallPool(self)
         self.prepared = False  # the server is MariaDB: the statements are prepared
-        self.closed = False
         self._table_missing = False
 
+    @property
+    def closed(self) -> bool:
+        """close() was called: no new connection is opened."""
+        return self.pool.closed
+
+    @property
+    def idle(self) -> list[Any]:
+        """The connections idle in the pool, the next one to be reused last."""
+        return self.pool.idle
+
+    def discard_idle(self) -> None:
+        """Close the idle connections (e.g. to open new ones with the server's new settings)."""
+        self.pool.discard_idle()
+
     def open(self) -> Any:
-        """A new connection; the table created first if it was found missing, and on MariaDB
+        """A new connection, not counted in the pool (a wait's, or the pool's own through
+        _CallPool); the table created first if it was found missing, and on MariaDB
         the cycle's statements prepared (see PREPARED). Run in one round trip with the
         PREPAREs: the session's settings (see SESSION; the driver's init_command would cost
         two, its query and a COMMIT)."""
@@ -84,22 +117,9 @@ class Connections:
         return connection
 
     def discard(self, connection: Any) -> None:
-        """Close `connection` (best effort)."""
+        """Close `connection` (best effort); one of the pool's is discarded through it."""
         with contextlib.suppress(Exception):
             connection.close()
-
-    def discard_idle(self) -> None:
-        """Close the idle connections (after one of them turned out dead, or on close)."""
-        idle, self.idle = self.idle, []  # a swap: other threads may be taking from it
-        for connection in idle:
-            self.discard(connection)
-
-    def give_back(self, connection: Any) -> None:
-        """Keep `connection` idle for the next call, or close it when enough are kept."""
-        if self.closed or len(self.idle) >= self.settings.pool_size:
-            self.discard(connection)
-        else:
-            self.idle.append(connection)
 
     def call(self, operation: str, label: str, work: Callable[..., Any],
                    *args: Any, reading: bool = False) -> Any:
@@ -122,19 +142,16 @@ class Connections:
         conflicts: Backoff | None = None
         retried = False  # the one retry of a dead pooled connection or a missing table
         while True:
-            try:
-                connection, reused = self.idle.pop(), True
-            except IndexError:  # none idle (also when another thread took the last one)
-                connection, reused = None, False
+            connection: Any = None
+            reused = False
             bound = timeout if conflicts is None else max(0.01, give_up - _shim.monotonic())
             try:
+                connection, reused = self.pool.take_one()
                 with deadline(bound):
-                    if connection is None:
-                        connection = self.open()
                     result = work(connection, *args)
             except BaseException as exc:
                 if connection is not None:
-                    self.discard(connection)
+                    self.pool.discard(connection)
                 if not isinstance(exc, DRIVER_ERRORS):
                     raise  # cancelled, or a bug: the connection's state is unknown, closed
                 code = error_code(exc)
@@ -145,7 +162,7 @@ class Connections:
                 lost = code in CONNECTION_LOST or isinstance(
                     exc, (OSError, EOFError, pymysql.InterfaceError))
                 if lost:
-                    self.discard_idle()
+                    self.pool.discard_idle()
                 timed_out = isinstance(exc, TimeoutError) or isinstance(
                     exc.__context__, TimeoutError)
                 if code in CONFLICTS:
@@ -159,7 +176,7 @@ class Connections:
                     retried = True
                     continue
                 raise self.failure(operation, label, exc) from None
-            self.give_back(connection)
+            self.pool.give_back(connection)
             return result
 
     def failure(self, operation: str, label: str, exc: BaseException) -> StoreUnavailable:
@@ -210,11 +227,10 @@ class Connections:
     def start_afresh(self) -> None:
         """In a child after fork(): let go of the parent's idle connections without a byte on
         them (see `forsake`); the child opens its own on first use."""
-        inherited, self.idle = self.idle, []
-        for connection in inherited:
+        for connection in self.pool.start_afresh(threading.Lock()):
             forsake(connection)
 
     def close(self) -> None:
         """Close the idle connections; those in use are closed when their calls end."""
-        self.closed = True
-        self.discard_idle()
+        for connection in self.pool.close():
+            self.discard(connection)

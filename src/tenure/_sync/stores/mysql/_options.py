@@ -29,9 +29,9 @@ DEFAULT_POOL_SIZE = 10
 class Settings:
     """A store's URL (redacted), options, and the keywords its connections are made with.
 
-    `pool_size` is how many idle connections the store keeps for lease statements, and as
-    many again for waits that sleep on the server (see Sleepers): connections beyond
-    those, opened while many calls run at once, are closed after use.
+    `pool_size` is the most connections the store opens for its lease calls (a call waits
+    up to `timeout` while all are busy); waits have their own, one per waiting acquire that
+    sleeps on the server, at most `pool_size` of them kept idle (see Sleepers).
 
     Example:
         >>> Settings.parse("mariadb://db/locks", {"pool_size": 2}).pool_size
@@ -62,7 +62,7 @@ class Settings:
                               default=DEFAULT_TABLE)
         timeout = as_number("timeout", given.get("timeout", DEFAULT_TIMEOUT), 0.1, 600.0,
                             default=DEFAULT_TIMEOUT)
-        pool_size = as_count("pool_size", given.get("pool_size", DEFAULT_POOL_SIZE), 0, 1000,
+        pool_size = as_count("pool_size", given.get("pool_size", DEFAULT_POOL_SIZE), 1, 1000,
                              default=DEFAULT_POOL_SIZE)
         unix_socket = given.get("unix_socket") or None
         if unix_socket is not None and not isinstance(unix_socket, str):

@@ -80,8 +80,9 @@ class MySQLStore(Backend, RecordKeeper):
     URL: `mysql://[user[:password]@]host[:port]/database` or `mariadb://...`; the database must
     exist. Options, in the URL's query or as keywords (keywords win): `table` (default
     "tenure_leases"), `timeout` (seconds for connecting and for every call, default 5),
-    `pool_size` (idle connections kept, default 10, for lease statements and as many for
-    waits), `unix_socket` (a socket path, used instead of host and port).
+    `pool_size` (the most connections opened for lease calls, default 10; waits have their
+    own, at most as many kept idle), `unix_socket` (a socket path, used instead of host and
+    port).
 
     Example::
 

@@ -183,8 +183,9 @@ class Sleepers:
 
     Kept apart from the lease statements' connections, so that a KILL QUERY that comes after
     its sleep ended can only cut another sleep (or the try behind it) short, never a lease
-    statement. At most `pool_size` are kept idle. `sleeping`: those in use by a wait right
-    now, which close() ends.
+    statement; not counted in `pool_size` (the most connections lease calls use): one per
+    wait that sleeps on the server, at most `pool_size` of them kept idle. `sleeping`: those
+    in use by a wait right now, which close() ends.
 
     Example::
 

@@ -1,11 +1,12 @@
 # GENERATED from src/tenure/_async/stores/postgres/_pool.py by scripts/unasync.py: do not edit.
-"""The store's pool of connections: at most `pool_size` sessions, idle ones reused last in,
-first out and checked without a round trip; a session that holds advisory leases is handed
-from call to call (take_holding) rather than closed when a statement gets no answer (settle).
+"""The store's pool of connections: a BoundedPool of at most `pool_size` sessions, idle ones
+checked without a round trip; on top of it, what advisory mode needs: a session that holds
+advisory leases is handed from call to call (take_holding) rather than closed when a
+statement gets no answer (settle).
 
 Example::
 
-    pool = _Pool(settings, lose=store_lose)
+    pool = _Pool(settings, lose=store_lose, mutex=threading.Lock())
     session = pool.take()
     try:
         ...
@@ -16,7 +17,6 @@ Example::
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import weakref
 from collections.abc import Callable
@@ -26,7 +26,7 @@ from psycopg import generators
 from psycopg.pq import TransactionStatus
 
 from tenure._sync import _shim
-from tenure._sync.stores._protocol import closed_store
+from tenure._sync.stores._pool import BoundedPool
 from tenure._sync.stores.postgres._connection import (
     Connection,
     _alive,
@@ -46,44 +46,29 @@ log = logging.getLogger("tenure")
 _SETTLE = 0.5
 
 
-class _Pool:
+class _Pool(BoundedPool[_Session]):
     """Up to `settings.pool_size` connections for the store's calls (the listener's is not one
-    of them). `lose(session)` is told first whenever a session is closed or found broken (its
-    advisory leases are lost). `mutex` is the store's: never held across I/O."""
+    of them; see BoundedPool). `lose(session)` is told first whenever a session is closed or
+    found broken (its advisory leases are lost). `mutex` is the store's: never held across
+    I/O."""
 
     def __init__(self, settings: Settings, lose: Callable[[_Session], None],
                  mutex: threading.Lock) -> None:
-        self.url, self.timeout, self.size = settings.url, settings.timeout, settings.pool_size
+        super().__init__(settings.url, settings.pool_size, settings.timeout, mutex)
         self.params, self.prepare, self.password = (settings.params, settings.prepare,
                                                     settings.password)
         self.lose = lose
-        self.mutex = mutex
-        self.closed = False
-        self.idle: list[_Session] = []  # last in, first out
-        self.opened = 0  # how many exist
-        self.room: list[_shim.Event] = []  # who waits for one
         # Every connection opened and not dropped (the listener's too), for a fork's child.
         self.connections: weakref.WeakSet[Connection] = weakref.WeakSet()
 
     def clean(self, exc: BaseException) -> str:
         return clean(exc, self.password)
 
-    def start_afresh(self, mutex: threading.Lock) -> None:
+    def start_afresh(self, mutex: threading.Lock) -> list[_Session]:
         """After fork(): the parent's connections are the parent's (see the store's
         _start_afresh_in_child, which has already made their sockets harmless)."""
         self.connections = weakref.WeakSet()
-        self.mutex = mutex
-        self.idle, self.opened, self.room = [], 0, []
-
-    def close(self) -> list[_Session]:
-        """Take no more calls; the idle sessions, for the caller to discard."""
-        with self.mutex:
-            self.closed = True
-            idle, self.idle = self.idle, []
-            room, self.room = self.room, []
-        for event in room:
-            event.set()
-        return idle
+        return super().start_afresh(mutex)
 
     def connect(self, prepare_threshold: int | None) -> _Connection:
         """A new connection whose waits for the server are bounded by `timeout`. Connecting is
@@ -95,72 +80,36 @@ class _Pool:
             self.connections.add(connection)
         return connection
 
-    def take(self) -> _Session:
-        """An idle connection (checked without a round trip), or a new one; waits up to
-        `timeout` while `pool_size` connections are busy."""
-        deadline = -math.inf
-        while True:
-            room: _shim.Event | None = None
-            with self.mutex:
-                if self.closed:
-                    raise closed_store(self.url)
-                session = self.idle.pop() if self.idle else None
-                opening = session is None and self.opened < self.size
-                if opening:
-                    self.opened += 1
-                elif session is None:
-                    room = _shim.Event()
-                    self.room.append(room)
-            if session is not None:
-                if _alive(session.connection):
-                    return session
-                self.discard(session)  # dropped by the server: open another
-            elif opening:
-                try:
-                    return _Session(self.connect(self.prepare))
-                except BaseException:
-                    self.forget_one()
-                    raise
-            elif room is not None:
-                if deadline == -math.inf:
-                    deadline = _shim.monotonic() + self.timeout
-                left = deadline - _shim.monotonic()
-                if left <= 0 or not _shim.wait_event(room, left):
-                    raise StoreUnavailable(
-                        f"{self.url}: all {self.size} connections stayed busy for "
-                        f"{self.timeout:g} s; raise pool_size or lower the concurrency")
+    def open_one(self) -> _Session:
+        return _Session(self.connect(self.prepare))
 
-    def give_back(self, session: _Session) -> None:
-        connection = session.connection
-        # Broken, or no answer came: closed, unless its statement can be cancelled and the
-        # leases it holds (advisory mode) kept.
-        if (connection.closed or connection.pgconn.transaction_status != TransactionStatus.IDLE
-                ) and (connection.closed or not session.leases
-                       or not self.settle(session)):
-            self.discard(session)
-            return
-        room: list[_shim.Event] = []
-        with self.mutex:
-            keep = not self.closed
-            if keep and session.claims:  # a release waits for this very session: its turn
-                session.handed_to = session.claims.pop(0)
-                room = [session.handed_to]
-            elif keep:
-                self.idle.append(session)
-                room, self.room = self.room, []
-        if not keep:
-            self.discard(session)
-            return
-        for event in room:
-            event.set()
+    def alive(self, connection: _Session) -> bool:
+        return _alive(connection.connection)
 
-    def discard(self, session: _Session) -> None:
-        self.forget_one()
-        self.lose(session)
+    def close_one(self, connection: _Session) -> None:
+        self.lose(connection)
         try:
-            session.connection.close()
+            connection.connection.close()
         except (psycopg.Error, OSError):
             log.debug("tenure: closing a broken PostgreSQL connection failed", exc_info=True)
+
+    def claimed(self, connection: _Session) -> _shim.Event | None:
+        if not connection.claims:
+            return None
+        # a release waits for this very session (take_holding): its turn
+        connection.handed_to = connection.claims.pop(0)
+        return connection.handed_to
+
+    def give_back(self, connection: _Session) -> None:
+        pg = connection.connection
+        # Broken, or no answer came: closed, unless its statement can be cancelled and the
+        # leases it holds (advisory mode) kept.
+        if (pg.closed or pg.pgconn.transaction_status != TransactionStatus.IDLE
+                ) and (pg.closed or not connection.leases
+                       or not self.settle(connection)):
+            self.discard(connection)
+            return
+        super().give_back(connection)
 
     def settle(self, session: _Session) -> bool:
         """A statement on `session`, which holds advisory leases, got no answer within
@@ -234,10 +183,3 @@ class _Pool:
                 raise StoreUnavailable(
                     f"{self.url}: release of {name!r}: the connection that holds its lock "
                     f"stayed busy for timeout={self.timeout:g} s; is the server overloaded?")
-
-    def forget_one(self) -> None:
-        with self.mutex:
-            self.opened -= 1
-            room, self.room = self.room, []
-        for event in room:
-            event.set()
