@@ -10,9 +10,10 @@ The server-backed stores are imported on first use, each needing its extra:
 `PostgresStore` (tenure[postgres]) and `MySQLStore` (tenure[mysql]).
 """
 
-from typing import TYPE_CHECKING
+import typing as _typing
 
-from tenure._lazy import module_getattr
+from tenure._lazy import module_dir as _module_dir
+from tenure._lazy import module_getattr as _module_getattr
 from tenure._sync.stores import _registry
 from tenure._sync.stores._protocol import Backend, RecordKeeper
 from tenure._sync.stores.file import FileStore
@@ -20,7 +21,7 @@ from tenure._sync.stores.memory import MemoryStore
 from tenure._sync.stores.sqlite import SQLiteStore
 from tenure._types import Capabilities, Grant, LostReason
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from tenure._sync.stores.azblob import AzureBlobStore
     from tenure._sync.stores.mysql import MySQLStore
     from tenure._sync.stores.postgres import PostgresStore
@@ -29,7 +30,8 @@ if TYPE_CHECKING:
 
 # A driver loads only for those who use its store: the classes of the stores that need an
 # extra, from the one registry of stores.
-__getattr__ = module_getattr(__name__, lazy=_registry.lazy_classes())
+__getattr__ = _module_getattr(__name__, lazy=_registry.lazy_classes())
+__dir__ = _module_dir(__name__)  # the lazy classes too, before their first use
 
 
 __all__ = ["AzureBlobStore", "Backend", "Capabilities", "FileStore", "Grant", "LostReason",

@@ -403,6 +403,21 @@ def test_dir_lists_the_lazy_names_and_not_the_deprecated_ones() -> None:
     assert "AsyncWorker" in dir(tenure.aio) and "Worker" not in dir(tenure.aio)
 
 
+@pytest.mark.parametrize("module_name", ["tenure.stores", "tenure.aio.stores"])
+def test_dir_of_the_stores_modules_is_their_all(module_name: str) -> None:
+    """The store classes loaded on first use are listed before it, and the modules' helpers
+    (typing's names, the lazy machinery) are not: the public names of dir() are __all__."""
+    code = (f"import json, {module_name} as m; print(json.dumps([dir(m), m.__all__, "
+            "sorted(vars(m))]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, check=True)
+    listed, public, loaded = json.loads(result.stdout)
+    assert {name for name in listed if not name.startswith("_")} == set(public)
+    assert {"RedisStore", "PostgresStore", "MySQLStore", "AzureBlobStore",
+            "RedisQuorumStore"} <= {name.removeprefix("Async") for name in public
+                                    if name not in loaded}  # listed, yet not imported
+
+
 def test_capabilities_read_by_nothing_warn_and_the_stores_pass_none() -> None:
     from tenure.stores import Capabilities
 
