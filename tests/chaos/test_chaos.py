@@ -32,7 +32,7 @@ from chaos_histories import HandWrittenHistory
 from chaos_runs import LONG_RUN, run_and_report
 from rich.console import Console
 
-from tenure.chaos import ChaosSettings, Report
+from tenure.chaos import ChaosSettings, Report, print_report
 from tenure.chaos._checkers import LATE_SIGNAL, check_history
 from tenure.chaos._faults import PlannedFault, plan_faults
 from tenure.chaos._proxy import ProxyHost, ProxyTarget, proxied_store
@@ -469,3 +469,22 @@ def test_checker_liveness_finds_no_holder_within_the_bound() -> None:
     # A run that ends before the bound proves nothing either way.
     short = check_history(clean_history().end(final=2, heal=1.0, until=2.0))
     assert short.violations == []
+
+
+def test_a_run_that_injected_no_fault_is_inconclusive_not_a_pass(tmp_path: Path) -> None:
+    """Faults asked, none injected (a --duration with no room for one): the run checked
+    nothing under faults, so it must not say every check held, and it exits 1."""
+    fields: dict[str, Any] = {"store": "sqlite:///x.db", "seed": 3, "fencing": True,
+                              "workers": 2, "seconds": 8.0, "history": tmp_path / "h.jsonl",
+                              "liveness_bound": 3.0, "injectable": ("kill", "pause")}
+    idle = Report.build([], check_history([]), **fields)
+    assert idle.inconclusive is not None and "--duration" in idle.inconclusive
+    shown = io.StringIO()
+    print_report(idle, Console(file=shown, width=200))
+    assert "INCONCLUSIVE" in shown.getvalue() and "every check held" not in shown.getvalue()
+    assert idle.as_dict()["inconclusive"] == idle.inconclusive
+    faulted = Report.build([{"f": "fault", "type": "info", "label": "kill"}],
+                           check_history([]), **fields)
+    assert faulted.inconclusive is None
+    unasked = Report.build([], check_history([]), **{**fields, "injectable": ()})
+    assert unasked.inconclusive is None

@@ -1,5 +1,5 @@
 """`tenure chaos`: its options and its exit status (0 when every check held, 1 on any
-violation or when the store fails, 2 for bad options).
+violation, when no fault could be injected, or when the store fails, 2 for bad options).
 
 Example::
 
@@ -119,4 +119,4 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict(), indent=2))
     else:
         print_report(report, console)
-    return 1 if report.violations else 0
+    return 1 if report.violations or report.inconclusive else 0

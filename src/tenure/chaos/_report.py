@@ -44,6 +44,7 @@ class Report:
     rejected_writes: int = 0
     faults: dict[str, int] = field(default_factory=dict)  # by label, e.g. "pause 1.5x ttl"
     not_applicable: dict[str, str] = field(default_factory=dict)  # fault kind -> why
+    injectable: tuple[str, ...] = ()  # the fault kinds asked that apply to the store
     liveness_bound: float = 0.0
     late_signal: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -52,6 +53,22 @@ class Report:
     @property
     def violations(self) -> list[Violation]:
         return self.verdict.violations
+
+    @property
+    def inconclusive(self) -> str | None:
+        """Why the run proves nothing although no check failed (faults were asked and none
+        was injected), or None.
+
+        Example::
+
+            if report.inconclusive: print(report.inconclusive); exit(1)
+        """
+        if self.violations or self.faults or not self.injectable:
+            return None
+        return ("INCONCLUSIVE: no fault was injected, so nothing was checked under faults: "
+                "each phase's fault window (its length less 1 s of warm-up and the "
+                f"{self.liveness_bound:g} s liveness bound plus 2 s) had no room for one; "
+                "pass a longer --duration")
 
     @classmethod
     def build(cls, events: list[Event], verdict: Verdict, **fields: Any) -> Report:
@@ -86,7 +103,7 @@ class Report:
                 "accepted_writes": self.accepted_writes, "rejected_writes": self.rejected_writes,
                 "faults": self.faults, "not_applicable": self.not_applicable,
                 "liveness_bound": self.liveness_bound, "late_signal": self.late_signal,
-                "notes": self.notes,
+                "notes": self.notes, "inconclusive": self.inconclusive,
                 **as_dict(self.verdict)}
 
 
@@ -179,7 +196,9 @@ def _print_end(report: Report, console: Console) -> None:
     for violation in report.violations:
         console.print(Text(f"VIOLATION [{violation.checker}] {violation.message}",
                            style="bold red"))
-    if not report.violations:
+    if report.inconclusive:
+        console.print(Text(report.inconclusive, style="bold red"))
+    elif not report.violations:
         console.print(Text("No violation: every check held.", style="bold green"))
     console.print(f"history: {report.history}", markup=False, highlight=False)
 

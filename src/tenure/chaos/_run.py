@@ -92,7 +92,7 @@ def run_chaos(settings: ChaosSettings,
                         workload=settings.workload,
                         fencing=settings.fencing, workers=settings.workers,
                         seconds=time.monotonic() - started, history=history_path,
-                        not_applicable=not_applicable,
+                        not_applicable=not_applicable, injectable=kinds,
                         liveness_bound=settings.liveness_bound,
                         late_signal=settings.late_signal, notes=notes)
 
