@@ -141,6 +141,11 @@ def _main(argv: Sequence[str] | None) -> int:
             )
         args.store_url = url
         _refuse_private_store(url, args, from_flag=getattr(args, "store", None) is not None)
+        if args.command == "jobs" and args.app and _missing_location(url):
+            # As on a server store with no records yet: the app's jobs, none ran. Connecting
+            # would create the file or directory; nothing is there to read anyway.
+            _jobs(None, args)
+            return 0
         with _connect(url) as store:
             args.run(store, args)
         return 0
@@ -307,12 +312,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _missing_location(url: str) -> str | None:
+    """The absolute path of a sqlite:// database or file:// directory that does not exist
+    (yet), else None.
+
+    Example::
+
+        >>> _missing_location("sqlite:////nonexistent/locks.db")
+        '/nonexistent/locks.db'
+    """
+    parsed = parse_store_url(url)
+    local = parsed.scheme in ("sqlite", "file")
+    if local and parsed.location and not os.path.exists(parsed.location):
+        return os.path.abspath(parsed.location)
+    return None
+
+
 def _connect(url: str) -> tenure.Store:
     parsed = parse_store_url(url)
     # Connecting creates a missing file or directory: an admin typo should not.
-    local = parsed.scheme in ("sqlite", "file")
-    if local and parsed.location and not os.path.exists(parsed.location):
-        path = os.path.abspath(parsed.location)
+    path = _missing_location(url)
+    if path is not None:
         # '~/x' would read as the home directory; neither tenure nor SQLAlchemy expands it.
         tilde = any(part.startswith("~") for part in parsed.location.split(os.sep))
         hint = " (~ is not expanded: write the full path)" if tilde else ""
@@ -534,7 +554,9 @@ def _close_store(worker: Any) -> None:
 
 # -- tenure jobs -------------------------------------------------------------------------------
 
-def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
+def _jobs(store: tenure.Store | None, args: argparse.Namespace) -> None:
+    """The jobs of `store`, or (None: its database or directory does not exist yet) of APP,
+    none of them run."""
     from tenure.jobs import JobRecord
     from tenure.jobs._schedule import parse_schedule
 
@@ -544,10 +566,13 @@ def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
         worker = _load_worker(args.app)
         schedules = {name: spec.schedule for name, spec in worker.jobs.items()}
         _close_store(worker)
-    leases = {info.name: info for info in store.leases(JOB_PREFIX)}
-    if not hasattr(store.backend, "records"):
-        raise _StoreError(f"{store.url}: this store does not keep job records yet")
-    records = store.backend.records(JOB_PREFIX)
+    leases: dict[str, tenure.LeaseInfo] = {}
+    records: dict[str, str] = {}
+    if store is not None:
+        leases = {info.name: info for info in store.leases(JOB_PREFIX)}
+        if not hasattr(store.backend, "records"):
+            raise _StoreError(f"{store.url}: this store does not keep job records yet")
+        records = store.backend.records(JOB_PREFIX)
     names = sorted({name[len(JOB_PREFIX):] for name in [*records, *leases]} | set(schedules))
     now = datetime.now(timezone.utc)
     rows: list[dict[str, Any]] = []
@@ -583,7 +608,10 @@ def _jobs(store: tenure.Store, args: argparse.Namespace) -> None:
         print(json.dumps(rows, indent=2))
         return
     if not rows:
-        print(_printable(f"no jobs recorded in {_store_description(store)}"))
+        where = (_store_description(store) if store is not None else
+                 f"{redact_url(args.store_url)} ({_missing_location(args.store_url)} does not "
+                 "exist yet)")
+        print(_printable(f"no jobs recorded in {where}"))
         return
     timed = any(row["schedule"] for row in rows)
     columns = ["job", *(["schedule"] if timed else []), "last period", "outcome",

@@ -248,6 +248,27 @@ def test_jobs_says_when_the_store_has_none(project: Project) -> None:
     assert result.stdout.strip() == f"no jobs recorded in {shown}"
 
 
+@pytest.mark.parametrize("scheme", ["sqlite", "file"])
+def test_jobs_of_an_app_on_a_store_not_created_yet_never_ran(project: Project,
+                                                             scheme: str) -> None:
+    """As on Redis or PostgreSQL with no records: exit 0, the app's jobs listed as never ran
+    (before: "... does not exist", exit 1). The listing itself creates no database."""
+    where = project.path / "fresh" / ("locks.db" if scheme == "sqlite" else "locks")
+    url = f"{scheme}://{where}"
+    result = tenure_cli(project, "jobs", f"{project.module}:worker", "--json", "--store", url)
+    assert result.returncode == 0, result.stderr
+    jobs = {entry["job"]: entry for entry in json.loads(result.stdout)}
+    assert sorted(jobs) == ["app.lead", "app.tick"]
+    assert all(entry["last_period"] is None and entry["next_due"] for entry in jobs.values())
+    if scheme == "sqlite":  # the app's own connect() creates a file store's directory
+        assert not (project.path / "fresh").exists()
+    table = tenure_cli(project, "jobs", f"{project.module}:worker", "--store", url)
+    assert table.returncode == 0, table.stderr
+    assert "never ran" in table.stdout
+    alone = tenure_cli(project, "jobs", "--store", f"{scheme}://{project.path / 'typo'}")
+    assert alone.returncode == 1 and "does not exist" in alone.stderr
+
+
 def test_health_is_503_while_a_job_keeps_failing(project: Project, running: list[Any]) -> None:
     port = free_port()
     process = start(project, running, "make_failing", "--store", project.store,
