@@ -58,6 +58,18 @@ def test_the_url_parser_knows_the_schemes_from_the_registry() -> None:
         _urls.parse_store_url("mongodb://db/x")
 
 
+@pytest.mark.parametrize("connect", [tenure.connect, tenure.aio.connect])
+def test_an_unsupported_scheme_lists_every_scheme_of_the_registry(connect: object) -> None:
+    with pytest.raises(tenure.InvalidArgument) as raised:
+        connect("ftp://x")  # type: ignore[operator]
+    message = str(raised.value)
+    for entry in async_registry.STORES:  # the Redis quorum form too, which has no scheme
+        assert entry.forms in message, (entry.module, message)
+        for scheme in entry.schemes:  # each scheme among its own store's forms
+            assert f"{scheme}://" in entry.forms, (scheme, entry.forms)
+    assert "redis://HOST1:PORT,HOST2:PORT,HOST3:PORT/DB" in message, message
+
+
 def test_a_store_module_refuses_a_url_of_another_store() -> None:
     from tenure._async.stores import memory, sqlite
 

@@ -50,8 +50,9 @@ class Entry:
     """One store module.
 
     `module` is its name under tenure._async.stores; `schemes` the URL schemes it serves (none:
-    it is reached through another store's URLs); `forms` its URLs' forms, for messages; `extra`
-    the pip extra that installs its driver; `classes` the public classes that tenure.aio.stores
+    it is reached through another store's URLs); `forms` its URLs' forms, for messages (one
+    for each of its schemes, so a message lists every scheme); `extra` the pip extra that
+    installs its driver; `classes` the public classes that tenure.aio.stores
     exports from it (tenure.stores: the same names without "Async"); `server` when the store
     parses its URL itself (a server's address and its options: tenure._urls checks only the
     scheme), `needs_address` when such a URL must name a host or socket; `docs` its page,
@@ -88,18 +89,21 @@ STORES: tuple[Entry, ...] = (
           "redis://HOST:PORT/DB, rediss://..., unix:///path/to/redis.sock",
           extra="redis", classes=("AsyncRedisStore",), server=True, needs_address=True),
     # Several masters with a quorum: reached through redis:// URLs that name several hosts.
-    Entry("redis_quorum", (), "redis://HOST1:PORT,HOST2:PORT,HOST3:PORT/DB", extra="redis",
-          classes=("AsyncRedisQuorumStore",), docs="redis"),
-    Entry("postgres", ("postgresql", "postgres"), "postgresql://USER@HOST:PORT/DB",
+    Entry("redis_quorum", (),
+          "redis://HOST1:PORT,HOST2:PORT,HOST3:PORT/DB (a quorum of masters)",
+          extra="redis", classes=("AsyncRedisQuorumStore",), docs="redis"),
+    Entry("postgres", ("postgresql", "postgres"),
+          "postgresql://USER@HOST:PORT/DB, postgres://...",
           extra="postgres", classes=("AsyncPostgresStore",), server=True),
-    Entry("mysql", ("mysql", "mariadb"), "mysql://USER@HOST:PORT/DB", extra="mysql",
-          classes=("AsyncMySQLStore",), server=True),
+    Entry("mysql", ("mysql", "mariadb"), "mysql://USER@HOST:PORT/DB, mariadb://...",
+          extra="mysql", classes=("AsyncMySQLStore",), server=True),
 )
 
 _BY_SCHEME = {scheme: found for found in STORES for scheme in found.schemes}
 
-SUPPORTED = ", ".join(found.forms for found in STORES if found.schemes)
-"""Every URL form, for the message of a URL tenure cannot connect to."""
+SUPPORTED = ", ".join(found.forms for found in STORES)
+"""Every URL form of every store (each scheme, and the Redis quorum's several hosts), for the
+message of a URL tenure cannot connect to."""
 
 
 def entry(scheme: str) -> Entry:
