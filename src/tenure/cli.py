@@ -27,12 +27,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import importlib
 import inspect
 import json
 import logging
 import os
 import select
+import socket
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -432,12 +434,25 @@ def _health_server(worker: Any, config: Any,
     try:
         server.start()
     except OSError as exc:
-        raise _StoreError(f"cannot serve health on {server.url} ({port.source}): "
-                          f"{exc.strerror or exc}; choose another port") from None
+        reason = exc.strerror or str(exc)
+        if host is not None and _bad_host(exc):  # a bad option, not a busy port
+            raise _UsageError(
+                f"cannot serve health on {server.url}: {host.source} {host.value!r} is not an "
+                f"address of this machine ({reason}); choose one, e.g. 127.0.0.1 (this machine "
+                "only) or 0.0.0.0 (every interface)") from None
+        raise _StoreError(f"cannot serve health on {server.url} ({port.source}): {reason}; "
+                          "choose another port") from None
     try:
         yield
     finally:
         server.close()
+
+
+def _bad_host(exc: OSError) -> bool:
+    """Whether binding failed because of the address (a name that does not resolve, an address
+    of another machine, an IPv6 address without IPv6) rather than the port."""
+    return isinstance(exc, socket.gaierror) or exc.errno in (errno.EADDRNOTAVAIL,
+                                                              errno.EAFNOSUPPORT)
 
 
 def _load_worker(app: str) -> Any:

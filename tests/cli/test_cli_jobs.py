@@ -269,6 +269,19 @@ def test_jobs_of_an_app_on_a_store_not_created_yet_never_ran(project: Project,
     assert alone.returncode == 1 and "does not exist" in alone.stderr
 
 
+@pytest.mark.parametrize("host", ["999.1.1.1", "192.0.2.1"])  # no such name; not this machine
+def test_a_health_host_that_is_not_this_machine_s_is_a_bad_option(project: Project,
+                                                                  host: str) -> None:
+    """It said "...; choose another port", exit 1: the host was the problem, a bad option."""
+    result = tenure_cli(project, "run", f"{project.module}:worker", "--store", project.store,
+                        "--health-host", host, "--health-port", "0")
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("tenure: error: cannot serve health on"), line
+    assert f"--health-host {host!r} is not an address of this machine" in line, line
+    assert "choose another port" not in line, line
+
+
 def test_health_is_503_while_a_job_keeps_failing(project: Project, running: list[Any]) -> None:
     port = free_port()
     process = start(project, running, "make_failing", "--store", project.store,
