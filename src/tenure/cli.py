@@ -290,7 +290,7 @@ def _parser() -> argparse.ArgumentParser:
     runner.add_argument("--health-host", metavar="HOST", default=None,
                         help="address of the health endpoint (default: 127.0.0.1)")
     runner.add_argument("--log-level", metavar="LEVEL", default=None,
-                        help="DEBUG, INFO (default), WARNING or ERROR")
+                        help="DEBUG, INFO (default), WARNING, ERROR or CRITICAL")
     runner.add_argument("--check", action="store_true",
                         help="validate APP and its configuration, print the effective settings "
                              "as JSON with where each came from, and exit")
@@ -298,11 +298,13 @@ def _parser() -> argparse.ArgumentParser:
         "jobs", parents=[store], help="list jobs: last period, outcome, holder, next due",
         usage="tenure jobs [-h] [APP] [--store URL] [--json]",
         description="List the jobs recorded in a store: last completed period, last outcome, "
-                    "current holder. With APP (as for 'tenure run') also each job's schedule "
-                    "and next due time, and jobs that never ran.",
+                    "current holder, and each job's schedule and next due time once a run "
+                    "recorded them. With APP (as for 'tenure run') the schedules come from its "
+                    "code, and its jobs that never ran are listed too.",
     )
     jobs.add_argument("app", metavar="APP", nargs="?", default=None,
-                      help="e.g. myapp.jobs:worker, for schedules and next due times")
+                      help="e.g. myapp.jobs:worker: schedules from its code, and its jobs that "
+                           "never ran")
     jobs.add_argument("--json", action="store_true", help="print a JSON list, not a table")
     jobs.set_defaults(run=_jobs)
     from tenure.demo import _command

@@ -535,3 +535,18 @@ def test_run_exits_1_when_a_sync_job_outlives_the_grace_period(project: Project,
     assert process.returncode == 1, stderr
     assert "still running after grace=0.5 s" in stderr
     assert "stopped with 1 sync job(s) still running past the grace period (app.stuck)" in stderr
+
+
+def test_the_help_texts_say_what_the_commands_do(capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --help` left CRITICAL out of the log levels; `jobs --help` said schedules and next
+    due times need APP, though a recorded run shows them without it."""
+    from tenure.jobs._config import LOG_LEVELS
+
+    helps = {}
+    for command in ("run", "jobs"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        helps[command] = " ".join(capsys.readouterr().out.split())
+    assert all(level in helps["run"] for level in LOG_LEVELS), helps["run"]
+    assert "With APP also each job's schedule" not in helps["jobs"], helps["jobs"]
+    assert "schedule and next due time once a run recorded them" in helps["jobs"], helps["jobs"]
