@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from types import FrameType
@@ -139,7 +140,15 @@ def module_dir(module_name: str) -> Callable[[], Iterable[str]]:
     """
 
     def __dir__() -> list[str]:
-        return sorted(set(vars(sys.modules[module_name])) | _LAZY.get(module_name, frozenset()))
+        namespace = vars(sys.modules[module_name])
+        public = set(namespace.get("__all__", namespace))
+        # What the module offers: its __all__, its lazy names, its subpackages; not the names
+        # it imported for itself (TYPE_CHECKING, this very helper).
+        shown = {name for name, value in namespace.items()
+                 if name.startswith("_") or name in public or (
+                     isinstance(value, types.ModuleType)
+                     and value.__name__.startswith(f"{module_name}."))}
+        return sorted(shown | _LAZY.get(module_name, frozenset()))
 
     return __dir__
 

@@ -401,6 +401,8 @@ def test_dir_lists_the_lazy_names_and_not_the_deprecated_ones() -> None:
     assert {"Worker", "Run", "QueueMessage", "stores", "queues", "claims"} <= set(names)
     assert "Message" not in names
     assert "AsyncWorker" in dir(tenure.aio) and "Worker" not in dir(tenure.aio)
+    for module in (tenure, tenure.aio):  # not the names a module imported for itself
+        assert not {"TYPE_CHECKING", "module_dir", "module_getattr"} & set(dir(module))
 
 
 @pytest.mark.parametrize("module_name", ["tenure.stores", "tenure.aio.stores"])
