@@ -647,10 +647,14 @@ def _jobs(store: tenure.Store | None, args: argparse.Namespace) -> None:
     if console.is_terminal:
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
         for column in columns:
-            table.add_column(column)
+            # The job's name whole while the other columns can give up room; one wider than
+            # the terminal is cut, and said to be below.
+            table.add_column(column, no_wrap=column == "job")
         for cells in lines:
             table.add_row(*(Text(cell) for cell in cells))
         console.print(table)
+        if _cuts_a_cell(console, table, [cells[0] for cells in lines]):
+            console.print(Text("names cut here are shown whole by --json", style="dim"))
     else:  # piped: plain columns, as `tenure locks` prints them
         for line in _plain_table(columns, lines, right=set()):
             console.print(Text(line), soft_wrap=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import tenure
 from tenure.cli import main
 
 SECRET = "hunter2"
+JOB_NAME_PREFIX = "job:"  # a job's lock and record name
 STOP_DEADLINE = 30.0  # generous: grace is 5 s, the jobs take milliseconds
 
 APP = '''
@@ -550,3 +552,30 @@ def test_the_help_texts_say_what_the_commands_do(capsys: pytest.CaptureFixture[s
     assert all(level in helps["run"] for level in LOG_LEVELS), helps["run"]
     assert "With APP also each job's schedule" not in helps["jobs"], helps["jobs"]
     assert "schedule and next due time once a run recorded them" in helps["jobs"], helps["jobs"]
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_a_terminal_jobs_table_keeps_the_job_name_whole_or_says_json_shows_it(
+        project: Project, cut: bool) -> None:
+    """On 80 columns a job's name was cut with an ellipsis and no note (`tenure locks` has
+    one); a name that fits is now shown whole, one that cannot fit gets the note."""
+    from datetime import datetime, timezone
+
+    from tenure.jobs import Every, JobRecord
+
+    name = "myapp.jobs." + ("x" * 150 if cut else "process_invoices_nightly")
+    now = datetime.now(timezone.utc)
+    record = JobRecord(period=now, finished=now, holder="web-1:4121:3fa2c1", last_success=now,
+                       schedule=Every.of(300, 0).spec())  # so the table has 7 columns
+    with tenure.connect(project.store) as store:
+        lease = store.lock(JOB_NAME_PREFIX + name, ttl=30).try_acquire()
+        assert lease is not None
+        assert store.backend.write_record(lease.grant, record.dump())  # type: ignore[attr-defined]
+        lease.release()
+    result = tenure_cli(project, "jobs", "--store", project.store, COLUMNS="80",
+                        FORCE_COLOR="1")
+    assert result.returncode == 0, result.stderr
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout).splitlines()
+    assert ("names cut here are shown whole by --json" in lines) is cut, lines
+    assert any(name in line for line in lines) is not cut, lines
+    assert max(len(line) for line in lines) <= 80, lines
