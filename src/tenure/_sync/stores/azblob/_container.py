@@ -13,7 +13,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import inspect
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ import anyio
 from azure.core.exceptions import AzureError, ResourceExistsError
 from azure.storage.blob import BlobClient, ContainerClient
 
+from tenure._sync import _shim
 from tenure._sync.stores._failures import failure
 from tenure._sync.stores._protocol import closed_store
 from tenure._sync.stores.azblob._failures import translated
@@ -28,8 +28,7 @@ from tenure._errors import MissingExtra, StoreUnavailable
 
 # The async SDK's calls are coroutines: a cancel scope bounds each store call as a whole. The
 # sync SDK's are bounded by their per-attempt socket timeouts (see open_store).
-_COROUTINES = inspect.iscoroutinefunction(BlobClient.get_blob_properties)
-if _COROUTINES:
+if not _shim.BLOCKING:
     try:  # the async SDK's transport, which it imports only once it sends a first request
         import aiohttp  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised without the extra installed
@@ -91,7 +90,8 @@ class Container:
                 lease_client.release()
         """
         try:
-            with anyio.fail_after(self.timeout) if _COROUTINES else contextlib.nullcontext():
+            with (contextlib.nullcontext() if _shim.BLOCKING
+                  else anyio.fail_after(self.timeout)):
                 yield
         except TimeoutError:
             raise failure(self.url, operation, name, "check the network and the blob service",
