@@ -118,3 +118,13 @@ class MissingExtra(TenureError, ImportError):
         >>> MissingExtra("install tenure[redis] to use redis:// stores").args[0]
         'install tenure[redis] to use redis:// stores'
     """
+
+
+# Tracebacks and reprs name these by their public path (tenure.StoreRefused), where users
+# import and catch them, not by this private module; pickle finds them there too. doctest
+# looks for a class's examples in the module it names, so __test__ points it here.
+_PUBLIC = (TenureError, LockTimeout, LeaseLost, LeaseReleased, StoreUnavailable, StoreRefused,
+           InvalidArgument, InvalidArgumentType, MissingExtra)
+for _error in _PUBLIC:
+    _error.__module__ = "tenure"
+__test__ = {error.__name__: error for error in _PUBLIC}

@@ -42,7 +42,7 @@ def refuse_unknown(given: Iterable[str], accepted: Iterable[str], store: str,
         >>> refuse_unknown(["fsync"], [], "file:// stores")
         Traceback (most recent call last):
         ...
-        tenure._errors.InvalidArgument: unknown option 'fsync' for file:// stores; accepted: none
+        tenure.InvalidArgument: unknown option 'fsync' for file:// stores; accepted: none
     """
     allowed = list(accepted)
     unknown = sorted(set(given) - set(allowed))
