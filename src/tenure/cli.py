@@ -269,12 +269,13 @@ def _parser() -> argparse.ArgumentParser:
         usage="tenure locks break [-h] NAME [--store URL]",
         description="Free every live lease of NAME now; its holder learns at its next check.",
     )
-    breaker.add_argument("name", metavar="NAME")
+    breaker.add_argument("name", metavar="NAME",
+                         help="the lock or semaphore name, as 'tenure locks' lists it")
     breaker.set_defaults(run=_break)
     runner = commands.add_parser(
         "run", help="run a worker's jobs until SIGTERM/SIGINT",
-        usage="tenure run [-h] APP [--store URL] [--config FILE] [--health-port N] "
-              "[--health-host HOST] [--log-level LEVEL] [--check]",
+        usage="tenure run [-h] APP [--store URL] [--config FILE] [--health-port N]\n"
+              "                  [--health-host HOST] [--log-level LEVEL] [--check]",
         description="Import APP (module:attribute, the attribute a tenure.Worker or "
                     "tenure.aio.AsyncWorker, or a function returning one), apply the "
                     "configuration and run its jobs until SIGTERM or SIGINT. The store URL is "

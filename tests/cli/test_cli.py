@@ -352,6 +352,15 @@ def test_every_usage_line_shows_the_help_option(command: list[str]) -> None:
     assert result.returncode == 0, result.stderr
     usage = result.stdout.splitlines()[0]
     assert usage.startswith(f"usage: tenure {' '.join(command)} [-h]"), usage
+    # The usage fits a terminal, and every option and argument it names is explained below
+    # under that same spelling, each with a help text.
+    usage_lines = result.stdout.split("\n\n")[0].splitlines()
+    assert all(len(line) <= 100 for line in usage_lines), usage_lines
+    options = result.stdout.split("\n\n", 1)[1]
+    for named in re.findall(r"\[(--[a-z-]+ [A-Z]+)\]", " ".join(usage_lines)):
+        assert f"  {named}" in options, (named, options)
+    for line in options.splitlines():
+        assert line.strip() != "NAME", "a positional without a help text"
 
 
 @pytest.mark.parametrize("url", ["file:~/locks", "sqlite:///~/locks.db"])

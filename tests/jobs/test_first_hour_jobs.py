@@ -107,3 +107,13 @@ async def test_a_failed_release_is_logged_in_plain_words(
             await wait_for(lambda: "failed; released once" in caplog.text, 10)
     assert "releasing the lease of job 'app.slow' failed" in caplog.text
     assert "''s" not in caplog.text
+
+
+def test_an_async_job_with_the_wrong_signature_is_shown_the_async_line_to_write() -> None:
+    from tenure.jobs._signatures import check_callable
+
+    async def no_arguments() -> None: ...
+
+    with pytest.raises(tenure.InvalidArgumentType,
+                       match=r"write it as: async def tick\(run: tenure.Run\) -> None"):
+        check_callable(no_arguments, "a job", 1, "def tick(run: tenure.Run) -> None")

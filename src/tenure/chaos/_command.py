@@ -32,10 +32,11 @@ def add_parser(commands: Any) -> None:
 
     chaos = commands.add_parser(
         "chaos", help="check a store's safety under kills, pauses, network faults, restarts",
-        usage="tenure chaos [-h] [--store URL] [--workload lock|jobs|queue] [--workers N] "
-              "[--duration S] [--faults LIST] [--seed N] [--no-fencing] [--late-signal S] "
-              "[--ttl S] [--semaphore-phase] [--period S] [--skip-record] [--queue-url URL] "
-              "[--keys N] [--no-key-lock] [--restart-command CMD] [--dir DIR] [--json]",
+        usage="tenure chaos [-h] [--store URL] [--workload lock|jobs|queue] [--workers N]\n"
+              "                    [--duration S] [--faults LIST] [--seed N] [--no-fencing]\n"
+              "                    [--late-signal S] [--ttl S] [--semaphore-phase] [--period S]\n"
+              "                    [--skip-record] [--queue-url URL] [--keys N] [--no-key-lock]\n"
+              "                    [--restart-command CMD] [--dir DIR] [--json]",
         description="Run worker processes that increment a counter under a lock with its "
                     "fencing token while faults are injected, then check the history: writes "
                     "never interleave or go backwards, tokens are unique and increasing, no "
@@ -54,13 +55,14 @@ def add_parser(commands: Any) -> None:
                             "sqlite:////tmp/chaos-locks.db or "
                             "redis://127.0.0.1:6379/0 (azblob:///CONTAINER reads "
                             "AZURE_STORAGE_CONNECTION_STRING)")
-    chaos.add_argument("--workers", type=int, default=8, help="worker processes (default 8)")
-    chaos.add_argument("--duration", type=float, default=60.0,
+    chaos.add_argument("--workers", metavar="N", type=int, default=8,
+                       help="worker processes (default 8)")
+    chaos.add_argument("--duration", metavar="S", type=float, default=60.0,
                        help="seconds of the run, both phases included (default 60)")
-    chaos.add_argument("--faults", default=",".join(FAULT_KINDS),
+    chaos.add_argument("--faults", metavar="LIST", default=",".join(FAULT_KINDS),
                        help=f"comma-separated subset of {','.join(FAULT_KINDS)} (default: all; "
                             "those that cannot apply to the store are named in the summary)")
-    chaos.add_argument("--seed", type=int, default=None,
+    chaos.add_argument("--seed", metavar="N", type=int, default=None,
                        help="the fault schedule's seed (default: random, printed)")
     chaos.add_argument("--ttl", type=float, default=None, metavar="S",
                        help="lease ttl in seconds (default 2; 15 on azblob)")
@@ -82,7 +84,7 @@ def add_parser(commands: Any) -> None:
                        help="queue: the PostgreSQL database of the queue (default: the store, "
                             "when it is postgresql://), or azqueue:// for Azure Queue Storage "
                             "(reads AZURE_STORAGE_QUEUE_CONNECTION_STRING)")
-    chaos.add_argument("--keys", type=int, default=6,
+    chaos.add_argument("--keys", metavar="N", type=int, default=6,
                        help="queue: distinct message keys (default 6)")
     chaos.add_argument("--no-key-lock", action="store_true",
                        help="queue: handle messages without the per-key lock (the positive "

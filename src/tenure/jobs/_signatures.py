@@ -37,6 +37,8 @@ def check_callable(function: Callable[..., Any], what: str, arguments: int,
     """
     if not callable(function):
         raise InvalidArgumentType(f"{what} must be a function; write it as: {example}")
+    if example.startswith("def ") and is_async(function):  # the line to write keeps its async
+        example = f"async {example}"
     for code in _codes(function):
         generator = _generator_kind(code)
         if generator is not None:

@@ -23,7 +23,8 @@ try:
     import aiomysql  # type: ignore[import-untyped]
     from pymysql.constants import CLIENT, COMMAND, CR, ER  # type: ignore[import-untyped]
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise MissingExtra("the mysql:// store needs a MySQL driver: install tenure[mysql] "
+    raise MissingExtra("the mysql:// and mariadb:// stores need a MySQL driver: install "
+                       "tenure[mysql] "
                        "(pip install 'tenure[mysql]')") from exc
 
 __all__ = ["CLIENT", "COMMAND", "CONFLICTS", "CONFLICT_PAUSE", "CONNECTION_LOST", "CR",
