@@ -285,14 +285,17 @@ class RedisStore(Backend, RecordKeeper):
             keys = [grant.key.encode(), self._keys(grant.name).counter.encode()]
             before = self._releasing[grant.key] = b"*6\r\n" + evalsha(
                 SCRIPTS.release, keys).partition(b"\r\n")[2]
-        # Given up even when the call fails: a restart's reclaim must not write back a lease
-        # its holder released (it would refuse every other holder for a ttl).
-        self._held.pop(grant.lease_id, None)
         try:
             freed = self._connections.eval(SCRIPTS.release,
                                                  before + bulk(self._value(grant)))
         except (RedisError, OSError) as exc:
             raise self._connections.failure("release", grant.name, exc) from exc
+        finally:
+            # Given up even when the call failed: a restart's reclaim must not write back a
+            # lease its holder released (it would refuse every other holder for a ttl). Not
+            # before the answer: a renewal answered meanwhile would free the lease itself, and
+            # this release find nothing left to free.
+            self._held.pop(grant.lease_id, None)
         return bool(freed)
 
     def _release_quietly(self, grant: Grant) -> None:
