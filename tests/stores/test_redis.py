@@ -427,21 +427,6 @@ async def test_a_release_that_could_not_reach_the_server_is_not_written_back(
         assert not admin.exists(name_keys(backend.prefix, "given-up").slot0)
 
 
-async def test_a_renewal_sent_before_a_retoken_does_not_forget_the_lease(url: str) -> None:
-    """A quorum retokens a master's late grant when it joins the lease. A renewal (the
-    reconnect's reclaim) sent with the old value is answered "taken"; the lease lives on under
-    its new token and must stay known, or the next renewal frees it as released (a quorum lease
-    was lost 1.8 s after one master froze)."""
-    with tenure.connect(url) as store:
-        backend = store.backend
-        grant = backend.try_acquire("joined", "me", 30.0, 1)
-        retokened = backend._retoken(grant, grant.token - 1)
-        assert retokened is not None
-        assert backend.renew([grant], 30.0) == [tenure.LostReason.TAKEN]  # the old value
-        assert backend.renew([retokened], 30.0) == [retokened]
-        assert backend.release(retokened) is True
-
-
 async def test_a_renewal_that_crossed_a_release_and_a_data_loss_frees_what_it_wrote_back(
         url: str, admin: Any) -> None:
     """A renewal sent before a release, and sent again (its connection broke) to a server that

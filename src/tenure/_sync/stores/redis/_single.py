@@ -273,12 +273,7 @@ class RedisStore(Backend, RecordKeeper):
                     self.release(grant)
                 results.append(LostReason.EXPIRED)
             else:
-                # Forgotten only if it is still this very grant: a renewal sent before a quorum
-                # retokened the lease here (a late grant joining it) carries the old value and
-                # is answered "taken", while the lease lives on under its new token.
-                current = self._held.get(grant.lease_id)
-                if current is not None and self._value(current.grant) == self._value(grant):
-                    self._held.pop(grant.lease_id, None)
+                self._held.pop(grant.lease_id, None)
                 results.append(LOST[answer])
         return results
 
