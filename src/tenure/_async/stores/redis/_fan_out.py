@@ -72,7 +72,7 @@ class Masters:
     async def first(self, on: Callable[[int], Any], masters: Sequence[int],
                      enough: Callable[[dict[int, Any]], bool], bound: float,
                      late: Callable[[int, Any], Any] | None = None,
-                     name: str | None = None) -> list[Any]:
+                     name: str | None = None, prefix: str | None = None) -> list[Any]:
         """`on(master)` for each master at once; the answers in order, as soon as
         `enough(answers so far, by master)` holds, all answered, or `bound` seconds passed.
         A master that has not answered by then, or that has MAX_OVERDUE calls overdue already
@@ -82,7 +82,10 @@ class Masters:
         With `name`: a call of the name to a master first waits (within `bound`) for this
         store's earlier calls of the name that master had not answered in time, so that a
         master serves one store's calls of a name in order (a release that returned at its
-        quorum is not overtaken there by the next acquire, which it would refuse)."""
+        quorum is not overtaken there by the next acquire, which it would refuse).
+        With `prefix` (listings): a call to a master first waits the same way for this
+        store's earlier calls of every name that starts with `prefix` (a listing does not see
+        a write that missed its quorum before the write is taken back)."""
         now = _shim.monotonic()
         answers: dict[int, Any] = {}
         for index in masters:
@@ -97,9 +100,8 @@ class Masters:
             call, running = next(self._calls), self._running[index]
             running[call] = now + bound
             try:
-                earlier = self._lagging.get((index, name)) if name is not None else None
-                if earlier is not None:
-                    await _shim.wait_event(earlier, bound)
+                for earlier in self._earlier(index, name, prefix):
+                    await _shim.wait_event(earlier, max(0.0, now + bound - _shim.monotonic()))
                 return await on(index)
             finally:
                 running.pop(call, None)
@@ -143,6 +145,18 @@ class Masters:
             return Silent(StoreUnavailable(f"{url}: no answer within {bound:g} s"))
 
         return [answers[index] if index in answers else unanswered(index) for index in masters]
+
+
+    def _earlier(self, index: int, name: str | None, prefix: str | None) -> list[_shim.Event]:
+        """This store's calls that master `index` had not answered in time and that a call
+        of `name`, or a listing of `prefix`, waits for."""
+        if name is not None:
+            earlier = self._lagging.get((index, name))
+            return [] if earlier is None else [earlier]
+        if prefix is None:
+            return []
+        return [event for (master, lagging), event in list(self._lagging.items())
+                if master == index and lagging.startswith(prefix)]
 
 
 def downs(answers: dict[int, Any]) -> int:

@@ -426,7 +426,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             except StoreUnavailable as exc:
                 return Down(exc)
 
-        answers = await self._masters.first(on, self._all, never, self.timeout)
+        answers = await self._masters.first(on, self._all, never, self.timeout, prefix=prefix)
         errors = [answer for answer in answers if isinstance(answer, Down)]
         if len(self.nodes) - len(errors) < self.quorum:
             raise self._failure("listing", prefix, errors, len(self.nodes) - len(errors))

@@ -135,7 +135,8 @@ class QuorumRecords:
             except StoreUnavailable as exc:
                 return Down(exc)
 
-        answers = store._masters.first(on, store._all, store._answered, store.timeout)
+        answers = store._masters.first(on, store._all, store._answered, store.timeout,
+                                             prefix=prefix)
         errors = [answer for answer in answers if isinstance(answer, Down)]
         if len(store.nodes) - len(errors) < store.quorum:
             raise store._failure("listing the records", prefix, errors,
