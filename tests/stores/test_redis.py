@@ -427,6 +427,22 @@ async def test_a_release_that_could_not_reach_the_server_is_not_written_back(
         assert not admin.exists(name_keys(backend.prefix, "given-up").slot0)
 
 
+async def test_a_renewal_sent_before_a_retoken_does_not_forget_the_lease(url: str) -> None:
+    """A quorum retokens a master's late grant when it joins the lease. A renewal (the
+    reconnect's reclaim) sent with the old value is answered "taken"; the lease lives on under
+    its new token and must stay known, or the next renewal frees it as released (a quorum lease
+    was lost 1.8 s after one master froze)."""
+    with tenure.connect(url) as store:
+        backend = store.backend
+        grant = backend.try_acquire("joined", "me", 30.0, 1)
+        retokened = backend._retoken(grant, grant.token - 1)
+        assert retokened is not None
+        assert backend.renew([grant], 30.0) == [tenure.LostReason.TAKEN]  # the old value
+        assert backend.renew([retokened], 30.0) == [retokened]
+        assert [held.grant for held in backend._live()] == [retokened]
+        assert backend.release(retokened) is True
+
+
 async def test_a_renewal_that_crossed_a_release_and_a_data_loss_frees_what_it_wrote_back(
         url: str, admin: Any) -> None:
     """A renewal sent before a release, and sent again (its connection broke) to a server that
@@ -839,6 +855,51 @@ async def test_a_record_write_that_misses_its_quorum_is_taken_back(
         assert await call(store.backend.read_record("job")) == "v1"
         assert await call(store.backend.records()) == {"job": "v1"}
     finally:
+        await call(store.close())
+
+
+def delayed(method: Any, seconds: float, api: str) -> Any:
+    """`method`, run `seconds` late (a slow master, as the fan-out sees it)."""
+    if api == "async":
+        async def late_async(*args: Any) -> Any:
+            await anyio.sleep(seconds)
+            return await method(*args)
+        return late_async
+
+    def late(*args: Any) -> Any:
+        time.sleep(seconds)  # fault injection: this master answers late, not a wait
+        return method(*args)
+    return late
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_listing_waits_for_a_late_write_to_be_taken_back(
+        masters: list[RedisServer], api: str) -> None:
+    """The write that missed its quorum returned False while one master had not answered;
+    that master writes it later and takes it back later still. A listing read in between,
+    with that master among the first two to answer, still shows the record as it was."""
+    url = quorum_url(masters)
+    prefix = url.rpartition("prefix=")[2]
+    store = connect(url, api, timeout=5)
+    third = tenure.connect(f"redis://127.0.0.1:{masters[2].port}/0?prefix={prefix}")
+    try:
+        lease = await call(store.lock("job", ttl=30).try_acquire())
+        await eventually(lambda: len(store.backend._parts[lease.grant.lease_id]) == 3, 5,
+                         "the third master's grant to join the lease (the write goes there)")
+        assert await call(store.backend.write_record(lease.grant, "v1")) is True
+        for server in masters[:2]:  # the lease ran out on two masters, not yet on the third
+            with redis.Redis(port=server.port) as client:
+                client.delete(name_keys(prefix, "job").slot0)
+        slow, other = store.backend.nodes[2], store.backend.nodes[1]
+        slow._write_versioned_record = delayed(slow._write_versioned_record, 0.2, api)
+        slow._undo_record = delayed(slow._undo_record, 1.0, api)
+        assert await call(store.backend.write_record(lease.grant, "late")) is False
+        await eventually(lambda: third.backend.records() == {"job": "late"}, 5,
+                         "the late write to land on the third master")
+        other._versioned_records = delayed(other._versioned_records, 3.0, api)
+        assert await call(store.backend.records()) == {"job": "v1"}
+    finally:
+        third.close()
         await call(store.close())
 
 

@@ -263,8 +263,12 @@ class RedisStore(Backend, RecordKeeper):
         deadline = local_deadline(sent_at, ttl)
         results: list[Grant | LostReason] = []
         for grant, answer in zip(grants, answers, strict=True):
-            if answer == 1 and grant.lease_id in self._held:
-                self._held[grant.lease_id] = _Held(grant, ttl, deadline)
+            # A quorum may retoken a lease here while a renewal sent with the old value is on
+            # its way (a master's late grant joins it): the renewal's answer then speaks of
+            # the grant as it was, and the lease lives on under `current`.
+            current = self._held.get(grant.lease_id)
+            if answer == 1 and current is not None:
+                self._held[grant.lease_id] = _Held(current.grant, ttl, deadline)
                 results.append(grant)
             elif answer == 1:
                 # Released (or given up) while this renewal was on its way: a renewal sent
@@ -273,7 +277,8 @@ class RedisStore(Backend, RecordKeeper):
                     self.release(grant)
                 results.append(LostReason.EXPIRED)
             else:
-                self._held.pop(grant.lease_id, None)
+                if current is not None and self._value(current.grant) == self._value(grant):
+                    del self._held[grant.lease_id]
                 results.append(LOST[answer])
         return results
 
