@@ -467,6 +467,12 @@ def _load_worker(app: str) -> Any:
     module_name, _, attribute = app.partition(":")
     if not module_name or not attribute:
         raise _UsageError(f"APP {app!r} must be module:attribute, e.g. myapp.jobs:worker")
+    if "/" in module_name or os.sep in module_name or (module_name.endswith(".py")
+                                                       and os.path.isfile(module_name)):
+        dotted = module_name.removesuffix(".py").replace(os.sep, ".").replace("/", ".")
+        raise _UsageError(f"APP {app!r} names a file; give its module path, e.g. "
+                          f"{dotted.strip('.')}:{attribute} (from the directory that holds "
+                          f"{module_name.split('/')[0]})")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     runs_before = runs_started()

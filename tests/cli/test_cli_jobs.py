@@ -481,6 +481,14 @@ def test_unknown_module_is_a_usage_error(checked: Any, capsys: pytest.CaptureFix
     assert "cannot import 'no_such_module_here'" in err
 
 
+def test_a_file_path_as_app_is_answered_with_its_module_path(
+        checked: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "pkg/jobs.py:worker", "--check"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "names a file; give its module path, e.g. pkg.jobs:worker" in err
+
+
 def test_unknown_tenure_variable_is_a_warning_not_a_stop(checked: Any) -> None:
     code, out, err = checked(TENURE_TLL="5")
     assert code == 0, err
