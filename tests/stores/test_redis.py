@@ -188,13 +188,16 @@ def test_the_monitor_renews_every_held_lease_in_one_round_trip_per_tick(url: str
 
             sent.counting = True
             store.backend.renew = counted  # type: ignore[method-assign]
+            held = {lease.grant.lease_id for lease in leases}
             try:
-                wait_until(lambda: len(ticks) >= 2, 10, "two renewal ticks")
+                # Leases taken over a longer spread (a loaded machine) fall into more batches:
+                # every one renewed, whatever the number of ticks that takes.
+                wait_until(lambda: len(ticks) >= 2 and set().union(
+                    *(renewed for renewed, _ in list(ticks))) == held, 10,
+                    "every lease renewed")
             finally:
                 store.backend.renew = renew  # type: ignore[method-assign]
         assert [commands for _, commands in ticks] == [1] * len(ticks)
-        assert set().union(*(renewed for renewed, _ in ticks[:2])) == {
-            lease.grant.lease_id for lease in leases}
         # Taken well within one batching window (0.5 s, less the renewal's +-10 % jitter of
         # 1 s on each side): all in every tick.
         if spread < 0.2:
