@@ -4,13 +4,21 @@ One harness for every library: a `Contender` says which library (tenure or a pee
 and the options; `run_contender` starts the processes (this file, `--worker`), waits until
 each is connected and warmed up, starts them all at one monotonic instant, and merges what
 they recorded. Each process keeps, per acquisition, the monotonic time right after its acquire
-returned and right before it called release; CLOCK_MONOTONIC is one clock for every process of
-the host, so the records of all processes merge in time order.
+returned and right before it called release (and when it called acquire and when its release
+returned); CLOCK_MONOTONIC is one clock for every process of the host, so the records of all
+processes merge in time order.
 
 "Release to next acquire" runs from a release call to the next acquire's return, whoever
 acquired (the release's own round trip included); a hand-off is such a pair where another
 process took the lock. An acquire that returned before the previous holder called release is
 an overlap: two holders at once.
+
+Fairness: the acquisitions of the least-served process over the most-served one's ("per-process
+min/max"), and a waiter's wait: from an acquire's call to its return, for every acquire that had
+to wait, i.e. during which another process held the lock at some moment (it held the lock when
+the acquire was called, or took it before that acquire returned). A process that releases and
+takes the lock again while nobody else held it in between did not wait; the processes' first
+acquires, called together on a free lock, did wait when another process took it first.
 
 Example::
 
@@ -49,7 +57,10 @@ class Contender(Row):
     """One library's way to take the contended lock, as the worker processes build it.
 
     `library` is one of bench/libraries.py's; `options` and `connect` go to its
-    `open_library`; `goal` marks the run the hand-off goal is judged on.
+    `open_library`; `goal` marks the run the hand-off goal is judged on, `fair` a tenure run
+    the contended goals (issue 20: fairness, waiter p99, acquisitions/s against the peers) are
+    judged on, and `versus_floor` one also held to 0.9x the bare blocking server lock (the
+    advisory/getlock modes).
 
     Example::
 
@@ -59,6 +70,19 @@ class Contender(Row):
     options: dict[str, Any] = field(default_factory=dict)
     connect: dict[str, Any] = field(default_factory=dict)
     goal: bool = False
+    fair: bool = False
+    versus_floor: bool = False
+
+    @property
+    def role(self) -> str:
+        """"tenure", "floor" (a bare server lock, no library) or "peer"."""
+        if self.library == "tenure":
+            return "tenure"
+        return "floor" if self.library in FLOORS else "peer"
+
+
+FLOORS = ("pg-advisory-lock", "get-lock", "pg-notify-handover", "get-lock-bell")
+BLOCKING_FLOORS = ("pg-advisory-lock", "get-lock")  # the servers' own blocking lock waits
 
 
 @dataclass
@@ -76,7 +100,19 @@ class HandOff:
     latencies: list[float]  # from each release call to the next acquire, whoever took it
     handoffs: list[float]  # the same, where another process than the releaser took it
     overlaps: int  # acquires that returned before the previous holder called release
+    per_process: list[int] = field(default_factory=list)  # acquisitions of each process
+    waits: list[float] = field(default_factory=list)  # acquire call to return, waiters only
     goal: bool = False  # the run the hand-off goal is judged on
+    fair: bool = False  # the run the contended goals are judged on
+    versus_floor: bool = False  # ...and the 0.9x-the-blocking-floor goal
+    library: str = ""
+    url: str = ""
+
+    @property
+    def fairness(self) -> float:
+        """Acquisitions of the least-served process ÷ the most-served one's (nan: none)."""
+        most = max(self.per_process, default=0)
+        return min(self.per_process) / most if most else float("nan")
 
     @property
     def acquisitions_per_second(self) -> float:
@@ -117,10 +153,13 @@ def run_contender(contender: Contender, processes: int = PROCESSES, seconds: flo
         specs = [{**spec, "out": str(out)} for out in outputs]
         with started_together(__file__, specs, f"{contender.library} contender") as workers:
             wait_finished(workers, seconds + READY_TIMEOUT, f"{contender.library} contender")
-        records = [(acquired, pid, releasing) for out in outputs
-                   for pid, acquired, releasing in _read(out)]
+        read = [_read(out) for out in outputs]
+    records = [record for one in read for record in one]
     result = merge(contender.label, seconds, records)
-    result.goal = contender.goal
+    result.per_process = [len(one) for one in read]  # a process that never acquired: 0
+    result.goal, result.fair = contender.goal, contender.fair
+    result.versus_floor, result.library = contender.versus_floor, contender.library
+    result.url = contender.url
     return result
 
 
@@ -193,27 +232,52 @@ def wait_ready(workers: list[subprocess.Popen[str]], what: str) -> None:
                                    "error is above, on stderr)")
 
 
-def _read(out: Path) -> list[tuple[int, int, int]]:
+Record = tuple[int, int, int, int, int]  # acquired, pid, release called, acquire called,
+# release returned (ns, CLOCK_MONOTONIC)
+
+
+def _read(out: Path) -> list[Record]:
     data = json.loads(out.read_text())
-    return [(data["pid"], acquired, releasing) for acquired, releasing in data["records"]]
+    return [(acquired, data["pid"], releasing, called, released)
+            for called, acquired, releasing, released in data["records"]]
 
 
-def merge(label: str, seconds: float, records: list[tuple[int, int, int]]) -> HandOff:
-    """A HandOff from every process's (acquired ns, pid, release-called ns) records.
+def merge(label: str, seconds: float, records: list[Record]) -> HandOff:
+    """A HandOff from every process's (acquired, pid, release called, acquire called, release
+    returned) records, in ns.
 
     Example:
-        >>> merge("x", 1.0, [(10, 1, 20), (25, 2, 30), (31, 2, 40)]).handoffs
-        [5e-09]
+        >>> result = merge("x", 1.0, [(10, 1, 20, 0, 21), (25, 2, 30, 5, 31), (32, 2, 40, 31, 41)])
+        >>> result.handoffs, result.waits
+        ([5e-09], [2e-08])
     """
     events = sorted(records)
     latencies, handoffs, overlaps = [], [], 0
-    for (_, previous, released), (acquired, pid, _) in itertools.pairwise(events):
+    for (_, previous, released, _, _), (acquired, pid, _, _, _) in itertools.pairwise(events):
         latency = (acquired - released) / 1e9
         overlaps += latency < 0
         latencies.append(latency)
         if pid != previous:
             handoffs.append(latency)
-    return HandOff(label, seconds, len(events), latencies, handoffs, overlaps)
+    return HandOff(label, seconds, len(events), latencies, handoffs, overlaps,
+                   waits=waits(events))
+
+
+def waits(events: list[Record]) -> list[float]:
+    """The waits (s, acquire call to return) of the acquires another hold overlapped: some
+    earlier-acquired hold (any process's) was released after this acquire was called. A
+    process's own earlier holds ended before its call, so they never count. `events` sorted.
+
+    Example:
+        >>> waits([(10, 1, 20, 0, 21), (25, 2, 30, 5, 31), (32, 2, 40, 31, 41)])
+        [2e-08]
+    """
+    found, latest = [], -1  # latest: the last release return of the holds acquired so far
+    for acquired, _, _, called, released in events:
+        if latest > called:
+            found.append((acquired - called) / 1e9)
+        latest = max(latest, released)
+    return found
 
 
 # -- the worker process ---------------------------------------------------------------------------
@@ -267,11 +331,12 @@ def worker(spec: dict[str, Any]) -> None:
     time.sleep(max(0.0, start - time.monotonic()))
     deadline = time.monotonic_ns() + int(spec["seconds"] * 1e9)
     records = []
-    while time.monotonic_ns() < deadline:
+    while (called := time.monotonic_ns()) < deadline:
         with hold():
             acquired = time.monotonic_ns()
             time.sleep(HOLD_SECONDS)
-            records.append((acquired, time.monotonic_ns()))
+            releasing = time.monotonic_ns()
+        records.append((called, acquired, releasing, time.monotonic_ns()))
     close()
     Path(spec["out"]).write_text(json.dumps({"pid": os.getpid(), "records": records}))
 

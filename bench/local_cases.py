@@ -192,23 +192,40 @@ def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
         entries = [
             Entry(f"tenure (kernel `flock`; the waiter polls, {waits})", "tenure", url,
                   tenure=True),
-            Entry("filelock `FileLock` (polls every 0.05 s)", "filelock", peers,
-                  expires=False, renewal="nothing to renew (no expiry)"),
-            Entry("portalocker `Lock` (polls every 0.25 s)", "portalocker-file", peers,
-                  expires=False, renewal="nothing to renew (no expiry)"),
-            Entry("tooz file driver (`fasteners` lock, polls)", "tooz", peers,
-                  expires=False, renewal="nothing to renew (no expiry)"),
+            *(Entry(label, library, peers, expires=False,
+                    renewal="nothing to renew (no expiry)") for label, library in FILE_PEERS),
         ]
-        contended = [Contender(entry.label, entry.library, entry.url) for entry in entries]
+        # the contended peers lock files in the store's own directory
+        contended = [Contender(entries[0].label, "tenure", url, fair=True),
+                     *file_peers(entries[1:], url)]
         found.append(ServerSection("file://", url, [], contended, takers=takers(entries),
                                    footprints=footprints(entries)))
     if "sqlite" in stores:
         url = f"sqlite:///{directory / 'multi-store.db'}"
         entries = [Entry(f"tenure ({waits})", "tenure", url, tenure=True)]
+        peers = [Entry(label, library, "") for label, library in FILE_PEERS]
         found.append(ServerSection("sqlite:// (synchronous=normal)", url, [],
-                                   [Contender(entries[0].label, "tenure", url)],
+                                   [Contender(entries[0].label, "tenure", url, fair=True),
+                                    *file_peers(peers, f"file://{directory}")],
                                    takers=takers(entries), footprints=footprints(entries)))
     return found
+
+
+FILE_PEERS = (("filelock `FileLock` (polls every 0.05 s)", "filelock"),
+              ("portalocker `Lock` (polls every 0.25 s)", "portalocker-file"),
+              ("tooz file driver (`fasteners` lock, polls)", "tooz"))
+
+
+def file_peers(entries: list[Entry], url: str) -> list[Contender]:
+    """The contended runs of the file-lock peers, their lock files in the directory of `url`
+    (the file store's, or the SQLite database's) with the label "... on the same directory".
+
+    Example::
+
+        contenders = file_peers([Entry("filelock", "filelock", "")], "file:///tmp/locks")
+    """
+    return [Contender(f"{entry.label}, on the same directory", entry.library, url)
+            for entry in entries]
 
 
 def portalocker_cycle(path: Path) -> Callable[[], object]:

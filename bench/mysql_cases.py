@@ -72,7 +72,11 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
     for case in cases:
         case.fragile = True
     contended = [
-        Contender("tenure (defaults: backoff 10 ms .. 1 s)", "tenure", url, goal=True),
+        Contender("tenure (defaults: backoff 10 ms .. 1 s)", "tenure", url, goal=True,
+                  fair=True),
+        *(Contender(f"{entry.label}, defaults", "tenure", entry.url, fair=True,
+                    versus_floor=True)
+          for entry in lineup(url) if entry.url.endswith("?mode=getlock")),
         Contender("tenure (min_wait=1 ms, max_wait=20 ms)", "tenure", url,
                   {"min_wait": 0.001, "max_wait": 0.02}),
         Contender("tooz (`acquire(blocking=30)`: GET_LOCK waits on the server)", "tooz", url,
@@ -97,14 +101,23 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
 
 
 def lineup(url: str) -> list[Entry]:
-    """tenure and tooz for the takeover and memory runs.
+    """tenure (and `?mode=getlock` where the store has it) and tooz, for the takeover and
+    memory runs.
 
     Example::
 
         entries = lineup("mysql://root@127.0.0.1:3307/tenure")
     """
+    entries = [Entry("tenure (backoff 10 ms .. 1 s)", "tenure", url, tenure=True)]
+    try:
+        tenure.connect(f"{url}?mode=getlock").close()
+    except Exception:  # InvalidArgument: no such mode yet (issue 20)
+        pass
+    else:
+        entries.append(Entry("tenure `?mode=getlock` (session GET_LOCK)", "tenure",
+                             f"{url}?mode=getlock", tenure=True))
     return [
-        Entry("tenure (backoff 10 ms .. 1 s)", "tenure", url, tenure=True),
+        *entries,
         Entry("tooz mysql driver (`blocking=30`: GET_LOCK waits on the server; no expiry: "
               "ends with its connection)", "tooz", url, {"blocking": 30}, expires=False,
               renewal="nothing to renew (a connection per lock)"),

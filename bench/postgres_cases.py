@@ -88,7 +88,10 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
         case.fragile = True
     contended = [
         Contender("tenure (defaults: LISTEN/NOTIFY, backoff 10 ms .. 1 s)", "tenure",
-                  f"{url}?schema={SCHEMA}", goal=True),
+                  f"{url}?schema={SCHEMA}", goal=True, fair=True),
+        *(Contender(f"{entry.label}, defaults", "tenure", entry.url, fair=True,
+                    versus_floor=True)
+          for entry in lineup(url) if entry.url.endswith("?mode=advisory")),
         Contender("tenure, `notify=false` (polling, min_wait=1 ms, max_wait=20 ms)", "tenure",
                   f"{url}?schema={SCHEMA}&notify=false", {"min_wait": 0.001, "max_wait": 0.02}),
         Contender("tooz (`acquire(blocking=True)`: pg_advisory_lock waits on the server)",

@@ -254,7 +254,8 @@ def contenders(url: str) -> list[Contender]:
         retry = "a short"
     return [
         Contender("tenure: `with lock.acquire(timeout=60)` (woken by the release's "
-                  "notification; backoff 10 ms..1 s)", "tenure", url, goal=True),
+                  "notification; backoff 10 ms..1 s)", "tenure", url, goal=True,
+                  fair=True),
         Contender("redis-py `Lock`: `with client.lock(name, timeout=30)` (polls every 0.1 s)",
                   "redis-py", url),
         Contender("python-redis-lock `with Lock(...)` (BLPOP on a signal list)",

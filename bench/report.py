@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from cases import Case, Extras, GoalRow, ServerSection, median_ratio, per_round, where
-from handoff import HOLD_SECONDS, percentile
+from handoff import BLOCKING_FLOORS, FLOORS, HOLD_SECONDS, HandOff, percentile
 from takeover import Takeover
 
 METHOD = Path(__file__).with_name("method.md")
@@ -22,6 +22,11 @@ HANDOFF_GOAL_ROUND_TRIPS = 3.0  # hand-off p50 under this many round trips
 KILL_GOAL_MARGIN = 1.0  # takeover goal: a SIGKILLed holder's lease is taken within ttl + 1 s
 FILE_KILL_GOAL = 1.0  # ...the file store's "at once": within the waiter's longest backoff (1 s)
 _KIND_ORDER = ("tenure", "floor", "peer")
+# Issue 20's goals for the contended loop and the async embedded stores
+FAIRNESS_GOAL = 0.8  # acquisitions per process, least-served ÷ most-served, at least
+WAITER_P99_GOAL = 0.025  # a waiter's p99 wait, seconds, at most
+VERSUS_BLOCKING_FLOOR = 0.9  # advisory/getlock modes: acquisitions/s ÷ the bare blocking lock's
+ASYNC_VS_SYNC_GOAL = 0.5  # async SQLite and file cycles/s ÷ sync, at least
 
 
 @dataclass
@@ -171,6 +176,92 @@ def server_goals(section: ServerSection) -> list[GoalRow]:
     return rows
 
 
+def contended_goals(section: ServerSection) -> list[GoalRow]:
+    """Issue 20's goals for each `fair` contended run of tenure: acquisitions per process
+    min/max >= 0.8, a waiter's p99 wait <= 25 ms, acquisitions/s >= the best peer's on the
+    store, and (`versus_floor`: advisory/getlock modes) >= 0.9x the bare blocking server lock;
+    and a single waiter's hand-off after a clean release (the takeover run of the same URL) no
+    slower than the contended hand-off p50.
+
+    Example::
+
+        rows = contended_goals(section)
+    """
+    rows: list[GoalRow] = []
+    title = section.title
+    peers = [result for result in section.handoffs if result.library not in ("tenure", *FLOORS)]
+    floor = next((result for result in section.handoffs if result.library in BLOCKING_FLOORS),
+                 None)
+    for result in (result for result in section.handoffs if result.fair):
+        rate = result.acquisitions_per_second
+        rows.append(GoalRow(f"{title}: contended, acquisitions per process min/max >= "
+                            f"{FAIRNESS_GOAL:g}", result.label,
+                            f"{_fairness(result)} acquisitions", f"{result.fairness:.2f}", "",
+                            result.fairness >= FAIRNESS_GOAL))
+        p99 = percentile(result.waits, 0.99)
+        rows.append(GoalRow(f"{title}: contended, a waiter's p99 wait <= "
+                            f"{WAITER_P99_GOAL * 1e3:g} ms", result.label,
+                            f"p50 {percentile(result.waits, 0.5) * 1e3:.2f} ms of "
+                            f"{len(result.waits):,} waits", f"p99 {p99 * 1e3:.2f} ms", "",
+                            p99 <= WAITER_P99_GOAL if result.waits else None,
+                            "" if result.waits else "no acquire waited"))
+        if peers:
+            best = max(peers, key=lambda peer: peer.acquisitions_per_second)
+            ratio = rate / best.acquisitions_per_second
+            rows.append(GoalRow(f"{title}: contended acquisitions/s >= the best peer's",
+                                result.label, f"{rate:,.0f}/s, {best.library} "
+                                f"{best.acquisitions_per_second:,.0f}/s", _x(ratio), "",
+                                ratio >= 1.0))
+        if result.versus_floor:
+            goal = (f"{title}: contended acquisitions/s >= {VERSUS_BLOCKING_FLOOR:g}x the bare "
+                    "blocking server lock")
+            if floor is None:
+                rows.append(GoalRow(goal, result.label, "", "", "", None,
+                                    "the blocking floor did not run"))
+            else:
+                ratio = rate / floor.acquisitions_per_second
+                rows.append(GoalRow(goal, result.label, f"{rate:,.0f}/s, floor "
+                                    f"{floor.acquisitions_per_second:,.0f}/s", _x(ratio), "",
+                                    ratio >= VERSUS_BLOCKING_FLOOR))
+        single = next((taker for taker in section.takers
+                       if taker.tenure and taker.url == result.url), None)
+        release = _result(section, single.label, "release") if single is not None else None
+        if isinstance(release, Takeover) and result.handoffs:
+            p50 = percentile(result.handoffs, 0.5)
+            rows.append(GoalRow(f"{title}: a single waiter's hand-off after a clean release <= "
+                                "the contended hand-off p50", result.label,
+                                f"single {release.median * 1e3:.2f} ms, contended p50 "
+                                f"{p50 * 1e3:.2f} ms", _x(release.median / p50),
+                                _ms_range(release.seconds) + " ms", release.median <= p50))
+    return rows
+
+
+def async_goals(cases: list[Case]) -> list[GoalRow]:
+    """Issue 20's async goals: async SQLite and async file cycles/s >= 0.5x sync (`with
+    lock.acquire(): pass` both), the per-round ratio's median.
+
+    Example::
+
+        rows = async_goals(cases)
+    """
+    rows = []
+    for section in dict.fromkeys(case.section for case in cases):
+        if not section.startswith(("sqlite://", "file://")):
+            continue
+        rows_here = [case for case in cases if case.section == section and case.rates]
+        sync = next((case for case in rows_here
+                     if case.label == "tenure: `with lock.acquire(): pass`"), None)
+        aio = next((case for case in rows_here if case.label.startswith("tenure async:")), None)
+        if sync is None or aio is None:
+            continue
+        value = median_ratio(aio, sync)
+        rows.append(GoalRow(f"{section.split(' ')[0]} async >= {ASYNC_VS_SYNC_GOAL:g}x sync",
+                            f"{section} async ÷ sync `with lock.acquire(): pass`",
+                            f"{aio.median:,.0f}, sync {sync.median:,.0f}", _x(value),
+                            _range(per_round(aio, sync)), value >= ASYNC_VS_SYNC_GOAL))
+    return rows
+
+
 def goals_table(rows: list[GoalRow]) -> str:
     """The goals section: one table, then a verdict line.
 
@@ -208,18 +299,29 @@ def handoff_table(section: ServerSection, processes: int) -> str:
         print(handoff_table(section, 8))
     """
     lines = [f"| {processes} processes, hold {HOLD_SECONDS * 1e3:g} ms | acquisitions/s "
+             "| acquisitions per process: min / max | a waiter's wait: p50, p99 (waits) "
              "| release to next acquire: p50, p99 | hand-offs to another process /s "
              "| hand-off latency: p50, p99 | hand-off p50 in round trips | overlapping holds |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for result in section.handoffs:
         trips = percentile(result.handoffs, 0.5) / section.rtt
+        waits = f"{_ms(result.waits)} ({len(result.waits):,})" if result.waits else "none"
         lines.append(f"| {result.label} | {result.acquisitions_per_second:,.0f} "
+                     f"| {_fairness(result)} | {waits} "
                      f"| {_ms(result.latencies)} | {result.handoffs_per_second:,.0f} "
                      f"| {_ms(result.handoffs)} | {'' if math.isnan(trips) else f'{trips:.1f}'} "
                      f"| {result.overlaps} |")
-    lines += [f"| {label} | not measured: {why} | | | | | |"
+    lines += [f"| {label} | not measured: {why} | | | | | | | |"
               for label, why in section.handoff_errors]
     return "\n".join(lines)
+
+
+def _fairness(result: HandOff) -> str:
+    """"min / max = ratio" of the acquisitions per process (e.g. "1 / 3,964 = 0.00")."""
+    if not result.per_process:
+        return ""
+    return (f"{min(result.per_process):,} / {max(result.per_process):,} = "
+            f"{result.fairness:.2f}")
 
 
 def renewal_table(section: ServerSection) -> str:
@@ -391,9 +493,9 @@ def render(cases: list[Case], sections: list[ServerSection], extras: Extras,
     """
     by_title = {section.title: section for section in sections}
     titles = list(dict.fromkeys([*(case.section for case in cases), *by_title, *extras.notes]))
-    goal_rows = uncontended_goals(cases)
+    goal_rows = uncontended_goals(cases) + async_goals(cases)
     for section in sections:
-        goal_rows += server_goals(section) + lifecycle_goals(section)
+        goal_rows += server_goals(section) + contended_goals(section) + lifecycle_goals(section)
     processes = header.settings["processes"]
     parts = [
         "# Benchmarks", "",

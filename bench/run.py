@@ -16,6 +16,7 @@ Usage::
     python bench/run.py --output BENCHMARKS.md     # what `make bench` runs (about 20-25 minutes)
     python bench/run.py --quick                    # a smoke run of everything, nothing written
     python bench/run.py --stores redis,postgres    # some stores only
+    python bench/run.py --quick --only contended --stores sqlite,file   # some parts only
 """
 
 from __future__ import annotations
@@ -49,7 +50,15 @@ from handoff import HOLD_SECONDS, run_contender
 from libraries import AZURE_POLL_SECONDS
 from lineup import MEMORY_HOLD, MEMORY_TTL, TAKEOVER_TTL
 from renewal import TICKS, renewal_costs
-from report import HANDOFF_GOAL_ROUND_TRIPS, Header, render
+from report import (
+    ASYNC_VS_SYNC_GOAL,
+    FAIRNESS_GOAL,
+    HANDOFF_GOAL_ROUND_TRIPS,
+    VERSUS_BLOCKING_FLOOR,
+    WAITER_P99_GOAL,
+    Header,
+    render,
+)
 from takeover import KILL_AFTER, SETTLE, run_taker
 
 import tenure
@@ -62,12 +71,27 @@ SERVER_STORES: dict[str, tuple[ModuleType, str]] = {  # store -> its bench modul
 }
 STORES = (*LOCAL, "azblob", *SERVER_STORES)
 RENEWAL_TTL = 1.5
+PROCESSES_DEFAULT = 8
 PEERS = {  # URL scheme -> the peer libraries every multi-process benchmark must list there
     "file": {"filelock", "portalocker-file", "tooz"},
     "azblob": {"azure-sdk"},
     "redis": {"redis-py", "python-redis-lock", "pottery", "portalocker-redis", "tooz"},
     "postgresql": {"tooz"},
     "mysql": {"tooz"},
+}
+CONTENDED_PEERS = {  # URL scheme -> peers the contended hand-off lists too (on a directory)
+    "sqlite": {"filelock", "portalocker-file", "tooz"},
+}
+PARTS = {  # --only: the parts of a run, in the order they run
+    "rounds": "the uncontended rows (interleaved rounds) and their goals",
+    "contended": f"the contended hand-off ({PROCESSES_DEFAULT} processes, hold "
+                 f"{HOLD_SECONDS * 1e3:g} ms)",
+    "renewal": "renewal round trips per tick",
+    "takeover": "takeover after a SIGKILL and after a clean release",
+    "memory": "memory per 1,000 held leases",
+    "crowd": "many waiters on one name",
+    "advisory": "PostgreSQL advisory mode: leases per connection",
+    "outage": "job recovery after server restarts",
 }
 QUICK = {"repeats": 3, "seconds": 0.03, "budget": 15.0, "handoff_seconds": 0.3, "processes": 4,
          "takeover_repeats": 2, "memory_repeats": 1, "memory_leases": 100, "outage_restarts": 2,
@@ -86,6 +110,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--stores", default=",".join(STORES),
                         help=f"comma-separated stores to measure (default: all of "
                              f"{','.join(STORES)})")
+    parser.add_argument("--only", default=",".join(PARTS),
+                        help="comma-separated parts to run (default: all): " + "; ".join(
+                            f"{name}: {what}" for name, what in PARTS.items())
+                        + ". E.g. `--quick --only contended --stores sqlite,file`")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: few short rounds, short hand-offs with 4 processes")
     parser.add_argument("--check", action="store_true",
@@ -98,7 +126,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "starts, once 5 rounds ran (default 300)")
     parser.add_argument("--handoff-seconds", type=float, default=3.0,
                         help="length of each library's contended run (default 3)")
-    parser.add_argument("--processes", type=int, default=8,
+    parser.add_argument("--processes", type=int, default=PROCESSES_DEFAULT,
                         help="contending processes per library (default 8)")
     parser.add_argument("--takeover-repeats", type=int, default=5,
                         help="repetitions of each takeover measure (default 5)")
@@ -123,6 +151,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--stores: unknown {', '.join(unknown) or '(none given)'}; "
                      f"choose from {','.join(STORES)}")
     args.stores = set(stores)
+    only = [part.strip() for part in args.only.split(",") if part.strip()]
+    unknown = sorted(set(only) - set(PARTS))
+    if unknown or not only:
+        parser.error(f"--only: unknown {', '.join(unknown) or '(none given)'}; "
+                     f"choose from {','.join(PARTS)}")
+    args.only = set(only)
     if args.repeats < 1 or args.seconds <= 0 or args.budget <= 0 or args.processes < 2 \
             or args.handoff_seconds <= 0 or args.takeover_repeats < 1 or args.crowd_seconds <= 0 \
             or args.memory_repeats < 1 or args.memory_leases < 0 or args.outage_restarts < 1:
@@ -184,14 +218,14 @@ def contend_and_renew(section: ServerSection, args: argparse.Namespace,
 
         contend_and_renew(section, parse_args([]), Path(tmp))
     """
-    for contender in section.contenders:
+    for contender in section.contenders if "contended" in args.only else []:
         progress(f"{section.title}: hand-off, {contender.label}")
         try:
             section.handoffs.append(run_contender(contender, args.processes,
                                                   args.handoff_seconds, directory))
         except Exception as exc:
             section.handoff_errors.append((contender.label, _reason(exc)))
-    if section.counter is not None:
+    if section.counter is not None and "renewal" in args.only:
         progress(f"{section.title}: renewal")
         try:
             section.renewals = renewal_costs(section.url, section.counter, ttl=RENEWAL_TTL,
@@ -208,14 +242,14 @@ def take_over_and_hold(section: ServerSection, args: argparse.Namespace) -> None
 
         take_over_and_hold(section, parse_args(["--quick"]))
     """
-    for taker in section.takers:
+    for taker in section.takers if "takeover" in args.only else []:
         for mode in taker.modes:
             progress(f"{section.title}: takeover after {mode}, {taker.label}")
             try:
                 section.takeovers.append(run_taker(taker, mode, args.takeover_repeats))
             except Exception as exc:
                 section.takeover_errors.append((taker.label, mode, _reason(exc)))
-    for spec in section.footprints:
+    for spec in section.footprints if "memory" in args.only else []:
         progress(f"{section.title}: memory, {spec.label}")
         leases = min(spec.leases, args.memory_leases) if args.memory_leases else None
         try:
@@ -308,42 +342,47 @@ def main(argv: list[str] | None = None) -> int:
         wanted = [name for name in ("azblob", *SERVER_STORES) if name in args.stores]
         progress(f"starting {', '.join(wanted) or 'no servers'}")
         started = start_servers(wanted, directory, stack)
-        cases: list[Case] = local_cases.cases(directory, stack, args.stores, extras)
-        if "azblob" in started:
+        timed = "rounds" in args.only
+        cases: list[Case] = local_cases.cases(directory, stack, args.stores, extras) \
+            if timed else []
+        if "azblob" in started and timed:
             cases += azblob_cases.cases(started["azblob"], stack, extras)
         sections = local_cases.sections(directory, args.stores)
         azblob = azblob_cases.section(started["azblob"]) if "azblob" in started else None
         sections += [azblob] if azblob is not None else []
         sections += server_sections(started, stack, extras)
+        rounds = 0
+        if timed:
+            for section in sections:
+                cases += section.cases
+                for hook in section.before:
+                    hook()
+            progress(f"{len(cases)} cases, {args.repeats} rounds of ~{args.seconds:g} s each")
+            rounds = measure(cases, args.repeats, args.seconds, args.budget, extras,
+                             3 if args.quick else MIN_CYCLES)
         for section in sections:
-            cases += section.cases
-            for hook in section.before:
-                hook()
-        progress(f"{len(cases)} cases, {args.repeats} rounds of ~{args.seconds:g} s each")
-        rounds = measure(cases, args.repeats, args.seconds, args.budget, extras,
-                         3 if args.quick else MIN_CYCLES)
-        for section in sections:
-            if section.cases and not any(case in cases for case in section.cases):
+            if timed and section.cases and not any(case in cases for case in section.cases):
                 continue  # its server failed during the rounds (see the section's note)
-            for hook in section.after:
+            for hook in section.after if timed else []:
                 extras.note(section.title, hook())
             contend_and_renew(section, args, directory)
             take_over_and_hold(section, args)
         crowds = many_waiters.measure_all(
             {name: server.url for name, server in started.items()
              if isinstance(server, servers.Server) and name in many_waiters.STORES},
-            seconds=args.crowd_seconds, progress=progress)
+            seconds=args.crowd_seconds, progress=progress) if "crowd" in args.only else []
         if crowds:
             extras.note(many_waiters.TITLE, many_waiters.markdown(crowds))
         postgres = started.get("postgres")
-        if isinstance(postgres, servers.Server):
+        if isinstance(postgres, servers.Server) and "advisory" in args.only:
             progress("postgres advisory mode: leases per connection")
             extras.note(advisory_capacity.TITLE,
                         advisory_capacity.section(postgres.url, args.quick))
         # Last: these restart servers of their own, nothing else runs meanwhile.
         recoveries = outage_recovery.measure_all(
             [name for name in outage_recovery.STORES if name in args.stores],
-            directory / "outages", args.outage_restarts, progress)
+            directory / "outages", args.outage_restarts, progress) \
+            if "outage" in args.only else []
         if recoveries:
             extras.note(outage_recovery.TITLE,
                         outage_recovery.markdown(recoveries, args.outage_restarts))
@@ -363,7 +402,9 @@ def main(argv: list[str] | None = None) -> int:
         "memory_hold": MEMORY_HOLD, "memory_repeats": args.memory_repeats,
         "az_ttl": azblob_cases.MIN_TTL, "az_hold": azblob_cases.MEMORY_HOLD,
         "az_leases": azblob_cases.MEMORY_LEASES, "settle_ms": SETTLE * 1e3,
-        "az_poll": AZURE_POLL_SECONDS,
+        "az_poll": AZURE_POLL_SECONDS, "fair_goal": FAIRNESS_GOAL,
+        "waiter_goal_ms": WAITER_P99_GOAL * 1e3, "floor_goal": VERSUS_BLOCKING_FLOOR,
+        "async_goal": ASYNC_VS_SYNC_GOAL,
     }
     header = Header(started_at, time.perf_counter() - clock, facts, command(argv), settings)
     report = render(cases, sections, extras, header)
@@ -371,15 +412,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is not None:
         args.output.write_text(report)
         progress(f"wrote {args.output}")
-    missing = (unmeasured(sections, extras) + many_waiters.unmeasured(crowds)
+    missing = (unmeasured(sections, extras, args.only) + many_waiters.unmeasured(crowds)
                + outage_recovery.unmeasured(recoveries))
     for problem in missing:
         progress(f"not measured: {problem}")
     return 1 if args.check and missing else 0
 
 
-def unmeasured(sections: list[ServerSection], extras: Extras) -> list[str]:
-    """Everything the run could not measure: goals, hand-offs, renewals, rows left out.
+def unmeasured(sections: list[ServerSection], extras: Extras,
+               parts: set[str] | None = None) -> list[str]:
+    """Everything the run could not measure: goals, hand-offs, renewals, rows left out, and
+    peers missing from the `parts` that ran (default: all).
 
     Example::
 
@@ -397,11 +440,12 @@ def unmeasured(sections: list[ServerSection], extras: Extras) -> list[str]:
                      for label, why, missing in section.memory_errors if missing]
     problems += [f"{title}: {text}" for title, texts in extras.notes.items() for text in texts
                  if "**Not measured**" in text]
-    return problems + missing_peers(sections)
+    return problems + missing_peers(sections, parts)
 
 
-def missing_peers(sections: list[ServerSection]) -> list[str]:
-    """Peers of PEERS that a section does not list in its hand-off, takeover or memory runs.
+def missing_peers(sections: list[ServerSection], parts: set[str] | None = None) -> list[str]:
+    """Peers of PEERS that a section does not list in its hand-off, takeover or memory runs
+    (and of CONTENDED_PEERS in its hand-off), among the `parts` that ran (default: all).
 
     Example::
 
@@ -409,10 +453,15 @@ def missing_peers(sections: list[ServerSection]) -> list[str]:
     """
     problems = []
     for section in sections:
-        wanted = PEERS.get(section.url.split(":", 1)[0], set())
-        for kind, listed in (("hand-off", section.contenders), ("takeover", section.takers),
-                             ("memory", section.footprints)):
-            for library in sorted(wanted - {entry.library for entry in listed}):
+        scheme = section.url.split(":", 1)[0]
+        wanted = PEERS.get(scheme, set())
+        for kind, part, listed, more in (
+                ("hand-off", "contended", section.contenders, CONTENDED_PEERS.get(scheme, set())),
+                ("takeover", "takeover", section.takers, set()),
+                ("memory", "memory", section.footprints, set())):
+            if parts is not None and part not in parts:
+                continue
+            for library in sorted((wanted | more) - {entry.library for entry in listed}):
                 problems.append(f"{section.title} {kind}: the peer {library} is missing")
     return problems
 
