@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 from types import TracebackType
@@ -66,13 +67,50 @@ def release_at_exit(holder: Any) -> None:
     """
 
 
+class WouldBlock(Exception):
+    """Raised by work that `offload` runs on the event loop's thread where it would have to
+    wait (a lock held by another process, a commit that syncs to disk), before it changed
+    anything: `offload` then runs it again in a worker thread.
+
+    Example::
+
+        if running_inline() and not idle_connections:
+            raise WouldBlock  # opening a file: a worker thread's job
+    """
+
+
+_inline = threading.local()
+
+
+def running_inline() -> bool:
+    """True while `offload` runs work on the event loop's own thread: the work raises
+    WouldBlock rather than wait.
+
+    Example:
+        >>> running_inline()
+        False
+    """
+    return bool(getattr(_inline, "on", False))
+
+
 async def offload(function: Callable[..., T], *args: Any) -> T:
-    """Run blocking I/O (sqlite3) in a worker thread so the event loop stays responsive.
+    """Run blocking I/O (sqlite3) without blocking the event loop: in a worker thread, or,
+    when the object whose method `function` is says `offload_inline_first = True`, first on
+    the loop's own thread (a thread hop costs more than a SQLite statement), where the work
+    raises WouldBlock before anything that could wait; then it runs again in a thread.
 
     Example:
         >>> asyncio.run(offload(len, "abc"))
         3
     """
+    if getattr(getattr(function, "__self__", None), "offload_inline_first", False):
+        _inline.on = True
+        try:
+            return function(*args)
+        except WouldBlock:
+            pass
+        finally:
+            _inline.on = False
     return await anyio.to_thread.run_sync(function, *args)
 
 
@@ -347,11 +385,13 @@ __all__ = [
     "release_at_exit",
     "run_all",
     "run_callback",
+    "running_inline",
     "shielded",
     "sleep",
     "spawn",
     "start_soon",
     "wait_event",
+    "WouldBlock",
 ]
 
 

@@ -98,6 +98,27 @@ def offload(function: Callable[..., T], *args: Any) -> T:
     return function(*args)
 
 
+class WouldBlock(Exception):
+    """The async twin's signal to run work in a worker thread; never raised here, where
+    work runs on its caller's thread and may wait (see running_inline).
+
+    Example::
+
+        if running_inline() and not idle_connections:
+            raise WouldBlock
+    """
+
+
+def running_inline() -> bool:
+    """Always False: sync work runs on its caller's thread, which expects to wait.
+
+    Example:
+        >>> running_inline()
+        False
+    """
+    return False
+
+
 _pool: ThreadPoolExecutor | None = None
 _pool_mutex = threading.Lock()
 _POOL_THREADS = 16
@@ -380,11 +401,13 @@ __all__ = [
     "release_at_exit",
     "run_all",
     "run_callback",
+    "running_inline",
     "shielded",
     "sleep",
     "spawn",
     "start_soon",
     "wait_event",
+    "WouldBlock",
 ]
 
 

@@ -3,6 +3,13 @@ timeout), pooled rather than tied to threads, left to the parent after fork(), a
 that must create nothing (a listing of a path with no database, or of a database this process
 may only read).
 
+Async calls run their statements on the event loop's own thread first (see _on_loop): a thread
+hop costs several times a SQLite statement. There they never wait: a connection kept for the
+loop has busy_timeout 0 and no automatic checkpoint, so a write lock held by another
+connection answers SQLITE_BUSY at once instead of waiting, and the call runs again in a worker
+thread (with the store's busy timeout) as every call did before. Commits that sync to disk
+(synchronous=full) and anything that opens files run in a thread too.
+
 Example::
 
     class Store(SQLiteConnections):
@@ -24,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tenure import _forks
+from tenure._async import _shim
 from tenure._async.stores._protocol import closed_store
 from tenure._async.stores.sqlite._failures import store_failure
 from tenure._async.stores.sqlite._settings import (
@@ -38,6 +46,11 @@ from tenure._errors import StoreUnavailable
 
 T = TypeVar("T")
 
+# One in this many writes run on the event loop goes to a worker thread instead, whose connection
+# checkpoints the WAL (write it back into the database and sync both files) when it grew past
+# SQLite's usual 1,000 pages: the loop's own connections never do, a checkpoint syncs to disk.
+CHECKPOINT_EVERY = 256
+
 # Connections a forked child inherited: never used, and never closed either (closing one may
 # checkpoint or unlink the parent's WAL); kept here so that garbage collection leaves them be.
 _INHERITED: list[sqlite3.Connection] = []
@@ -45,6 +58,14 @@ _INHERITED: list[sqlite3.Connection] = []
 
 def _read_only(exc: sqlite3.Error) -> bool:
     return "readonly database" in str(exc).lower()
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY (another connection holds a lock this statement needs) or SQLITE_LOCKED."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return (code & 0xFF) in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED (named in Python 3.11+)
+    return "locked" in str(exc)
 
 
 def _identity(path: Path) -> tuple[int, int, int]:
@@ -80,9 +101,15 @@ class SQLiteConnections:
         rows = connections._query("SELECT 1", ())
     """
 
+    # Async calls (_shim.offload) run on the event loop's thread first: see _on_loop.
+    offload_inline_first = True
+
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "normal",
                  busy_timeout: float | str = DEFAULT_BUSY_TIMEOUT) -> None:
         self._synchronous = synchronous_pragma(synchronous)
+        # With synchronous=full a commit syncs the WAL to disk, which has no time bound on a
+        # busy disk: writes run in a worker thread then; reads still run on the loop.
+        self._writes_on_loop = self._synchronous == "NORMAL"
         busy_seconds = busy_timeout_seconds(busy_timeout)
         self.path = database_path(path)
         self.url = store_url(self.path, self._synchronous, busy_seconds)
@@ -90,6 +117,8 @@ class SQLiteConnections:
         # Connections are pooled, not tied to threads: any thread may use an idle one, so the
         # pool only grows to the number of concurrent calls (worker threads come and go).
         self._idle: list[sqlite3.Connection] = []
+        self._loop_idle: list[sqlite3.Connection] = []  # busy_timeout 0: see _on_loop
+        self._loop_writes = 0
         self._all: list[sqlite3.Connection] = []
         self._mutex = threading.Lock()
         self._closed = False
@@ -99,7 +128,7 @@ class SQLiteConnections:
         """After fork(): the parent's connections stay the parent's (SQLite forbids using one
         across fork); the child opens its own on first use."""
         _INHERITED.extend(self._all)
-        self._idle, self._all = [], []
+        self._idle, self._loop_idle, self._all = [], [], []
         self._mutex = threading.Lock()
 
     # Each operation takes an idle connection (or opens one), runs and gives it back, through a
@@ -109,6 +138,8 @@ class SQLiteConnections:
                        work: Callable[..., T], *arguments: object) -> T:
         """`work(db, *arguments)` on a pooled connection; a failure of SQLite or the file
         system raised as the store's error for `operation` on `name`."""
+        if _shim.running_inline():
+            return self._write_on_loop(operation, name, work, arguments)
         try:
             db = self._take()
             try:
@@ -118,23 +149,83 @@ class SQLiteConnections:
         except (sqlite3.Error, OSError) as exc:
             raise self._failure(operation, name, exc) from exc
 
+    def _write_on_loop(self, operation: str, name: str, work: Callable[..., T],
+                       arguments: tuple[object, ...]) -> T:
+        if not self._writes_on_loop:
+            raise _shim.WouldBlock  # the commit syncs to disk
+        self._loop_writes += 1
+        if self._loop_writes % CHECKPOINT_EVERY == 0:
+            raise _shim.WouldBlock  # a thread's connection checkpoints if the WAL is long
+        try:
+            return self._on_loop(work, arguments)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failure(operation, name, exc) from exc
+
+    def _on_loop(self, work: Callable[..., T], arguments: tuple[object, ...]) -> T:
+        """`work(db, *arguments)` right here on the event loop's thread, on a connection kept
+        for the loop, or WouldBlock (nothing done) where it would have to wait.
+
+        Such a connection has busy_timeout 0: SQLite takes its file locks without waiting
+        (it never sleeps for them unless a busy handler tells it to), so a lock that another
+        connection holds, of this process or another, answers SQLITE_BUSY at once, before
+        the statement changed anything (the write lock is the first thing a write takes; in
+        a BEGIN IMMEDIATE transaction, the BEGIN). A statement otherwise reads and writes
+        the database and its WAL through the page cache: no sync to disk with
+        synchronous=normal, and no checkpoint (wal_autocheckpoint 0, see CHECKPOINT_EVERY).
+        Opening a connection, which may create files and wait for another process's journal
+        switch, is left to a worker thread, which lends the loop a connection afterwards
+        (see _give_back).
+        """
+        try:
+            db = self._loop_idle.pop()
+        except IndexError:  # none yet, or another event loop's thread has it
+            raise _shim.WouldBlock from None
+        try:
+            return work(db, *arguments)
+        except sqlite3.OperationalError as exc:
+            if _busy(exc):
+                raise _shim.WouldBlock from exc
+            raise
+        finally:
+            self._give_back(db, self._loop_idle)
+
     def _take(self) -> sqlite3.Connection:
         try:
             return self._idle.pop()
         except IndexError:  # none idle (also when another thread took the last one)
             return self._open()
 
-    def _give_back(self, db: sqlite3.Connection) -> None:
-        """Return a connection to the pool, or close it when close() ran while it was in use
-        (close() closes only idle connections: closing one that another thread is using
-        crashes the interpreter)."""
+    def _give_back(self, db: sqlite3.Connection,
+                   pool: list[sqlite3.Connection] | None = None) -> None:
+        """Return a connection to its pool (the worker threads' unless told), or close it when
+        close() ran while it was in use (close() closes only idle connections: closing one
+        that another thread is using crashes the interpreter).
+
+        Async, a worker thread's connection goes to the event loop's pool when that is empty:
+        the first call opened it in a thread, the next ones run on the loop."""
+        if pool is None:
+            pool = self._idle
+            if not _shim.BLOCKING and not self._loop_idle and self._lend_to_loop(db):
+                pool = self._loop_idle
         with self._mutex:
             if not self._closed:
-                self._idle.append(db)
+                pool.append(db)
                 return
             with suppress(ValueError):
                 self._all.remove(db)
         db.close()
+
+    def _lend_to_loop(self, db: sqlite3.Connection) -> bool:
+        """Make a worker thread's connection one for the event loop (see _on_loop)."""
+        try:
+            db.execute("PRAGMA busy_timeout = 0")
+            db.execute("PRAGMA wal_autocheckpoint = 0")
+        except sqlite3.Error:
+            with suppress(sqlite3.Error):  # back as it was, for the threads
+                db.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+                db.execute("PRAGMA wal_autocheckpoint = 1000")
+            return False
+        return True
 
     def _open(self) -> sqlite3.Connection:
         if self._closed:
@@ -198,7 +289,11 @@ class SQLiteConnections:
     def _query(self, statement: str, parameters: Sequence[object]) -> list[tuple[Any, ...]]:
         """The rows of one read, on a pooled connection or, when the database is read-only for
         this process and SQLite cannot open it so (see _snapshot), on a snapshot of the file;
-        none when the database has no lease table (see _has_tables)."""
+        none when the database has no lease table (see _has_tables). On the event loop's
+        thread, on the loop's connection or not at all (WouldBlock), with or without
+        synchronous=full: a read syncs nothing."""
+        if _shim.running_inline():
+            return self._on_loop(_fetch_all, (statement, parameters))
         if not self._has_tables():
             return []
         try:
@@ -272,7 +367,13 @@ class SQLiteConnections:
         """
         with self._mutex:
             self._closed = True
-            idle, self._idle = self._idle, []
+            idle, self._idle = self._idle + self._loop_idle, []
+            self._loop_idle = []
             self._all = [db for db in self._all if db not in idle]  # in use: closed when back
         for connection in idle:
             connection.close()
+
+
+def _fetch_all(db: sqlite3.Connection, statement: str,
+               parameters: Sequence[object]) -> list[tuple[Any, ...]]:
+    return db.execute(statement, parameters).fetchall()
