@@ -1,6 +1,7 @@
 """AsyncSQLiteStore: the lease operations of the sqlite:// store. A lock is taken and released
 with ONE autocommit statement each; a semaphore's slot is chosen in a write transaction;
-expiry is this host's monotonic clock together with its boot id.
+expiry is this host's monotonic clock together with its boot id. Waiters queue for a name on
+this host and a release wakes the first (tenure._async.stores._host_queue).
 
 Example::
 
@@ -20,6 +21,7 @@ from contextlib import suppress
 from datetime import datetime, timedelta, timezone
 
 from tenure._async import _shim
+from tenure._async.stores._host_queue import AsyncHostQueue
 from tenure._async.stores._protocol import AsyncBackend
 from tenure._async.stores.sqlite._connections import immediate
 from tenure._async.stores.sqlite._records import SQLiteRecords
@@ -85,19 +87,27 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(6)
         super().__init__(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        # The waiters' queues: a directory beside the database file, made on first wait.
+        self._queue = AsyncHostQueue(f"{self.path}-queues")
 
     def _start_afresh_in_child(self) -> None:
         super()._start_afresh_in_child()
         self._id_prefix = secrets.token_hex(6)  # lease ids stay unique between the two
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        return await self._take_queued(name, holder, ttl, limit, False)
+
+    async def _take_queued(self, name: str, holder: str, ttl: float, limit: int,
+                           queued: bool) -> Grant | None:
+        """A try; one from outside the name's queue (not `queued`) leaves the name to the
+        waiters queued for it (see _host_queue)."""
         # The statement runs in a worker thread that a cancelled caller cannot stop: whichever
         # of the two comes second (the thread's answer, or the caller's cancellation) frees
         # the grant, so a cancelled acquire never leaves a lease nobody owns.
         attempt = _Attempt()
         try:
             grant: Grant | None = await _shim.offload(self._acquire_for, attempt, name, holder,
-                                                      ttl, limit)
+                                                      ttl, limit, queued)
         except BaseException:
             orphan = attempt.abandon()
             if orphan is not None:
@@ -106,7 +116,9 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
         return grant
 
     def _acquire_for(self, attempt: _Attempt, name: str, holder: str, ttl: float,
-                     limit: int) -> Grant | None:
+                     limit: int, queued: bool) -> Grant | None:
+        if not queued and self._queue.blocks(name):
+            return None
         grant: Grant | None = self._on_connection("acquire", name, self._acquire_in, name,
                                                   holder, ttl, limit)
         if grant is not None and not attempt.answer(grant):
@@ -154,10 +166,14 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
 
     def _release_now(self, grant: Grant) -> bool:
         released: bool = self._on_connection("release", grant.name, _release_in, grant)
+        if released:
+            self._queue.ring(grant.name)
         return released
 
     async def break_lease(self, name: str) -> int:
         broken: int = await _shim.offload(self._on_connection, "break", name, _break_in, name)
+        if broken:
+            self._queue.ring(name)
         return broken
 
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
@@ -178,7 +194,20 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
 
     async def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
-        await _shim.sleep(timeout)  # SQLite has no notifications; the core polls with backoff
+        await _shim.sleep(timeout)  # the core's acquires wait in wait_and_acquire
+
+    async def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """Wait in the name's queue on this host, woken by the release, and take a slot when
+        it is this waiter's turn (see tenure._async.stores._host_queue); the Grant taken, or
+        None when the acquire's patience ran out first.
+
+        Example::
+
+            grant = await backend.wait_and_acquire("job", "worker-1", 30.0, 1, 0.05, 10.0)
+        """
+        return await self._queue.wait_and_acquire(name, holder, ttl, limit, timeout, patience,
+                                                  self._take_queued)
 
 
 def _renew_in(db: sqlite3.Connection, grants: Sequence[Grant],

@@ -1,8 +1,9 @@
 # GENERATED from src/tenure/_async/stores/file/_leases.py by scripts/unasync.py: do not edit.
 """FileStore: the lease operations of the file:// store. A lease is an exclusive flock on
 its name's lock file, which the kernel frees when its holder's process dies; the file keeps the
-name's fencing counter. `break_lease` marks the held file as replaced and renames a fresh copy
-into its place; breaks of a name take turns on its `.break` file's flock.
+name's fencing counter. Waiters queue for a name on this host and a release wakes the first
+(tenure._sync.stores._host_queue). `break_lease` marks the held file as replaced and renames
+a fresh copy into its place; breaks of a name take turns on its `.break` file's flock.
 
 Example::
 
@@ -17,6 +18,7 @@ from collections.abc import Sequence
 
 from tenure._sync import _shim
 from tenure._sync.stores._failures import failure
+from tenure._sync.stores._host_queue import HostQueue
 from tenure._sync.stores._protocol import Backend
 from tenure._sync.stores.file._handles import (
     OPEN_FLAGS,
@@ -56,8 +58,24 @@ class FileStore(FileRecords, Backend):
 
     capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        super().__init__(directory)
+        self._queue = HostQueue(str(self.directory))
+
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
+        return self._take_now(name, holder, ttl, limit, False)
+
+    def _take_queued(self, name: str, holder: str, ttl: float, limit: int,
+                    queued: bool) -> Grant | None:
+        return self._take_now(name, holder, ttl, limit, queued)
+
+    def _take_now(self, name: str, holder: str, ttl: float, limit: int,
+                  queued: bool) -> Grant | None:
+        """A try; one from outside the name's queue (not `queued`) leaves the name to the
+        waiters queued for it (see _host_queue)."""
         self._refuse_if_closed("acquire", name)
+        if not queued and self._queue.blocks(name):
+            return None
         try:
             for slot in range(limit):
                 path = self._paths.lock(name, slot, limit)
@@ -140,17 +158,21 @@ class FileStore(FileRecords, Backend):
             self._park(lock_file)
         else:
             lock_file.close()
+        self._queue.ring(grant.name)
         return still_ours
 
     def break_lease(self, name: str) -> int:
         self._refuse_if_closed("break", name)
         guard = self._take_break_turn(name, self._paths.break_guard(name))
         try:
-            return sum(self._break_file(str(path)) for path in self._paths.lock_files(name))
+            broken = sum(self._break_file(str(path)) for path in self._paths.lock_files(name))
         except OSError as exc:
             raise self._failure("break", name, exc) from exc
         finally:
             self._close(guard)  # our only descriptor of the guard: closing it unlocks it
+        if broken:
+            self._queue.ring(name)
+        return broken
 
     def _take_break_turn(self, name: str, path: str) -> int:
         """An open descriptor of the name's break guard, exclusively flocked by us.
@@ -248,7 +270,21 @@ class FileStore(FileRecords, Backend):
 
     def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
-        _shim.sleep(timeout)  # no portable release notification; the core polls
+        _shim.sleep(timeout)  # the core's acquires wait in wait_and_acquire
+
+    def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """Wait in the name's queue on this host, woken by the release, and take a slot when
+        it is this waiter's turn (see tenure._sync.stores._host_queue); the Grant taken, or
+        None when the acquire's patience ran out first.
+
+        Example::
+
+            grant = backend.wait_and_acquire("job", "worker-1", 30.0, 1, 0.05, 10.0)
+        """
+        self._refuse_if_closed("acquire", name)
+        return self._queue.wait_and_acquire(name, holder, ttl, limit, timeout, patience,
+                                                  self._take_queued)
 
     def close(self) -> None:
         self._closed = True
