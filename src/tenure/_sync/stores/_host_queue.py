@@ -59,6 +59,7 @@ import itertools
 import mmap
 import os
 import struct
+import sys
 import threading
 import time
 import zlib
@@ -83,6 +84,8 @@ _CACHED = 4096  # queue directories remembered per store: the names a process us
 _SUFFIX = ".queue"
 _MAP_NAME = "waiters.map"
 _BUCKETS = 65536  # bytes of the waiters' map: one per bucket of names
+# Python 3.13+ maps without keeping a descriptor of its own; before, the map keeps one.
+_MMAP_OPTIONS: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
 
 
 
@@ -160,7 +163,7 @@ class HostQueue:
                 try:
                     if os.fstat(fd).st_size < _BUCKETS:  # mapped past its end, a file faults
                         os.ftruncate(fd, _BUCKETS)  # the same size whoever does it first
-                    self._map = mmap.mmap(fd, _BUCKETS)
+                    self._map = mmap.mmap(fd, _BUCKETS, **_MMAP_OPTIONS)
                 finally:
                     os.close(fd)
             except (OSError, ValueError):
