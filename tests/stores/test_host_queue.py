@@ -162,3 +162,45 @@ def test_waiters_are_served_in_the_order_they_came(
             assert waiter.stdin is not None
             waiter.stdin.close()
             assert waiter.wait(timeout=60) == 0
+
+
+# A waiter (in a thread) that forks once it is queued; the parent prints the child's pid, and
+# both wait for stdin to close (or to be killed).
+FORKING_WAITER = """
+import os, sys, threading, time, tenure
+url, name, queue = sys.argv[1:4]
+store = tenure.connect(url)
+lock = store.lock(name, ttl=30, min_wait=20, max_wait=60)
+threading.Thread(target=lambda: lock.acquire(timeout=60), daemon=True).start()
+while not (os.path.isdir(queue) and os.listdir(queue)):
+    time.sleep(0.005)  # until the thread's ticket is in the queue
+child = os.fork()
+if child == 0:
+    sys.stdin.read()
+    os._exit(0)
+print(child, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_forked_child_does_not_keep_its_parents_ticket_alive(
+        url: str, processes: list[subprocess.Popen[str]]) -> None:
+    with tenure.connect(url) as store:
+        lease = store.lock(NAME, ttl=30).acquire(timeout=5)
+        parent = subprocess.Popen(
+            [sys.executable, "-c", FORKING_WAITER, url, NAME, str(queue_of(url, NAME))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        processes.append(parent)
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        try:
+            [parents] = wait_for_queue(url, 1)
+            second = spawn_waiter(url, processes)
+            wait_for_queue(url, 2)
+            parent.send_signal(signal.SIGKILL)  # its child lives on, with copies of its files
+            parent.wait()
+            lease.release()
+            held(second)  # the parent's ticket is dead although its child lives
+            assert parents not in queued(url, NAME)
+        finally:
+            os.kill(child, signal.SIGKILL)
