@@ -58,6 +58,22 @@ async def wait_event(event: asyncio.Event, timeout: float) -> bool:
     return event.is_set()
 
 
+async def wait_readable(fd: int, timeout: float) -> bool:
+    """Wait until `fd` (a pipe, a FIFO, a socket) has something to read, or `timeout` seconds
+    passed (math.inf: no limit), on the event loop's reader: no thread; True when readable.
+
+    Example:
+        >>> import os
+        >>> reader, writer = os.pipe()
+        >>> os.write(writer, b"x"), asyncio.run(wait_readable(reader, 1.0))
+        (1, True)
+    """
+    with anyio.move_on_after(timeout):
+        await anyio.wait_readable(fd)
+        return True
+    return False
+
+
 def release_at_exit(holder: Any) -> None:
     """Nothing to do in async code: no event loop runs at interpreter exit, so use
     `async with tenure.aio.connect(...)` (or `await store.close()`) to release on the way out.
@@ -391,6 +407,7 @@ __all__ = [
     "spawn",
     "start_soon",
     "wait_event",
+    "wait_readable",
     "WouldBlock",
 ]
 

@@ -18,7 +18,9 @@ import heapq
 import inspect
 import itertools
 import logging
+import math
 import os
+import select
 import threading
 import time
 import weakref
@@ -48,6 +50,20 @@ def wait_event(event: threading.Event, timeout: float) -> bool:
         False
     """
     return event.wait(timeout)
+
+
+def wait_readable(fd: int, timeout: float) -> bool:
+    """Wait until `fd` (a pipe, a FIFO, a socket) has something to read, or `timeout` seconds
+    passed (math.inf: no limit); True when it is readable.
+
+    Example:
+        >>> reader, writer = os.pipe()
+        >>> os.write(writer, b"x"), wait_readable(reader, 0.0)
+        (1, True)
+    """
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if math.isinf(timeout) else max(0.0, timeout) * 1000))
 
 
 _holders: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -407,6 +423,7 @@ __all__ = [
     "spawn",
     "start_soon",
     "wait_event",
+    "wait_readable",
     "WouldBlock",
 ]
 
