@@ -180,7 +180,7 @@ def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
         more = sections(Path(tmp), {"file", "sqlite"})
     """
     found = []
-    waits = "backoff 10 ms .. 1 s"
+    waits = "waiters queued FIFO, woken by the release; a try every 10 ms .. 1 s"
     if "memory" in stores:
         entries = [Entry("tenure (two threads of one process)", "tenure", "memory://",
                          tenure=True, kill=False)]
@@ -190,7 +190,7 @@ def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
         url = f"file://{directory / 'multi-file-store'}"
         peers = f"file://{directory / 'multi-peers'}"
         entries = [
-            Entry(f"tenure (kernel `flock`; the waiter polls, {waits})", "tenure", url,
+            Entry(f"tenure (kernel `flock`; {waits})", "tenure", url,
                   tenure=True),
             *(Entry(label, library, peers, expires=False,
                     renewal="nothing to renew (no expiry)") for label, library in FILE_PEERS),
