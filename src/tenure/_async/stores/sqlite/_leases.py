@@ -88,7 +88,7 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
         self._id_prefix = secrets.token_hex(6)
         super().__init__(path, synchronous=synchronous, busy_timeout=busy_timeout)
         # The waiters' queues: a directory beside the database file, made on first wait.
-        self._queue = AsyncHostQueue(f"{self.path}-queues")
+        self._queue = AsyncHostQueue(f"{self.path}-queues", make_root=True)
 
     def _start_afresh_in_child(self) -> None:
         super()._start_afresh_in_child()
