@@ -133,8 +133,7 @@ def lineup(url: str) -> list[Entry]:
     except Exception:  # InvalidArgument: no such mode (the uncontended section says so)
         pass
     else:
-        entries.append(Entry("tenure `?mode=advisory` (session advisory lock; a lock's waiter "
-                             "waits on the server)", "tenure",
+        entries.append(Entry("tenure `?mode=advisory` (session advisory lock)", "tenure",
                              f"{url}?mode=advisory", tenure=True))
     entries.append(Entry("tooz postgresql driver (`blocking=True`: pg_advisory_lock waits on "
                          "the server; no expiry: ends with its connection)", "tooz", url,
