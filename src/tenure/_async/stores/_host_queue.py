@@ -119,7 +119,7 @@ class AsyncHostQueue:
 
     def __init__(self, root: str, make_root: bool = False) -> None:
         self.root = root
-        self._make_root = make_root  # beside a database file: made by the first waiter
+        self._make_root = make_root  # beside a database file: made on first use
         self._places: dict[str, tuple[str, int]] = {}  # name: (queue directory, map bucket)
         self._map: mmap.mmap | None = None
         self._map_tried = False
@@ -150,19 +150,19 @@ class AsyncHostQueue:
                 self._places[name] = found
         return found
 
-    def _waiters_map(self, make: bool = False) -> mmap.mmap | None:
-        """The waiters' map (see the module docstring); None where there is none. In a
-        store's own directory it is made on first use; beside a database file only by a
-        waiter (`make`, its ticket in the queue), so that a store that never waited leaves
-        nothing beside the database. Where it cannot be opened or made (another user's, a
-        read-only directory), the queue directories are looked for instead."""
+    def _waiters_map(self) -> mmap.mmap | None:
+        """The waiters' map (see the module docstring), made on first use (with the root
+        beside a database file: SQLite keeps its -wal and -shm files there too); None where it
+        cannot be made (then the queue directories are looked for)."""
         if self._map is not None or self._map_tried:
             return self._map
-        make = make or not self._make_root
         try:
+            if self._make_root:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(self.root)
             fd = os.open(os.path.join(self.root, _MAP_NAME),
-                         os.O_RDWR | _CLOEXEC | (os.O_CREAT if make else 0), 0o666)
-        except FileNotFoundError:  # not made yet (or the directory is gone): look again later
+                         os.O_RDWR | os.O_CREAT | _CLOEXEC, 0o666)
+        except FileNotFoundError:  # a store's own directory, removed: the store says so
             return None
         except OSError:
             self._map_tried = True
@@ -179,12 +179,8 @@ class AsyncHostQueue:
 
     def _nobody_waits(self, directory: str, bucket: int) -> bool:
         """True when nobody waits for the name: its byte in the waiters' map is clear (no
-        system call), nobody ever waited beside the database (no map there: one failed
-        open), or its queue directory does not exist (no map to be had)."""
-        if (self._map is None and not self._map_tried and self._waiters_map() is None
-                and self._make_root and not self._map_tried):
-            return True  # no map beside the database: no waiter ever queued there
-        waiters = self._map
+        system call), or its queue directory does not exist."""
+        waiters = self._map if self._map is not None else self._waiters_map()
         if waiters is not None:
             return not waiters[bucket]
         return not os.access(directory, os.F_OK)
@@ -333,7 +329,7 @@ class AsyncHostQueue:
             raise
         with self._mutex:
             self._tickets.add(ticket)
-        waiters = self._waiters_map(make=True)
+        waiters = self._waiters_map()
         if waiters is not None:  # after the ticket is in: see _cleared
             waiters[bucket] = 1
         return ticket
