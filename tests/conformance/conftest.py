@@ -36,6 +36,21 @@ from tenure.stores import MemoryStore
 WORKER = Path(__file__).with_name("worker.py")
 
 
+def run_together(processes: list[subprocess.Popen[str]], timeout: float) -> None:
+    """Wait until each worker process says READY (imported, connected), start them all at
+    once (a line on stdin), and wait `timeout` s for each to exit 0."""
+    for process in processes:
+        assert process.stdout is not None
+        ready, _, _ = select.select([process.stdout], [], [], 120)
+        assert ready and process.stdout.readline() == "READY\n", "a worker did not start"
+    for process in processes:
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.close()
+    for process in processes:
+        assert process.wait(timeout=timeout) == 0, "a worker process failed"
+
+
 @dataclass(frozen=True)
 class StoreKind:
     """How to reach one store in tests, and what it promises."""
@@ -221,16 +236,7 @@ class Target:
 
         if self.kind.shared_between_processes:
             processes = [self.spawn(mode, name, **options) for _ in range(contenders)]
-            for process in processes:  # every one imported and ready, then all start at once
-                assert process.stdout is not None and process.stdin is not None
-                ready, _, _ = select.select([process.stdout], [], [], 120)
-                assert ready and process.stdout.readline() == "READY\n", "a worker did not start"
-            for process in processes:
-                assert process.stdin is not None
-                process.stdin.write("go\n")
-                process.stdin.close()
-            for process in processes:
-                assert process.wait(timeout=120) == 0, "a worker process failed"
+            run_together(processes, 120)
         elif self.is_async:
             stores = [self.connect() for _ in range(contenders)]
             await asyncio.gather(*(worker.cycles_async(s, mode, name, options) for s in stores))

@@ -11,13 +11,12 @@ other acquisitions, or never end within the run. Timings are measured in bench/,
 
 from __future__ import annotations
 
-import select
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import Target
+from conftest import Target, run_together
 from history import Hold, overlaps
 
 pytestmark = pytest.mark.anyio
@@ -65,16 +64,7 @@ async def test_every_waiting_process_gets_the_lock_within_a_bounded_number_of_ha
          str(log)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(CONTENDERS)]
     try:
-        for process in processes:  # every one imported and connected, then all start at once
-            assert process.stdout is not None
-            ready, _, _ = select.select([process.stdout], [], [], 120)
-            assert ready and process.stdout.readline() == "READY\n", "a worker did not start"
-        for process in processes:
-            assert process.stdin is not None
-            process.stdin.write("go\n")
-            process.stdin.close()
-        for process in processes:
-            assert process.wait(timeout=180) == 0, "a worker process failed"
+        run_together(processes, 180)
     finally:
         for process in processes:
             if process.poll() is None:
