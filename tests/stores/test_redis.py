@@ -46,6 +46,7 @@ from tenure._async.stores.redis import (
     parse_options,
 )
 from tenure._async.stores.redis._connections import Undo
+from tenure._async.stores.redis._scripts import SCRIPTS
 from tenure.chaos._proxy import Proxy, ProxyHost
 
 pytestmark = pytest.mark.anyio
@@ -306,8 +307,11 @@ def test_a_wait_that_no_release_ends_takes_a_free_slot_at_its_end(url: str, admi
             grant = backend.wait_and_acquire("lapse", "w", 30.0, 1, 0.6, 0.6)
             sent.counting = False
         assert grant is not None and grant.holder == "w" and grant.token > lease.token
+        # Not the readers' commands, nor a renewal: the waiting store's reader, connecting late
+        # on a loaded machine, renews what its store holds by then (the lease just taken).
         requests = [command[0] for command in sent.commands
-                    if command[0] in (b"BLMOVE", b"EVALSHA", b"EVAL")]  # not the readers'
+                    if command[0] in (b"BLMOVE", b"EVALSHA", b"EVAL")
+                    and command[1:2] != [SCRIPTS.renew.sha]]
         assert requests == [b"BLMOVE"], sent.commands  # and the acquire behind it
         assert backend.release(grant) is True
 
