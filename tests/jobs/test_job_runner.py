@@ -221,7 +221,9 @@ async def test_failed_runs_are_retried_within_the_period_then_recorded() -> None
     worker = AsyncWorker(store)
     attempts: list[int] = []
 
-    @worker.every(timedelta(seconds=5), name="flaky", retries=2, retry_backoff=0.01, jitter=0)
+    # An hour's period: the retries fall in the period the first attempt ran in (a 5 s one
+    # ended between the second and third attempts when the test started near its end).
+    @worker.every(timedelta(hours=1), name="flaky", retries=2, retry_backoff=0.01, jitter=0)
     async def flaky(run: Run) -> None:
         attempts.append(run.attempt)
         if run.attempt < 3:
