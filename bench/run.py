@@ -28,6 +28,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import datetime, timezone
@@ -145,18 +146,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         for name, value in QUICK.items():
             if getattr(args, name) == parser.get_default(name):
                 setattr(args, name, value)
-    stores = [store.strip() for store in args.stores.split(",") if store.strip()]
-    unknown = sorted(set(stores) - set(STORES))
-    if unknown or not stores:
-        parser.error(f"--stores: unknown {', '.join(unknown) or '(none given)'}; "
-                     f"choose from {','.join(STORES)}")
-    args.stores = set(stores)
-    only = [part.strip() for part in args.only.split(",") if part.strip()]
-    unknown = sorted(set(only) - set(PARTS))
-    if unknown or not only:
-        parser.error(f"--only: unknown {', '.join(unknown) or '(none given)'}; "
-                     f"choose from {','.join(PARTS)}")
-    args.only = set(only)
+    args.stores = _chosen(parser, "--stores", args.stores, STORES)
+    args.only = _chosen(parser, "--only", args.only, PARTS)
     if args.repeats < 1 or args.seconds <= 0 or args.budget <= 0 or args.processes < 2 \
             or args.handoff_seconds <= 0 or args.takeover_repeats < 1 or args.crowd_seconds <= 0 \
             or args.memory_repeats < 1 or args.memory_leases < 0 or args.outage_restarts < 1:
@@ -322,6 +313,18 @@ def command(argv: list[str]) -> str:
     """
     line = " ".join([".venv/bin/python bench/run.py", *argv])
     return f"`make bench` (runs `{line}`)" if argv == ["--output", "BENCHMARKS.md"] else f"`{line}`"
+
+
+def _chosen(parser: argparse.ArgumentParser, option: str, given: str,
+            allowed: Collection[str]) -> set[str]:
+    """The comma-separated choices of `option`; a usage error when one is unknown or none is
+    given."""
+    chosen = [item.strip() for item in given.split(",") if item.strip()]
+    unknown = sorted(set(chosen) - set(allowed))
+    if unknown or not chosen:
+        parser.error(f"{option}: unknown {', '.join(unknown) or '(none given)'}; "
+                     f"choose from {','.join(allowed)}")
+    return set(chosen)
 
 
 def main(argv: list[str] | None = None) -> int:
