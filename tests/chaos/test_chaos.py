@@ -34,9 +34,9 @@ from rich.console import Console
 
 from tenure.chaos import ChaosSettings, Report, print_report
 from tenure.chaos._checkers import LATE_SIGNAL, check_history
-from tenure.chaos._faults import PlannedFault, plan_faults
+from tenure.chaos._faults import PAUSE_WAIT, PlannedFault, plan_faults
 from tenure.chaos._proxy import ProxyHost, ProxyTarget, proxied_store
-from tenure.chaos._run import _applicable, faults_to_inject
+from tenure.chaos._run import WARM_UP, _applicable, faults_to_inject
 
 # Seed 417 puts every fault kind, a pause past the ttl and the proxy reset first in a 28 s run
 # (see _faults.plan_faults), with 4.1 s to spare for faults that run long.
@@ -71,7 +71,9 @@ def assert_clean(report: Report, *kinds: str) -> None:
 # -- fenced runs, one per store ------------------------------------------------------------------
 
 def test_fenced_run_on_file_store(tmp_path: Path) -> None:
-    report = chaos(f"file://{tmp_path}/locks", tmp_path, duration=15.0,
+    # 20 s: the fault window is 14 s and the three kinds' first round needs 8.8 s of it, so a
+    # fork that waits its 3 s for the holder does not push the pause out of the run.
+    report = chaos(f"file://{tmp_path}/locks", tmp_path, duration=20.0,
                    faults=("kill", "pause", "fork"))
     assert_clean(report, "kill", "pause", "fork")
     assert set(report.not_applicable) == set()
@@ -171,6 +173,18 @@ def test_a_fault_that_no_longer_fits_is_cut_to_fit_only_when_its_kind_is_new() -
     # A pause's length and a restart's are not the plan's to cut.
     assert PlannedFault("pause", 1.0, factor=1.5).within(2.0, 2.0, first_of_kind=True) is None
     assert PlannedFault("restart", 1.0).within(2.0, 2.0, first_of_kind=True) is None
+
+
+def test_the_file_stores_run_has_room_for_its_first_round_to_wait_on_the_holder() -> None:
+    # The fork waits up to PAUSE_WAIT for the holder's next section, beyond its estimate; the
+    # pause, planned last, must still fit, with a second for a kill's retry (CI once lost the
+    # pause with 0.2 s to spare in a 15 s run).
+    window = 20.0 - WARM_UP - ChaosSettings("memory://").liveness_bound - 2.0
+    plan = plan_faults(random.Random(SEED), ("kill", "pause", "fork"), ttl=2.0, window=window)
+    first_round = plan[:3]
+    assert sorted(fault.kind for fault in first_round) == ["fork", "kill", "pause"]
+    needed = sum(fault.gap + fault.estimate(2.0) for fault in first_round)
+    assert needed + PAUSE_WAIT + 1.0 <= window, (needed, window)
 
 
 # -- the positive control, through the command ------------------------------------------------
