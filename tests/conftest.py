@@ -1,4 +1,5 @@
-"""Fixtures shared by every test: the servers the suite starts itself (see servers.py).
+"""Fixtures shared by every test: the servers the suite starts itself (see servers.py), and
+`processes`, the OS processes a test starts, killed and reaped at its end.
 
 Each server fixture is session-scoped: one server per test process (pytest-xdist worker), on a
 free loopback port, stopped at the end. Each also puts its address in an environment variable,
@@ -8,6 +9,8 @@ so store URLs work here and in the worker processes the tests start.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -24,6 +27,22 @@ from servers import (
 from waiting import wait_until
 
 S = TypeVar("S", bound=LocalServer)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts (it appends them); killed, even stopped ones, and reaped at the
+    end whatever happened."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+            process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
 
 
 @pytest.fixture

@@ -14,11 +14,10 @@ import json
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -299,21 +298,6 @@ def make_lock(request: pytest.FixtureRequest) -> Callable[..., Any]:
     if request.param == "lock":
         return lambda store, name, **options: store.lock(name, **options)
     return lambda store, name, **options: store.semaphore(name, 1, **options)
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[str]]]:
-    """Processes a test starts; killed at the end whatever happened."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGCONT)
-            process.kill()
-        process.wait()
-        for stream in (process.stdin, process.stdout):
-            if stream is not None:
-                stream.close()
 
 
 class CountingTries:

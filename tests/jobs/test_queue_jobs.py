@@ -18,7 +18,7 @@ import subprocess
 import sys
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -143,19 +143,9 @@ def consumer(queue: QueueUnderTest, handler: Callable[[QueueMessage], Any], lock
 # -- many processes ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def worker_processes() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-
-
 async def test_1000_messages_over_50_keys_in_3_processes_never_overlap_per_key(
         queue: QueueUnderTest, tmp_path: Path,
-        worker_processes: list[subprocess.Popen[str]]) -> None:
+        processes: list[subprocess.Popen[str]]) -> None:
     # Azure's instances run the sync API (a sync handler in threads), PostgreSQL's the async one.
     api = os.environ.get("QAPI") or ("sync" if queue.kind == "azure" else "async")
     source = queue.source()
@@ -170,11 +160,11 @@ async def test_1000_messages_over_50_keys_in_3_processes_never_overlap_per_key(
             tasks.start_soon(send, n)
     logs = [tmp_path / f"instance{i}.log" for i in range(3)]
     for log in logs:
-        worker_processes.append(subprocess.Popen(
+        processes.append(subprocess.Popen(
             [sys.executable, str(QUEUE_WORKER), queue.kind, queue.name,
              f"sqlite:///{tmp_path}/locks.db", str(log), api], stdout=subprocess.PIPE,
             text=True))
-    for process in worker_processes:
+    for process in processes:
         assert process.stdout is not None
         assert process.stdout.readline().strip() == "READY", "an instance failed to start"
 
@@ -184,9 +174,9 @@ async def test_1000_messages_over_50_keys_in_3_processes_never_overlap_per_key(
 
     await eventually(lambda: sum(event[0] == "end" for event in events()) >= 1000, timeout=50,
                      what="1,000 handled messages")
-    for process in worker_processes:
+    for process in processes:
         process.send_signal(signal.SIGTERM)
-    for process in worker_processes:
+    for process in processes:
         assert process.wait(timeout=30) == 0
 
     handled: dict[int, int] = defaultdict(int)
