@@ -51,6 +51,21 @@ async def no_worker_thread() -> AsyncIterator[None]:
         limiter.total_tokens = total
 
 
+@asynccontextmanager
+async def opened(tmp_path: Path, query: str = "") -> AsyncIterator[
+        tuple[tenure.aio.AsyncStore, tenure.aio.AsyncLock]]:
+    """The lock "job" (ttl 30 s) of an async sqlite:// store at `tmp_path`, taken and released
+    once first, so the database, its tables and the loop's connection exist; closed after."""
+    store = tenure.aio.connect(f"sqlite:///{tmp_path}/locks.db{query}")
+    try:
+        lock = store.lock("job", ttl=30)
+        async with lock.acquire():
+            pass
+        yield store, lock
+    finally:
+        await store.close()
+
+
 @contextmanager
 def write_lock_held(path: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process, holding the write lock of the database at `path` until sent a line."""
@@ -64,29 +79,20 @@ def write_lock_held(path: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 async def test_async_statements_run_without_a_worker_thread(tmp_path: Path) -> None:
-    store = tenure.aio.connect(f"sqlite:///{tmp_path}/locks.db")
-    lock = store.lock("job", ttl=30)
-    try:
-        async with lock.acquire():  # the first call opens the connection, in a worker thread
-            pass
-        async with no_worker_thread():
-            with anyio.fail_after(30):  # generous: 100 cycles take milliseconds
-                for _ in range(100):
-                    lease = await lock.try_acquire()
-                    assert lease is not None
-                    assert [info.name for info in await store.leases()] == ["job"]
-                    assert await lease.release()
-                assert await store.leases() == []
-    finally:
-        await store.close()
+    async with opened(tmp_path) as (store, lock), no_worker_thread():
+        with anyio.fail_after(30):  # generous: 100 cycles take milliseconds
+            for _ in range(100):
+                lease = await lock.try_acquire()
+                assert lease is not None
+                assert [info.name for info in await store.leases()] == ["job"]
+                assert await lease.release()
+            assert await store.leases() == []
 
 
 async def test_a_held_write_lock_does_not_block_the_loop_and_the_call_still_waits_for_it(
         tmp_path: Path) -> None:
     # A long busy timeout: the acquire waits for the write lock however slow the machine is,
     # and would stall the loop that long if it waited on the loop's thread.
-    store = tenure.aio.connect(f"sqlite:///{tmp_path}/locks.db?busy_timeout=60")
-    lock = store.lock("job", ttl=30)
     ticks: list[float] = []
     acquired: list[tenure.aio.AsyncLease | None] = []
 
@@ -95,12 +101,11 @@ async def test_a_held_write_lock_does_not_block_the_loop_and_the_call_still_wait
             ticks.append(time.monotonic())
             await anyio.sleep(0.005)
 
-    async def acquire() -> None:
-        acquired.append(await lock.try_acquire())
+    async with opened(tmp_path, "?busy_timeout=60") as (_, lock):
 
-    try:
-        async with lock.acquire():  # the database, its tables and the loop's connection exist
-            pass
+        async def acquire() -> None:
+            acquired.append(await lock.try_acquire())
+
         with write_lock_held(tmp_path / "locks.db") as holder:
             assert holder.stdout is not None and holder.stdin is not None
             line = await anyio.to_thread.run_sync(holder.stdout.readline)
@@ -121,17 +126,11 @@ async def test_a_held_write_lock_does_not_block_the_loop_and_the_call_still_wait
         gaps = [later - earlier for earlier, later in itertools.pairwise(ticks)]
         assert max(gaps) < 5.0, f"the event loop stalled for {max(gaps):.2f} s"
         assert await lease.release()
-    finally:
-        await store.close()
 
 
 async def test_with_synchronous_full_a_write_runs_in_a_thread_and_a_read_on_the_loop(
         tmp_path: Path) -> None:
-    store = tenure.aio.connect(f"sqlite:///{tmp_path}/locks.db?synchronous=full")
-    lock = store.lock("job", ttl=30)
-    try:
-        async with lock.acquire():
-            pass
+    async with opened(tmp_path, "?synchronous=full") as (store, lock):
         async with no_worker_thread():
             with anyio.fail_after(30):
                 assert await store.leases() == []  # a read: on the loop
@@ -141,8 +140,6 @@ async def test_with_synchronous_full_a_write_runs_in_a_thread_and_a_read_on_the_
         lease = await lock.try_acquire()
         assert lease is not None
         assert await lease.release()
-    finally:
-        await store.close()
 
 
 async def test_the_wal_is_checkpointed_when_every_write_runs_on_the_loop(
