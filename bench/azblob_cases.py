@@ -85,8 +85,9 @@ def section(server: Server | str) -> ServerSection | None:
               "while refused (409)", "azure-sdk", url,
               connect={"connection_string": secret, "container": container}),
     ]
-    contended = [Contender(entry.label, entry.library, entry.url, connect=entry.connect)
-                 for entry in entries]
+    # issue 20: tenure's waiters no less fair than the SDK's fixed-interval retry
+    contended = [Contender(entry.label, entry.library, entry.url, connect=entry.connect,
+                           as_fair=entry.tenure) for entry in entries]
     memory = footprints(entries, MIN_TTL, MEMORY_HOLD)
     for run in memory:
         run.leases = MEMORY_LEASES

@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from libraries import PeerLock, Row, open_library
+from libraries import RINGS, PeerLock, Row, Seat, open_library, open_ring
 
 PROCESSES = 8
 HOLD_SECONDS = 0.001
@@ -60,7 +60,8 @@ class Contender(Row):
     `open_library`; `goal` marks the run the hand-off goal is judged on, `fair` a tenure run
     the contended goals (issue 20: fairness, waiter p99, acquisitions/s against the peers) are
     judged on, and `versus_floor` one also held to 0.9x the bare blocking server lock (the
-    advisory/getlock modes).
+    advisory/getlock modes); `as_fair` a tenure run on a store that cannot wake its waiters
+    (azblob), held to be no less fair (per-process min/max) than the peer's fixed-interval retry.
 
     Example::
 
@@ -72,17 +73,49 @@ class Contender(Row):
     goal: bool = False
     fair: bool = False
     versus_floor: bool = False
+    as_fair: bool = False
 
     @property
     def role(self) -> str:
-        """"tenure", "floor" (a bare server lock, no library) or "peer"."""
+        """"tenure", "floor" (a bare server lock or a ring, no library) or "peer"."""
         if self.library == "tenure":
             return "tenure"
         return "floor" if self.library in FLOORS else "peer"
 
 
-FLOORS = ("pg-advisory-lock", "get-lock", "pg-notify-handover", "get-lock-bell")
+FLOORS = ("pg-advisory-lock", "get-lock", "pg-notify-handover", "get-lock-bell", *RINGS)
+FAIR_FLOORS = RINGS  # the floors of a fair hand-off: one wake-up per hand-off, nothing else
 BLOCKING_FLOORS = ("pg-advisory-lock", "get-lock")  # the servers' own blocking lock waits
+
+
+WAKING = ("file", "sqlite", "redis", "postgresql", "mysql")  # stores whose waiters are woken
+
+
+def fair_floors(url: str, processes: int = PROCESSES) -> list[Contender]:
+    """The fair floors of the contended section of `url`: the ring of FIFOs on every store
+    whose waiters are woken (WAKING), and the ring with the store's own means of waking where
+    it has one that the ring can use bare (file:// and sqlite://: a FIFO doorbell and a
+    `flock`; redis://: pub/sub).
+
+    Example::
+
+        section.contenders += fair_floors("redis://127.0.0.1:6399/0")
+    """
+    scheme = url.split(":", 1)[0]
+    if scheme not in WAKING:
+        return []
+    rings = [Contender(f"floor of a fair hand-off: the {processes} processes pass one token "
+                       "round a ring through FIFOs, each holding it 1 ms (no lock, no store: "
+                       "first come, first served, one wake-up per hand-off)", "ring-pipe", url)]
+    if scheme in ("file", "sqlite"):
+        rings.append(Contender("floor of a fair `flock` hand-off: the same ring, where the "
+                               "woken process also takes a `flock` (LOCK_EX + LOCK_NB) and "
+                               "frees it before ringing the next", "ring-flock", url))
+    if scheme == "redis":
+        rings.append(Contender("floor of a fair Redis hand-off: the same ring, the token "
+                               "passed by `PUBLISH` to the next process's pub/sub channel "
+                               "(redis-py)", "ring-redis", url))
+    return rings
 
 
 @dataclass
@@ -105,6 +138,7 @@ class HandOff:
     goal: bool = False  # the run the hand-off goal is judged on
     fair: bool = False  # the run the contended goals are judged on
     versus_floor: bool = False  # ...and the 0.9x-the-blocking-floor goal
+    as_fair: bool = False  # the run held to the peers' per-process min/max (azblob)
     library: str = ""
     url: str = ""
 
@@ -150,7 +184,8 @@ def run_contender(contender: Contender, processes: int = PROCESSES, seconds: flo
     with tempfile.TemporaryDirectory(prefix="tenure-handoff-", dir=workdir) as tmp:
         outputs = [Path(tmp) / f"{index}.json" for index in range(processes)]
         spec = {**asdict(contender), "name": name, "seconds": seconds}
-        specs = [{**spec, "out": str(out)} for out in outputs]
+        specs = [{**spec, "out": str(out), "index": index, "processes": processes}
+                 for index, out in enumerate(outputs)]
         with started_together(__file__, specs, f"{contender.library} contender") as workers:
             wait_finished(workers, seconds + READY_TIMEOUT, f"{contender.library} contender")
         read = [_read(out) for out in outputs]
@@ -159,6 +194,7 @@ def run_contender(contender: Contender, processes: int = PROCESSES, seconds: flo
     result.per_process = [len(one) for one in read]  # a process that never acquired: 0
     result.goal, result.fair = contender.goal, contender.fair
     result.versus_floor, result.library = contender.versus_floor, contender.library
+    result.as_fair = contender.as_fair
     result.url = contender.url
     return result
 
@@ -295,8 +331,12 @@ def holder(spec: dict[str, Any]) -> tuple[Hold, Callable[[], None]]:
         hold, close = holder({"library": "tenure", "url": url, "name": "x", "options": {},
                               "connect": {}})
     """
-    library = open_library(spec["library"], spec["url"], LEASE_SECONDS, spec["options"],
-                           spec["connect"])
+    if spec["library"] in RINGS:  # its FIFOs and marks next to the run's output files
+        seat = Seat(spec["index"], spec["processes"], Path(spec["out"]).parent)
+        library = open_ring(spec["library"], spec["url"], seat)
+    else:
+        library = open_library(spec["library"], spec["url"], LEASE_SECONDS, spec["options"],
+                               spec["connect"])
     return _held(library.lock(spec["name"])), library.close
 
 

@@ -15,6 +15,10 @@ beyond the row's, no fencing, no timeouts): "pg-notify-handover" (tenure's Postg
 bare: the release hands the row to the first queued waiter and NOTIFYs that waiter alone) and
 "get-lock-bell" (a MySQL lease row whose holder keeps a `GET_LOCK` as a doorbell; a waiter's
 `GET_LOCK` and its try go in one round trip, the release frees the row and then the doorbell).
+The fair floors (`open_ring`, RINGS) are no lock at all: the contending processes sit in a ring
+and pass one token on, each to the next, which is the order a FIFO queue serves a crowd in when
+every process asks again at once: "ring-pipe" through FIFOs, "ring-flock" the same with a
+`flock` taken and freed around each hold, "ring-redis" by `PUBLISH` to the next one's channel.
 
 Example::
 
@@ -401,3 +405,149 @@ def _azure(ttl: float, connect: dict[str, Any]) -> Library:
         return _Calls(acquire, lambda: held.pop().release())
 
     return Library(lock, client.close)
+
+
+RINGS = ("ring-pipe", "ring-flock", "ring-redis")  # the fair floors: a token passed in a ring
+_TOKEN, _QUIT = b"t", b"q"
+
+
+@dataclass
+class Seat:
+    """One process's place in a ring of `processes` (see `open_ring`): its `index` (0 starts
+    with the token) and the `directory` the ring's FIFOs and marks live in, shared by all.
+
+    Example::
+
+        Seat(0, 8, Path("/tmp/ring"))
+    """
+
+    index: int
+    processes: int
+    directory: Path
+
+    def done(self, index: int) -> Path:
+        """The mark a process leaves once it stopped asking (it then only passes the token on)."""
+        return self.directory / f"ring-done-{index}"
+
+
+def open_ring(library: str, url: str, seat: Seat) -> Library:
+    """A fair floor (one of RINGS): `lock(name).acquire` waits until the token arrives from
+    the previous process of the ring, `release` passes it to the next; nothing else (no lock
+    table, no expiry, no fencing, no timeout: `timeout` is ignored). Under the contended loop,
+    where every process asks again right after its release, this is the hand-off order of any
+    first-come-first-served queue, done with one wake-up per hand-off and nothing more.
+    "ring-pipe": the token is a byte in the next process's FIFO; "ring-flock": the same, and the
+    woken process takes a `flock(LOCK_EX | LOCK_NB)` on one file of the ring, freed before it
+    rings the next (file://'s mechanism bare: a FIFO doorbell and a kernel lock); "ring-redis":
+    the token is a `PUBLISH` to the next process's pub/sub channel on the Redis at `url`.
+
+    `close()` marks the process done, then keeps passing the token on until every process is
+    done, so that the others' last acquires still return. Every process of the ring must open
+    it before any acquires (the contended harness's warm-up does that: the token goes round
+    once).
+
+    Example::
+
+        library = open_ring("ring-pipe", "", Seat(0, 8, Path("/tmp/ring")))
+        lock = library.lock("x")
+        if lock.acquire(60.0):
+            lock.release()
+        library.close()
+    """
+    if library == "ring-redis":
+        take, give, finish = _redis_ring(url, seat)
+    else:
+        take, give, finish = _pipe_ring(seat, library == "ring-flock")
+
+    def close() -> None:
+        seat.done(seat.index).touch()
+        while True:
+            token = take()
+            everyone = all(seat.done(index).exists() for index in range(seat.processes))
+            if token == _QUIT or everyone:
+                give(_QUIT)  # the last one passes "quit" round: each passes it on and leaves
+                break
+            give(token)
+        finish()
+
+    def acquire(timeout: float) -> bool:
+        if take() != _TOKEN:
+            raise RuntimeError("the ring was told to quit while a process still asked")
+        return True
+
+    return Library(lambda name: _Calls(acquire, lambda: give(_TOKEN)), close)
+
+
+Take = Callable[[], bytes]
+
+
+def _pipe_ring(seat: Seat, with_flock: bool) -> tuple[Take, Callable[[bytes], None],
+                                                        Callable[[], None]]:
+    """The ring through FIFOs: each process reads its own and writes the next one's (both
+    opened O_RDWR: the open does not wait for the other end, and a write to a process that has
+    left does not fail)."""
+    import fcntl
+
+    paths = [seat.directory / f"ring-{index}" for index in range(seat.processes)]
+    for path in paths:  # every process makes every FIFO: none waits for another to start
+        with contextlib.suppress(FileExistsError):
+            os.mkfifo(path)
+    mine = os.open(paths[seat.index], os.O_RDWR)
+    after = os.open(paths[(seat.index + 1) % seat.processes], os.O_RDWR)
+    held = os.open(seat.directory / "ring.lock", os.O_RDWR | os.O_CREAT, 0o644) \
+        if with_flock else -1
+    if seat.index == 0:
+        os.write(mine, _TOKEN)
+
+    def take() -> bytes:
+        token = os.read(mine, 1)
+        if held >= 0 and token == _TOKEN:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # must be free: we have the token
+        return token
+
+    def give(token: bytes) -> None:
+        if held >= 0 and token == _TOKEN:
+            fcntl.flock(held, fcntl.LOCK_UN)
+        os.write(after, token)
+
+    def finish() -> None:
+        for fd in (mine, after, held):
+            if fd >= 0:
+                os.close(fd)
+
+    return take, give, finish
+
+
+def _redis_ring(url: str, seat: Seat) -> tuple[Take, Callable[[bytes], None],
+                                               Callable[[], None]]:
+    """The ring through Redis pub/sub: each process subscribes to its own channel and
+    publishes to the next one's (one `PUBLISH` round trip, then the server pushes the message
+    to the subscriber). A message to a channel nobody listens on is lost, so every process
+    waits (once, before the first hand-off) until every channel has its subscriber."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    channels = [f"bench-ring-{seat.directory.name}-{index}" for index in range(seat.processes)]
+    pubsub = client.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(channels[seat.index])
+    messages = pubsub.listen()
+    deadline = time.monotonic() + 60.0
+    while any(count < 1 for _, count in client.pubsub_numsub(*channels)):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the ring's processes did not all subscribe within 60 s")
+        time.sleep(0.005)  # start-up only, before any timing
+    if seat.index == 0:
+        client.publish(channels[0], _TOKEN)
+    after = channels[(seat.index + 1) % seat.processes]
+
+    def take() -> bytes:
+        while True:
+            message = next(messages)
+            if message["type"] == "message":
+                return bytes(message["data"])
+
+    def finish() -> None:
+        pubsub.close()
+        client.close()
+
+    return take, lambda token: client.publish(after, token), finish

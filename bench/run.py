@@ -3,13 +3,13 @@
 One process, one run: the servers (redis-server, PostgreSQL, MariaDB, Azurite) start first, with
 the test suite's own launcher; then every store's uncontended rows, embedded and server alike,
 are measured in interleaved rounds (bench/cases.py); then, per server store, the contended
-hand-off with 8 processes per library (bench/handoff.py) and the renewal round trips with 1,
-100 and 1,000 held leases (bench/renewal.py); then, per store, the time to take over after a
-SIGKILL and after a clean release (bench/takeover.py) and the peak memory per 1,000 held leases
-(bench/footprint.py), tenure next to the peers; then many waiters on one name (processes x
-async tasks) on Redis, PostgreSQL and MariaDB side by side (bench/many_waiters.py); last, per
-server store, how soon a worker's jobs run again after restarts of a server of its own
-(bench/outage_recovery.py); bench/report.py writes the markdown.
+hand-off with 8 processes per library next to the floors of a fair hand-off (bench/handoff.py) and
+the renewal round trips with 1, 100 and 1,000 held leases (bench/renewal.py); then, per store,
+the time to take over after a SIGKILL and after a clean release (bench/takeover.py) and the peak
+memory per 1,000 held leases (bench/footprint.py), tenure next to the peers; then many waiters
+on one name (processes x async tasks) on Redis, PostgreSQL and MariaDB side by side
+(bench/many_waiters.py); last, per server store, how soon a worker's jobs run again after
+restarts of a server of its own (bench/outage_recovery.py); bench/report.py writes the markdown.
 
 Usage::
 
@@ -47,7 +47,7 @@ import redis_cases
 import servers
 from cases import ASYNC_WARMUP_CYCLES, MIN_CYCLES, Case, Extras, ServerSection, measure, progress
 from footprint import run_footprint
-from handoff import HOLD_SECONDS, run_contender
+from handoff import HOLD_SECONDS, fair_floors, run_contender
 from libraries import AZURE_POLL_SECONDS
 from lineup import MEMORY_HOLD, MEMORY_TTL, TAKEOVER_TTL
 from renewal import TICKS, renewal_costs
@@ -354,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         azblob = azblob_cases.section(started["azblob"]) if "azblob" in started else None
         sections += [azblob] if azblob is not None else []
         sections += server_sections(started, stack, extras)
+        for section in sections:  # the ceiling of a fair (FIFO) hand-off, in the same run
+            section.contenders += fair_floors(section.url, args.processes)
         rounds = 0
         if timed:
             for section in sections:
