@@ -28,7 +28,9 @@ WAITER_P99_GOAL = 0.025  # a waiter's p99 wait, seconds, at most
 VERSUS_BLOCKING_FLOOR = 0.9  # advisory/getlock modes: acquisitions/s ÷ the bare blocking lock's
 ASYNC_VS_SYNC_GOAL = 0.5  # async SQLite and file cycles/s ÷ sync, at least
 FAIR_FLOOR_NAMES = {"ring-pipe": "FIFO ring", "ring-flock": "FIFO + flock ring",
-                    "ring-redis": "pub/sub ring"}
+                    "ring-redis": "pub/sub ring", "pg-advisory-lock": "blocking pg_advisory_lock",
+                    "get-lock": "blocking GET_LOCK", "pg-notify-handover": "NOTIFY hand-off",
+                    "get-lock-bell": "GET_LOCK doorbell"}
 
 
 @dataclass
@@ -281,15 +283,19 @@ def contended_goals(section: ServerSection) -> list[GoalRow]:
 
 
 def _fair_floor_rows(section: ServerSection, result: HandOff, best: HandOff) -> list[GoalRow]:
-    """One FloorRow per fair floor that ran in `section`: tenure's acquisitions/s ÷ the
-    floor's, the best peer's too, each with its per-process min/max (how it got there)."""
+    """One FloorRow per floor that ran in `section` (the rings of FAIR_FLOORS first, then the
+    server's own lock waits and lease-row hand-offs, whose per-process min/max is shown):
+    tenure's acquisitions/s ÷ the floor's, the best peer's too, each with its min/max."""
     rows: list[GoalRow] = []
-    for ring in (one for one in section.handoffs if one.library in FAIR_FLOORS):
+    floors = sorted((one for one in section.handoffs if one.library in FLOORS),
+                    key=lambda one: one.library not in FAIR_FLOORS)
+    for ring in floors:
         name = FAIR_FLOOR_NAMES.get(ring.library, ring.library)
         floor_rate = ring.acquisitions_per_second
         rows.append(FloorRow(
-            f"{section.title}: floor of a fair hand-off ({name}; no goal: the most a FIFO "
-            "hand-off reached here)", result.label,
+            f"{section.title}: floor of "
+            + ("a fair hand-off" if ring.library in FAIR_FLOORS else "the server's hand-off")
+            + f" ({name}; no goal: the mechanism alone, same run)", result.label,
             f"tenure {result.acquisitions_per_second:,.0f}/s (min/max {result.fairness:.2f}), "
             f"{name} {floor_rate:,.0f}/s (min/max {ring.fairness:.2f}); {best.library} "
             f"{best.acquisitions_per_second:,.0f}/s (min/max {best.fairness:.2f}) = "
