@@ -120,6 +120,11 @@ STORE_KINDS = [
     # again at once can take the lock first (a wait saw up to 51 other acquisitions, 4 processes).
     StoreKind("mysql", "mysql", lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table"),
               service="mariadb_server", restart_keeps_data=True, fair_hand_off=False),
+    # Session locks (GET_LOCK): freed with the holder's connection, like a kernel's flock (so no
+    # server fault tests: a dropped connection IS the loss of the lease, see docs).
+    StoreKind("mysql-getlock", "mysql",
+              lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table", "&mode=getlock"),
+              kernel_expiry=True, service="mariadb_server", fair_hand_off=True),
 ]
 
 
@@ -187,7 +192,7 @@ class Target:
 
             with psycopg.connect(os.environ["TENURE_TEST_POSTGRES_URL"], autocommit=True) as db:
                 db.execute(f"DROP SCHEMA IF EXISTS {own_space(self.tmp)} CASCADE")
-        elif self.kind.name == "mysql":
+        elif self.kind.module == "mysql":
             import pymysql
 
             address = urlsplit(os.environ["TENURE_TEST_MYSQL_URL"])

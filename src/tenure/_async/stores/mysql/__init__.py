@@ -13,6 +13,10 @@ its name ends the sleep with KILL QUERY, so the server runs that try at once and
 returns the grant it took; one waiter per name and process sleeps so, the others poll with
 their backoff.
 
+`?mode=getlock` keeps each lease as a session lock (GET_LOCK) of one of the store's connections
+instead, freed by the server when that connection ends, with the fencing counter bumped in the
+same round trip; its waiters wait in a blocking GET_LOCK that the release ends (see _getlock).
+
 Where things are:
 
 - `_sql`: the SQL text, and the statements of one table (Statements)
@@ -22,6 +26,7 @@ Where things are:
 - `_waking`: the sleep on the server, the try behind it, the KILL QUERY that wakes it
 - `_undo`: freeing what an acquire cut short may have taken
 - `_store`: AsyncMySQLStore, the operations and the wait that returns a grant
+- `_getlock_sql`, `_getlock_sessions`, `_getlock`: `mode=getlock` (AsyncMySQLGetLockStore)
 
 Example::
 
@@ -33,25 +38,30 @@ from __future__ import annotations
 from typing import Any
 
 from tenure._async.stores._protocol import AsyncBackend
+from tenure._async.stores.mysql._getlock import AsyncMySQLGetLockStore
 from tenure._async.stores.mysql._options import (
     DEFAULT_POOL_SIZE,
     DEFAULT_TABLE,
     DEFAULT_TIMEOUT,
     OPTIONS,
     SCHEMES,
+    Settings,
 )
 from tenure._async.stores.mysql._store import AsyncMySQLStore
 
 __all__ = ["DEFAULT_POOL_SIZE", "DEFAULT_TABLE", "DEFAULT_TIMEOUT", "OPTIONS", "SCHEMES",
-           "AsyncMySQLStore", "from_url"]
+           "AsyncMySQLGetLockStore", "AsyncMySQLStore", "from_url"]
 
 
 def from_url(url: str, **options: Any) -> AsyncBackend:
     """The store for a `mysql://` (or `mariadb://`) URL, as `tenure.aio.connect` builds it:
-    options from the URL's query or as keywords (see AsyncMySQLStore).
+    options from the URL's query or as keywords (see AsyncMySQLStore); `mode=getlock` gives an
+    AsyncMySQLGetLockStore.
 
     Example::
 
         backend = from_url("mysql://app:secret@db.internal/locks?table=app_leases", timeout=2)
     """
+    if Settings.parse(url, options).mode == "getlock":
+        return AsyncMySQLGetLockStore(url, **options)
     return AsyncMySQLStore(url, **options)

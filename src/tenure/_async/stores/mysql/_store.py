@@ -45,7 +45,7 @@ from tenure._async.stores.mysql._waking import (
     wake_in,
     woke,
 )
-from tenure._errors import StoreUnavailable
+from tenure._errors import InvalidArgument, StoreUnavailable
 from tenure._names import name_digest
 from tenure._timing import fresh_for
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -81,7 +81,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
     "tenure_leases"), `timeout` (seconds for connecting and for every call, default 5),
     `pool_size` (the most connections opened for lease calls, default 10; waits have their
     own, at most as many kept idle), `unix_socket` (a socket path, used instead of host and
-    port).
+    port), `mode` ("table", the default; "getlock" is AsyncMySQLGetLockStore's).
 
     Example::
 
@@ -93,6 +93,9 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
 
     def __init__(self, url: str, **options: Any) -> None:
         settings = Settings.parse(url, options)
+        if settings.mode != "table":
+            raise InvalidArgument(f"mode={settings.mode} is AsyncMySQLGetLockStore's; "
+                                  "tenure.connect(url) picks the store of the URL's mode")
         self.url, self.table, self.database = settings.url, settings.table, settings.database
         self.timeout, self.pool_size = settings.timeout, settings.pool_size
         self._statements = Statements(settings.table)

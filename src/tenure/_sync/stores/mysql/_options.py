@@ -19,7 +19,8 @@ from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import redact
 
 SCHEMES: tuple[str, ...] = ("mysql", "mariadb")
-OPTIONS = ("table", "timeout", "pool_size", "unix_socket")
+OPTIONS = ("table", "timeout", "pool_size", "unix_socket", "mode")
+MODES = ("table", "getlock")  # a lease row per (name, slot); a session GET_LOCK per lease
 DEFAULT_TABLE = "tenure_leases"
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_POOL_SIZE = 10
@@ -45,6 +46,7 @@ class Settings:
     database: str
     password: str
     connect_options: dict[str, Any]
+    mode: str = "table"
 
     @classmethod
     def parse(cls, url: str, options: dict[str, Any]) -> Settings:
@@ -64,6 +66,11 @@ class Settings:
                             default=DEFAULT_TIMEOUT)
         pool_size = as_count("pool_size", given.get("pool_size", DEFAULT_POOL_SIZE), 1, 1000,
                              default=DEFAULT_POOL_SIZE)
+        mode = given.get("mode", "table") or "table"
+        if mode not in MODES:
+            raise InvalidArgument(
+                f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}: 'table' "
+                "(the default) keeps leases in a table, 'getlock' as session locks (GET_LOCK)")
         unix_socket = given.get("unix_socket") or None
         if unix_socket is not None and not isinstance(unix_socket, str):
             raise InvalidArgumentType(
@@ -87,7 +94,8 @@ class Settings:
             "connect_timeout": timeout,
             **driver_options(database, timeout),
         }
-        return cls(redacted, table, timeout, pool_size, database, password, connect_options)
+        return cls(redacted, table, timeout, pool_size, database, password, connect_options,
+                   mode)
 
     @property
     def where(self) -> str:
