@@ -164,21 +164,21 @@ class Backoff:
         return random.uniform(self.minimum, cap)
 
 
-def next_token(stored: int | None, same_boot: bool, now_us: int) -> int:
-    """The fencing token for a new grant, given the counter a store kept for the name.
-
-    A counter the store cannot find, or one last written before this host's latest reboot
-    (whose final increments may not have reached the disk), restarts from the wall clock in
-    microseconds, so tokens never go backwards while that clock does not step back.
+def next_token(stored: int | None, now_us: int) -> int:
+    """The fencing token for a new grant, given the counter a store kept for the name (None:
+    it keeps none, or forgot it): greater than the counter and at least the wall clock in
+    microseconds. So a counter that was lost, forgotten after its name's retention window, or
+    last written before a reboot (whose final increments may not have reached the disk)
+    restarts above every earlier token while the clock has not stepped back by more than the
+    time since that token was granted (a grant takes far more than a microsecond, so the
+    counter never runs ahead of the clock by itself).
 
     Example:
-        >>> next_token(41, True, 10**15)
-        42
-        >>> next_token(None, True, 10**15)
+        >>> next_token(41, 10**15)
+        1000000000000000
+        >>> next_token(10**15, 10**15)
+        1000000000000001
+        >>> next_token(None, 10**15)
         1000000000000000
     """
-    if stored is None:
-        return now_us
-    if same_boot:
-        return stored + 1
-    return max(stored + 1, now_us)
+    return now_us if stored is None else max(stored + 1, now_us)

@@ -32,6 +32,7 @@ import importlib
 import inspect
 import json
 import logging
+import math
 import os
 import select
 import socket
@@ -253,9 +254,11 @@ def _parser() -> argparse.ArgumentParser:
     locks = commands.add_parser(
         "locks", parents=[store], help="list live leases ('locks break NAME' frees one)",
         usage="tenure locks [-h] [--store URL] [--prefix PREFIX] [--json]\n"
-              "       tenure locks break [-h] NAME [--store URL]",
-        description="List the live leases of a store, or break one with 'tenure locks break "
-                    "NAME' (see 'tenure locks break --help').",
+              "       tenure locks break [-h] NAME [--store URL]\n"
+              "       tenure locks prune [-h] --idle DURATION [--dry-run] [--store URL]",
+        description="List the live leases of a store, break one with 'tenure locks break "
+                    "NAME', or forget the names nobody has held for a while with 'tenure "
+                    "locks prune --idle DURATION' (see their --help).",
     )
     locks.add_argument("--prefix", default="", help="only names starting with PREFIX")
     locks.add_argument("--json", action="store_true", help="print a JSON list, not a table")
@@ -272,6 +275,19 @@ def _parser() -> argparse.ArgumentParser:
     breaker.add_argument("name", metavar="NAME",
                          help="the lock or semaphore name, as 'tenure locks' lists it")
     breaker.set_defaults(run=_break)
+    pruner = actions.add_parser(
+        "prune", parents=[store], help="forget the names nobody has held for DURATION",
+        usage="tenure locks prune [-h] --idle DURATION [--dry-run] [--store URL]",
+        description="Forget the state (lease and fencing counter; job records stay) of every "
+                    "name nobody has held for DURATION. A name taken again gets a larger "
+                    "token from the store's clock. Stores do this by themselves after their "
+                    "retain option (default 1h).",
+    )
+    pruner.add_argument("--idle", metavar="DURATION", required=True, type=_duration,
+                        help="e.g. 3600, 90s, 15m, 12h or 7d")
+    pruner.add_argument("--dry-run", action="store_true",
+                        help="count the names that would be forgotten; forget none")
+    pruner.set_defaults(run=_prune)
     runner = commands.add_parser(
         "run", help="run a worker's jobs until SIGTERM/SIGINT",
         usage="tenure run [-h] APP [--store URL] [--config FILE] [--health-port N]\n"
@@ -782,6 +798,36 @@ def _break(store: tenure.Store, args: argparse.Namespace) -> None:
         print(f"broke {freed} lease{'s' if freed > 1 else ''} on {args.name!r}")
     else:
         print(f"no live lease on {args.name!r}")
+
+
+def _prune(store: tenure.Store, args: argparse.Namespace) -> None:
+    count = store.prune(args.idle, dry_run=args.dry_run)
+    names = f"{count} name{'' if count == 1 else 's'}"
+    idle = f"idle for {args.idle:g} s or more"
+    print(f"would forget {names} {idle}" if args.dry_run else f"forgot {names} {idle}")
+
+
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _duration(text: str) -> float:
+    """Seconds from '3600', '90s', '15m', '12h' or '7d' (argparse shows the error as a usage
+    error naming the option).
+
+    Example:
+        >>> _duration("15m"), _duration("3600")
+        (900.0, 3600.0)
+    """
+    number, unit = (text[:-1], text[-1]) if text[-1:].lower() in _UNITS else (text, "s")
+    try:
+        seconds = float(number) * _UNITS[unit.lower()]
+    except ValueError:
+        seconds = math.nan
+    if not 0 <= seconds < math.inf:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: give seconds (3600) or a number with s, m, h or d "
+            "(15m, 12h), 0 or more")
+    return seconds
 
 
 def _text(data: str) -> Text:

@@ -224,6 +224,26 @@ def test_break_with_no_live_lease(url: str) -> None:
     assert listing.stdout.strip() == f"no live leases in {shown}"
 
 
+def test_prune_forgets_the_idle_names_and_keeps_the_held_one(tmp_path: Path) -> None:
+    store_url = f"sqlite:///{tmp_path}/prune.db"
+    with tenure.connect(store_url) as store:
+        for name in ("invoice-1", "invoice-2"):
+            store.lock(name, ttl=30).try_acquire().release()  # type: ignore[union-attr]
+        kept = store.lock("held", ttl=30).try_acquire()
+        dry = run("locks", "prune", "--idle", "0s", "--dry-run", "--store", store_url)
+        pruned = run("locks", "prune", "--idle", "0", "--store", store_url)
+        again = run("locks", "prune", "--idle", "1h", "--store", store_url)
+        bad = run("locks", "prune", "--idle", "soon", "--store", store_url)
+        assert kept is not None and kept.release()
+
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.strip() == "would forget 2 names idle for 0 s or more"
+    assert pruned.stdout.strip() == "forgot 2 names idle for 0 s or more"
+    assert again.stdout.strip() == "forgot 0 names idle for 3600 s or more"
+    assert bad.returncode == 2
+    assert "argument --idle: 'soon' is not a duration" in bad.stderr
+
+
 def test_store_from_environment(held: Held) -> None:
     from_env = run("locks", env_store=held.url)
     flag_wins = run("locks", "--store", held.url, env_store="redis://elsewhere/0")

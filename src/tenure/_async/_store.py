@@ -26,8 +26,8 @@ from tenure._async import _shim
 from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock, AsyncLockSettings, AsyncSemaphore
 from tenure._async._monitor import AsyncLeaseMonitor
-from tenure._async.stores._protocol import AsyncBackend, closed_store
-from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._async.stores._protocol import AsyncBackend, closed_store, prunes
+from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused
 from tenure._name_templates import NameTemplate
 from tenure._names import validate_name
 from tenure._timing import check_range, to_seconds
@@ -275,6 +275,35 @@ class AsyncStore:
         if self.closed:
             raise closed_store(self.url, "break", name)
         return await self.backend.break_lease(name)
+
+    async def prune(self, idle: float | timedelta, *, dry_run: bool = False) -> int:
+        """Forget the names nobody has held for `idle` seconds (their lease state and fencing
+        counter; job records stay) and return how many; with `dry_run`, only count them.
+
+        Stores forget such names by themselves after their `retain` option (default an hour);
+        prune is for a store kept with `retain=inf`, or to forget sooner. A name taken again
+        afterwards gets a fencing token from the store's clock, larger than every earlier one
+        unless that clock stepped back by more than `idle`.
+
+        Example::
+
+            forgotten = await store.prune(idle=timedelta(days=1))
+        """
+        seconds = to_seconds(idle, "idle")
+        if not 0 <= seconds < math.inf:
+            raise InvalidArgument(f"idle={idle!r} is out of range: give the seconds (or a "
+                                  "timedelta) a name must have been free to be forgotten, 0 "
+                                  "or more")
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentType(f"dry_run must be True or False, got "
+                                      f"{type(dry_run).__name__}")
+        if self.closed:
+            raise closed_store(self.url, "prune")
+        prune = prunes(self.backend)
+        if prune is None:
+            raise StoreRefused(f"{self.url}: prune is not available on this store yet; its "
+                               "names stay (sqlite:// and memory:// can prune)")
+        return await prune(seconds, dry_run)
 
     async def close(self) -> None:
         """Release every lease still held through this store and free its connections.

@@ -27,8 +27,8 @@ from tenure._sync import _shim
 from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock, LockSettings, Semaphore
 from tenure._sync._monitor import LeaseMonitor
-from tenure._sync.stores._protocol import Backend, closed_store
-from tenure._errors import InvalidArgument, InvalidArgumentType
+from tenure._sync.stores._protocol import Backend, closed_store, prunes
+from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused
 from tenure._name_templates import NameTemplate
 from tenure._names import validate_name
 from tenure._timing import check_range, to_seconds
@@ -276,6 +276,35 @@ class Store:
         if self.closed:
             raise closed_store(self.url, "break", name)
         return self.backend.break_lease(name)
+
+    def prune(self, idle: float | timedelta, *, dry_run: bool = False) -> int:
+        """Forget the names nobody has held for `idle` seconds (their lease state and fencing
+        counter; job records stay) and return how many; with `dry_run`, only count them.
+
+        Stores forget such names by themselves after their `retain` option (default an hour);
+        prune is for a store kept with `retain=inf`, or to forget sooner. A name taken again
+        afterwards gets a fencing token from the store's clock, larger than every earlier one
+        unless that clock stepped back by more than `idle`.
+
+        Example::
+
+            forgotten = store.prune(idle=timedelta(days=1))
+        """
+        seconds = to_seconds(idle, "idle")
+        if not 0 <= seconds < math.inf:
+            raise InvalidArgument(f"idle={idle!r} is out of range: give the seconds (or a "
+                                  "timedelta) a name must have been free to be forgotten, 0 "
+                                  "or more")
+        if not isinstance(dry_run, bool):
+            raise InvalidArgumentType(f"dry_run must be True or False, got "
+                                      f"{type(dry_run).__name__}")
+        if self.closed:
+            raise closed_store(self.url, "prune")
+        prune = prunes(self.backend)
+        if prune is None:
+            raise StoreRefused(f"{self.url}: prune is not available on this store yet; its "
+                               "names stay (sqlite:// and memory:// can prune)")
+        return prune(seconds, dry_run)
 
     def close(self) -> None:
         """Release every lease still held through this store and free its connections.

@@ -164,3 +164,31 @@ def as_identifier(option: str, value: object, longest: int, *,
             f"letters, digits and underscores, not starting with a digit (e.g. "
             f"{option}={example}" + (", the default)" if default else ")"))
     return value
+
+
+DEFAULT_RETAIN = 3600.0
+"""Seconds a store keeps the state of a name nobody holds (see retain_seconds)."""
+
+
+def retain_seconds(value: object) -> float:
+    """The `retain` option: how long a store keeps the state (the fencing counter, the row or
+    file) of a name that is free, has no waiter and was not granted meanwhile, in seconds from
+    0 (forget it at release) to "inf" (keep it forever, as before there was an option). A name
+    taken again after being forgotten gets a token from the store's clock in microseconds,
+    larger than every earlier one unless that clock stepped back by more than `retain`.
+
+    Example:
+        >>> retain_seconds("inf"), retain_seconds(0), retain_seconds("600")
+        (inf, 0.0, 600.0)
+    """
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise InvalidArgumentType(f"retain must be a number of seconds, got {type(value).__name__}")
+    hint = ("give seconds from 0 (forget a name at its release), or inf to keep every name "
+            f"(default {DEFAULT_RETAIN:g})")
+    try:
+        number = float(value)
+    except ValueError:
+        raise InvalidArgument(f"retain={value!r} is not a number: {hint}") from None
+    if math.isnan(number) or number < 0:
+        raise InvalidArgument(f"retain={value!r} is out of range: {hint}")
+    return number

@@ -162,6 +162,30 @@ def waits_and_acquires(backend: object) -> AsyncWaitAndAcquire | None:
     return found
 
 
+class AsyncPrune(Protocol):
+    """The optional `prune` of a store that can forget the names nobody holds.
+
+    `await backend.prune(idle, dry_run)` deletes the state (lease rows or files, the fencing
+    counter; not the records) of every name that has been free, with no waiter, for `idle`
+    seconds, and returns how many names it forgot; with `dry_run` it only counts them. A grant
+    racing it either comes first (the name is not idle) or finds the name forgotten and
+    restarts its counter from the clock, above every earlier token.
+    """
+
+    async def __call__(self, idle: float, dry_run: bool) -> int: ...
+
+
+def prunes(backend: object) -> AsyncPrune | None:
+    """The store's `prune` (see AsyncPrune), or None when it has none.
+
+    Example:
+        >>> prunes(object()) is None
+        True
+    """
+    found: AsyncPrune | None = getattr(backend, "prune", None)
+    return found
+
+
 def reports_losses(backend: object) -> Callable[[Callable[[list[str]], object]], None] | None:
     """The store's optional `report_losses_to(listener)`, or None when it has none.
 

@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import secrets
 import threading
 from collections.abc import Sequence
@@ -71,6 +72,7 @@ class MemoryStore(Backend, RecordKeeper):
         self._mutex = threading.Lock()
         self._held: dict[tuple[str, int], _Held] = {}
         self._counters: dict[str, int] = {}
+        self._freed_at: dict[str, float] = {}  # when a release or break last freed the name
         self._records: dict[str, str] = {}
         self._released: dict[str, _shim.Event] = {}
 
@@ -83,7 +85,7 @@ class MemoryStore(Backend, RecordKeeper):
             now = _shim.monotonic()
             for slot in range(limit):
                 if self._live(name, slot, now) is None:
-                    token = next_token(self._counters.get(name), True, wall_us())
+                    token = next_token(self._counters.get(name), wall_us())
                     self._counters[name] = token
                     grant = Grant(name, slot, holder, secrets.token_hex(8), token, name)
                     self._held[(name, slot)] = _Held(grant, now + ttl)
@@ -111,7 +113,9 @@ class MemoryStore(Backend, RecordKeeper):
             if held is None or held.grant.lease_id != grant.lease_id:
                 return False
             del self._held[(grant.name, grant.slot)]
-            was_live = held.expires_at > _shim.monotonic()
+            now = _shim.monotonic()
+            was_live = held.expires_at > now
+            self._freed_at[grant.name] = min(now, held.expires_at)
         self._notify(grant.name)
         return was_live
 
@@ -120,6 +124,8 @@ class MemoryStore(Backend, RecordKeeper):
             now = _shim.monotonic()
             slots = [key for key in self._held if key[0] == name]
             freed = sum(1 for key in slots if self._held.pop(key).expires_at > now)
+            if slots:
+                self._freed_at[name] = now
         self._notify(name)
         return freed
 
@@ -139,6 +145,30 @@ class MemoryStore(Backend, RecordKeeper):
                 if name.startswith(prefix) and held.expires_at > now
             ]
         return sorted(found, key=lambda info: (info.name, info.slot))
+
+    def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the counters of the names free for `idle` seconds (records stay); how many.
+
+        Example::
+
+            forgotten = backend.prune(idle=0.0)
+        """
+        with self._mutex:
+            since = _shim.monotonic() - idle
+            busy_until: dict[str, float] = {}  # the latest end of each name's holds
+            for (name, _slot), held in self._held.items():
+                busy_until[name] = max(busy_until.get(name, -math.inf), held.expires_at)
+            idle_names = [name for name in self._counters
+                          if max(busy_until.get(name, -math.inf),
+                                 self._freed_at.get(name, -math.inf)) <= since]
+            if not dry_run:
+                for name in idle_names:
+                    del self._counters[name]
+                    self._freed_at.pop(name, None)
+                forgotten = set(idle_names)
+                self._held = {key: held for key, held in self._held.items()
+                              if key[0] not in forgotten}
+            return len(idle_names)
 
     def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:

@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import secrets
 import sqlite3
@@ -22,15 +23,19 @@ from datetime import datetime, timedelta, timezone
 
 from tenure._async import _shim
 from tenure._async.stores._host_queue import AsyncHostQueue
+from tenure._async.stores._options import DEFAULT_RETAIN, retain_seconds
 from tenure._async.stores._protocol import AsyncBackend
 from tenure._async.stores.sqlite._connections import immediate
 from tenure._async.stores.sqlite._records import SQLiteRecords
 from tenure._async.stores.sqlite._sql import (
     ACQUIRE_LOCK,
     BREAK,
+    COUNT_IDLE,
+    FORGET,
     LEASE_ID,
     LIST,
     RELEASE,
+    RELEASE_AND_FORGET,
     RENEW,
     SLOTS,
     TAKE_SLOT,
@@ -40,6 +45,8 @@ from tenure._errors import StoreUnavailable
 from tenure._hostclock import BOOT_ID, host_monotonic, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
+
+SWEEP_EVERY = 60.0  # seconds: the longest gap between two sweeps of idle names by one store
 
 
 class _Attempt:
@@ -72,7 +79,9 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
     `path` is made absolute at once, against the working directory; its directory must exist.
     `synchronous` is "normal" (default) or "full"; `busy_timeout` (seconds, more than 0 and
     at most 600, default 5) is how long a call waits for another writer's lock before the
-    store answers busy, a transient error the core retries.
+    store answers busy, a transient error the core retries. `retain` (seconds, default 3600;
+    0: at the release; inf: never) is how long the row of a name nobody holds is kept: a
+    release deletes the names idle that long, at most once per SWEEP_EVERY.
 
     Example::
 
@@ -83,10 +92,14 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
     capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "normal",
-                 busy_timeout: float | str = 5.0) -> None:
+                 busy_timeout: float | str = 5.0, retain: float | str = DEFAULT_RETAIN) -> None:
         self._ids = itertools.count()
         self._id_prefix = secrets.token_hex(6)
+        self._retain = retain_seconds(retain)
+        self._next_sweep = 0.0  # host monotonic time of the next sweep after a release
         super().__init__(path, synchronous=synchronous, busy_timeout=busy_timeout)
+        if self._retain != DEFAULT_RETAIN:  # the URL reads back as the same store
+            self.url += f"{'&' if '?' in self.url else '?'}retain={self._retain:g}"
         # The waiters' queues: a directory beside the database file, made on first wait.
         self._queue = AsyncHostQueue(f"{self.path}-queues", make_root=True)
 
@@ -149,8 +162,7 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
             if free is None:
                 return None
             stored: int | None = max((row[1] for row in rows), default=None)
-            same_boot = all(row[2] == BOOT_ID for row in rows)
-            token = next_token(stored, same_boot, wall_us())
+            token = next_token(stored, wall_us())
             db.execute(TAKE_SLOT, (name, free, holder, lease_id, token, BOOT_ID, now + ttl))
             return Grant(name, free, holder, lease_id, token, name)
 
@@ -165,11 +177,34 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
         return released
 
     def _release_now(self, grant: Grant) -> bool:
-        released: bool = self._on_connection("release", grant.name, _release_in, grant)
+        released: bool = self._on_connection("release", grant.name, _release_in, grant,
+                                             self._retain == 0)
         if released:
             self._queue.ring(grant.name)
+            self._sweep_now_and_then()
         return released
 
+    def _sweep_now_and_then(self) -> None:
+        """Forget the names idle for `retain`, at most once per SWEEP_EVERY; best effort (the
+        next release's sweep tries again)."""
+        now = host_monotonic()
+        if not 0 < self._retain < math.inf or now < self._next_sweep:
+            return
+        self._next_sweep = now + min(max(self._retain / 4, 1.0), SWEEP_EVERY)
+        with suppress(StoreUnavailable):
+            self._on_connection("sweep", "", _forget_in, self._retain, False)
+
+    async def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names nobody has held for `idle` seconds (their rows; records stay), or
+        with `dry_run` only count them; the number of names.
+
+        Example::
+
+            forgotten = await backend.prune(idle=3600.0)
+        """
+        count: int = await _shim.offload(self._on_connection, "prune", "", _forget_in, idle,
+                                         dry_run)
+        return count
     async def break_lease(self, name: str) -> int:
         broken: int = await _shim.offload(self._on_connection, "break", name, _break_in, name)
         if broken:
@@ -224,16 +259,30 @@ def _renew_in(db: sqlite3.Connection, grants: Sequence[Grant],
 
 def _why_lost(db: sqlite3.Connection, grant: Grant) -> LostReason:
     row = db.execute(LEASE_ID, (grant.name, grant.slot)).fetchone()
-    if row is None or row[0] == "":
+    if row is None:  # expired long enough ago to be forgotten
+        return LostReason.EXPIRED
+    if row[0] == "":
         return LostReason.BROKEN
     return LostReason.TAKEN if row[0] != grant.lease_id else LostReason.EXPIRED
 
 
-def _release_in(db: sqlite3.Connection, grant: Grant) -> bool:
-    cursor = db.execute(RELEASE, (grant.name, grant.slot, grant.lease_id, BOOT_ID,
-                                  host_monotonic()))
+def _release_in(db: sqlite3.Connection, grant: Grant, forget: bool) -> bool:
+    now = host_monotonic()
+    ours = (grant.name, grant.slot, grant.lease_id, BOOT_ID, now)
+    cursor = db.execute(RELEASE_AND_FORGET, ours) if forget else db.execute(RELEASE, (now, *ours))
     return bool(cursor.rowcount == 1)
 
 
 def _break_in(db: sqlite3.Connection, name: str) -> int:
-    return int(db.execute(BREAK, (name, BOOT_ID, host_monotonic())).rowcount)
+    now = host_monotonic()
+    return int(db.execute(BREAK, (now, name, BOOT_ID, now)).rowcount)
+
+
+def _forget_in(db: sqlite3.Connection, idle: float, dry_run: bool) -> int:
+    """Forget (or count) the names every row of which has been free for `idle` seconds."""
+    now = host_monotonic()
+    # CLOCK_MONOTONIC counts from this boot: a row of an earlier boot is at least `now` old.
+    parameters = (BOOT_ID, now - idle, int(now > idle))
+    if dry_run:
+        return int(db.execute(COUNT_IDLE, parameters).fetchone()[0])
+    return len({name for (name,) in db.execute(FORGET, parameters).fetchall()})

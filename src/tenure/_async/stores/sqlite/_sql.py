@@ -39,11 +39,7 @@ VALUES (?1, 0, ?2, ?3, ?4, ?5, ?6)
 ON CONFLICT (name, slot) DO UPDATE SET
     holder = excluded.holder,
     lease_id = excluded.lease_id,
-    token = CASE
-        WHEN tenure_leases.boot = excluded.boot
-            THEN (SELECT max(token) FROM tenure_leases WHERE name = ?1) + 1
-        ELSE max((SELECT max(token) FROM tenure_leases WHERE name = ?1) + 1, excluded.token)
-    END,
+    token = max((SELECT max(token) FROM tenure_leases WHERE name = ?1) + 1, excluded.token),
     boot = excluded.boot,
     expires_at = excluded.expires_at
 WHERE tenure_leases.expires_at <= ?7 OR tenure_leases.boot != excluded.boot
@@ -58,9 +54,25 @@ LEASE_ID = "SELECT lease_id FROM tenure_leases WHERE name = ? AND slot = ?"
 # Parameters: name, slot, lease_id, boot, now (+ expires_at first for renewal).
 _OURS = "name = ? AND slot = ? AND lease_id = ? AND boot = ? AND expires_at > ?"
 RENEW = f"UPDATE tenure_leases SET expires_at = ? WHERE {_OURS}"
-RELEASE = f"UPDATE tenure_leases SET lease_id = '', expires_at = 0 WHERE {_OURS}"
-BREAK = ("UPDATE tenure_leases SET lease_id = '', expires_at = 0 "
+# A freed row keeps when it was freed in expires_at (the host's monotonic clock, as for expiry),
+# which is how long it has been idle. Parameters: now, then _OURS's.
+RELEASE = f"UPDATE tenure_leases SET lease_id = '', expires_at = ? WHERE {_OURS}"
+# With retain=0 the row goes at once. Parameters: _OURS's.
+RELEASE_AND_FORGET = f"DELETE FROM tenure_leases WHERE {_OURS}"
+# Parameters: now, name, boot, now.
+BREAK = ("UPDATE tenure_leases SET lease_id = '', expires_at = ? "
          "WHERE name = ? AND boot = ? AND expires_at > ?")
+# Forget the names every row of which has been free since `idle_since` (host monotonic): freed or
+# expired then, in this boot; a row of an earlier boot counts as idle once this boot's uptime
+# is past the window (?3). Their next grant restarts the counter from the wall clock in
+# microseconds (next_token), above every token granted before the window. Records stay.
+# Parameters: boot, idle_since, uptime past the window (0/1).
+_IDLE_NAMES = """
+SELECT name FROM tenure_leases GROUP BY name
+HAVING min(CASE WHEN boot = ?1 THEN expires_at <= ?2 ELSE ?3 END) = 1
+"""
+FORGET = f"DELETE FROM tenure_leases WHERE name IN ({_IDLE_NAMES}) RETURNING name"
+COUNT_IDLE = f"SELECT count(*) FROM ({_IDLE_NAMES})"
 # One statement that writes only while the writer's lease row is live (_OURS), so a holder
 # that lost its lease cannot overwrite its successor's record. Parameters: name, record, _OURS's.
 WRITE_RECORD = f"""

@@ -83,12 +83,12 @@ class FileStore(FileRecords, Backend):
                 if locked is None:
                     continue
                 lock_file, head = locked
-                magic, stored, boot = COUNTER.unpack_from(head.ljust(COUNTER.size, b"\0"))
+                magic, stored, _ = COUNTER.unpack_from(head.ljust(COUNTER.size, b"\0"))
                 try:
                     if limit > 1:
                         token = self._bump_semaphore_counter(name)
                     elif magic == MAGIC:
-                        token = next_token(stored, boot == BOOT, wall_us())
+                        token = next_token(stored, wall_us())
                     else:
                         token = wall_us()
                     tail = self._tail(name, holder)
@@ -125,8 +125,8 @@ class FileStore(FileRecords, Backend):
             fd = self._open(path)
             try:
                 lock_exclusive(fd)
-                stored, same_boot, _, _, _ = parse(os.pread(fd, HEADER.size, 0))
-                token = next_token(stored, same_boot, wall_us())
+                stored, _, _, _, _ = parse(os.pread(fd, HEADER.size, 0))
+                token = next_token(stored, wall_us())
                 os.pwrite(fd, record(token, b"", name.encode("utf-8")), 0)
                 return token
             finally:

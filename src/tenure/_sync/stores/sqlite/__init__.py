@@ -47,9 +47,9 @@ SCHEMES: tuple[str, ...] = ("sqlite",)
 
 def from_url(url: str, **options: Any) -> Backend:
     """The store of a `sqlite:///relative/path.db` or `sqlite:////absolute/path.db` URL, as
-    `tenure.connect` builds it: options `synchronous` ("normal" or "full") and
-    `busy_timeout` (seconds, default 5) in the URL's query or as keywords (given both ways,
-    they must agree).
+    `tenure.connect` builds it: options `synchronous` ("normal" or "full"),
+    `busy_timeout` (seconds, default 5) and `retain` (seconds a name nobody holds is kept,
+    default 3600, 0 to inf) in the URL's query or as keywords (given both ways, they must agree).
 
     Example::
 
@@ -58,5 +58,5 @@ def from_url(url: str, **options: Any) -> Backend:
     parsed = parse_store_url(url, SCHEMES)
     warn_of_the_old_reading(url, Path(parsed.location))
     return SQLiteStore(parsed.location, **only(
-        merged(parsed.options, options), "synchronous", "busy_timeout",
+        merged(parsed.options, options), "synchronous", "busy_timeout", "retain",
         store="sqlite:// stores"))
