@@ -34,9 +34,11 @@ from opentelemetry import metrics
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure.exactly_once._sql import (
     Bind,
+    Connection,
     check_table,
     db_now,
     epoch_column,
+    in_transaction,
     positive_seconds,
     sa,
     transaction,
@@ -220,19 +222,22 @@ def claim(conn: Bind, table: sa.Table, key: Any, *, holder: str, token: int,
     """
     checked = _check(table, token, holder)
     stale = positive_seconds(stale_after, "stale_after")
-    with transaction(conn) as connection:
-        column = _key_column(checked, key_column)
+    column = _key_column(checked, key_column)
+
+    def take(connection: Connection) -> tuple[bool, bool]:
         now = db_now(connection)
         c = checked.c
         unfenced = sa.or_(c.fence.is_(None), c.fence <= token)
         stamp = {"status": PROCESSING, "fence": token, "claimed_by": holder, "claimed_at": now}
         base = sa.update(checked).where(column == key, unfenced).values(**stamp)
-        won = connection.execute(base.where(c.status == PENDING)).rowcount == 1
-        took_over = False
-        if not won:
-            stale_row = sa.and_(c.status == PROCESSING,
-                                sa.or_(c.claimed_at.is_(None), c.claimed_at < now - stale))
-            took_over = won = connection.execute(base.where(stale_row)).rowcount == 1
+        if connection.execute(base.where(c.status == PENDING)).rowcount == 1:
+            return True, False
+        stale_row = sa.and_(c.status == PROCESSING,
+                            sa.or_(c.claimed_at.is_(None), c.claimed_at < now - stale))
+        taken = connection.execute(base.where(stale_row)).rowcount == 1
+        return taken, taken
+
+    won, took_over = in_transaction(conn, take)
     if won:
         _count(claimed=1, stale_takeovers=int(took_over))
         _claimed.add(1, {"table": checked.name, "stale": took_over})
@@ -262,18 +267,23 @@ def complete(conn: Bind, table: sa.Table, key: Any, token: int,
         raise InvalidArgument(f"values has column(s) {', '.join(unknown)} not in table "
                               f"{checked.name!r}")
     updates.update(status=status)
-    with transaction(conn) as connection:
-        column = _key_column(checked, key_column)
-        c = checked.c
+    column = _key_column(checked, key_column)
+    c = checked.c
+
+    def write(connection: Connection) -> tuple[bool, Any]:
         statement = (sa.update(checked)
                      .where(column == key, c.status == PROCESSING, c.fence == token)
                      .values(**updates))
         if connection.execute(statement).rowcount == 1:
-            _count(completed=1)
-            _completed.add(1, {"table": checked.name})
-            return True
-        current = connection.execute(
+            return True, None
+        return False, connection.execute(
             sa.select(c.status, c.fence, c.claimed_by).where(column == key)).first()
+
+    written, current = in_transaction(conn, write)
+    if written:
+        _count(completed=1)
+        _completed.add(1, {"table": checked.name})
+        return True
     _count(rejected=1)
     _rejected.add(1, {"table": checked.name})
     now = "missing" if current is None else (

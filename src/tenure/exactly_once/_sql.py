@@ -15,10 +15,11 @@ Example::
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from tenure._errors import InvalidArgument, InvalidArgumentType, MissingExtra
 from tenure._lazy import warn_renamed
@@ -32,8 +33,10 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
                        "install tenure[sql] (pip install 'tenure[sql]')") from exc
 
 __all__ = ["Bind", "Connection", "Engine", "OwnTable", "db_now", "epoch_column",
-           "insert_if_absent", "positive_seconds", "sa", "transaction"]
+           "in_transaction", "insert_if_absent", "is_conflict", "positive_seconds", "sa",
+           "transaction"]
 
+T = TypeVar("T")
 Bind = Any  # Engine | Connection | sqlalchemy.orm.Session (kept loose: the ORM is optional)
 
 # Julian day of 1970-01-01 and seconds per day: SQLite's clock with sub-second precision on
@@ -100,6 +103,50 @@ def transaction(bind: Bind, argument: str = "conn") -> Iterator[Connection]:
         raise InvalidArgumentType(
             f"{argument} must be a SQLAlchemy Engine, Connection or Session, got "
             f"{type(bind).__name__}")
+
+
+# A transaction the database rolled back to break a deadlock or a serialization conflict:
+# SQLSTATE 40001/40P01 (PostgreSQL), MySQL/MariaDB error 1213. Our own transaction (an Engine's)
+# is run again; a caller's is theirs to retry.
+_CONFLICT_SQLSTATES = ("40001", "40P01")
+_MYSQL_DEADLOCK = 1213
+CONFLICT_TRIES = 5
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether `exc` is a deadlock or serialization failure that rolled its transaction back.
+
+    Example:
+        >>> is_conflict(ValueError("x"))
+        False
+    """
+    orig = getattr(exc, "orig", None) if isinstance(exc, sa.exc.DBAPIError) else None
+    if orig is None:
+        return False
+    sqlstate = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if isinstance(sqlstate, str) and sqlstate:
+        return sqlstate.upper() in _CONFLICT_SQLSTATES
+    return bool(orig.args) and orig.args[0] == _MYSQL_DEADLOCK
+
+
+def in_transaction(bind: Bind, work: Callable[[Connection], T], argument: str = "conn") -> T:
+    """`work(connection)` in `transaction(bind)`; on an Engine, run again (up to CONFLICT_TRIES
+    times, after a short random pause) when the database broke a deadlock by rolling it back,
+    as InnoDB does between racing claims of one row.
+
+    Example::
+
+        won = in_transaction(engine, lambda conn: conn.execute(update).rowcount == 1)
+    """
+    for attempt in range(1, CONFLICT_TRIES + 1):
+        try:
+            with transaction(bind, argument) as connection:
+                return work(connection)
+        except sa.exc.DBAPIError as exc:
+            if not (isinstance(bind, Engine) and is_conflict(exc)) or attempt == CONFLICT_TRIES:
+                raise
+        time.sleep(random.uniform(0.001, 0.01 * attempt))  # the racers go at different times
+    raise AssertionError("unreachable")
 
 
 def connection_only(bind: Bind, argument: str = "conn") -> Connection:
