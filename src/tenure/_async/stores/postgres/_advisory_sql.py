@@ -112,6 +112,55 @@ SELECT -1, 0, key FROM got
 WHERE CASE WHEN EXISTS (SELECT FROM lease) THEN false ELSE pg_advisory_unlock(key) END
 """
 
+# A lock's waiter waits on the server (see AsyncPostgresAdvisoryStore.wait_and_acquire): ONE
+# round trip of two statements in one implicit transaction, on a session that holds no lease.
+# The first bounds the wait (`lock_timeout`, for this transaction only) and the statement
+# (`statement_timeout`: the wait plus `timeout`, the client's own bound; the session's
+# statement_timeout, `timeout`, cancelled a wait longer than it with an error); the second
+# blocks in `pg_advisory_lock` on slot 0's key at its current generation, and once granted
+# bumps the counter and records the lease as _ADVISORY_ACQUIRE does. The server queues the
+# waiters of a lock in arrival order and grants the lock to the first at the release (a
+# `pg_try_advisory_lock` asked meanwhile, by a releaser asking again, fails while waiters are
+# queued): a FIFO hand-off, the waiter woken by the release itself. A break that moved the slot
+# to a new generation while it waited: the lease is not recorded and the lock given back (slot
+# -1), as in _ADVISORY_ACQUIRE. Timed out (LockNotAvailable), cancelled or failed, the statement
+# may still have taken the lock (a session lock outlives an aborted statement): the waiter then
+# runs _ADVISORY_UNLOCK_ALL.
+_ADVISORY_WAIT = """
+SELECT set_config('lock_timeout', %(wait)s, true),
+       set_config('statement_timeout', %(statement)s, true);
+WITH got AS MATERIALIZED (
+    SELECT 0 AS slot, s.key, s.gen FROM (
+        SELECT %(key)s::int8 # g.gen AS key, g.gen FROM (
+            SELECT coalesce(max(l.counter), 0) AS gen FROM {t} AS l
+            WHERE l.digest = sha256(%(name)s) AND l.slot = 0) AS g
+    ) AS s
+    WHERE pg_advisory_lock(s.key) IS NOT NULL
+), counter AS (
+    INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
+    SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, false FROM got
+    ON CONFLICT (digest, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
+    RETURNING c.counter
+), lease AS (
+    INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, pid, key, wanted)
+    SELECT %(name)s, got.slot, %(holder)s, %(lease_id)s, counter.counter, got.gen,
+           pg_backend_pid(), got.key, false
+    FROM got, counter
+    ON CONFLICT (digest, slot) DO UPDATE SET
+        holder = excluded.holder, lease_id = excluded.lease_id, token = excluded.token,
+        pid = excluded.pid, key = excluded.key
+    WHERE l.counter = excluded.counter
+    RETURNING l.slot, l.token, l.key
+)
+SELECT slot, token, key FROM lease
+UNION ALL
+SELECT -1, 0, key FROM got
+WHERE CASE WHEN EXISTS (SELECT FROM lease) THEN false ELSE pg_advisory_unlock(key) END
+"""
+
+# On a session that holds no lease (a waiter's, see _ADVISORY_WAIT): whatever lock it has.
+_ADVISORY_UNLOCK_ALL = "SELECT pg_advisory_unlock_all()"
+
 # After a failed acquire, on its session: give back any lock the statement took (the keys of
 # the slots at their current generation that this session holds and no lease of it uses).
 _ADVISORY_UNLOCK_STRAYS = """
@@ -127,7 +176,11 @@ WHERE s.key <> ALL(%(mine)s::int8[]) AND h.locktype = 'advisory' AND h.granted
 
 # On the lease's own session: free the row when it is still the lease's, unlock its key
 # whatever the row says (a broken lease's lock binds nobody, but the session holds it), and
-# notify when someone waits. Answers whether the row was the lease's.
+# notify when someone waits. Answers whether the row was the lease's. The row is freed BEFORE
+# the unlock (the unlock is evaluated on the row of `f`, which aggregates every row of `freed`):
+# unlocked first, a waiter queued on the server (_ADVISORY_WAIT) took the lock and rewrote the
+# row before this UPDATE reached it, which then waited for the waiter's commit and found the
+# row no longer the lease's: the release answered False, a round trip late.
 _ADVISORY_RELEASE = """
 WITH freed AS (
     UPDATE {t} SET lease_id = ''
@@ -135,11 +188,12 @@ WITH freed AS (
       AND pid = pg_backend_pid()
     RETURNING slot
 )
-SELECT pg_advisory_unlock(%(lock)s), EXISTS (SELECT FROM freed),
-       CASE WHEN EXISTS (SELECT FROM freed) AND (
+SELECT pg_advisory_unlock(%(lock)s), f.mine,
+       CASE WHEN f.mine AND (
                 SELECT c.wanted FROM {t} AS c
                 WHERE c.digest = sha256(%(name)s) AND c.slot = -1)
             THEN pg_notify(%(channel)s, %(key)s) END
+FROM (SELECT count(*) > 0 AS mine FROM freed) AS f
 """
 
 # After a release that failed or got no answer on a session that lives on (its statement

@@ -26,6 +26,7 @@ from psycopg.pq import TransactionStatus
 
 from tenure._async import _shim
 from tenure._async.stores._pool import BoundedPool
+from tenure._async.stores._protocol import closed_store
 from tenure._async.stores.postgres._connection import (
     Connection,
     _alive,
@@ -59,6 +60,7 @@ class _Pool(BoundedPool[_Session]):
         self.lose = lose
         # Every connection opened and not dropped (the listener's too), for a fork's child.
         self.connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self.waits = 0  # sessions taken for a wait on the server (see take_free)
 
     def clean(self, exc: BaseException) -> str:
         return clean(exc, self.password)
@@ -67,6 +69,7 @@ class _Pool(BoundedPool[_Session]):
         """After fork(): the parent's connections are the parent's (see the store's
         _start_afresh_in_child, which has already made their sockets harmless)."""
         self.connections = weakref.WeakSet()
+        self.waits = 0
         return super().start_afresh(mutex)
 
     async def connect(self, prepare_threshold: int | None) -> _Connection:
@@ -138,6 +141,54 @@ class _Pool(BoundedPool[_Session]):
                      " its connection and the %d advisory lease(s) it holds live on",
                      self.url, self.timeout, len(session.leases))
         return settled
+
+    async def take_free(self) -> _Session | None:
+        """An idle session that holds no advisory lease, or a new one while fewer than
+        `pool_size` are open: for a wait on the server, which keeps its session busy for as long
+        as it waits (a session holding leases would keep their releases waiting). None, without
+        waiting, when there is none, or when `pool_size` - 1 sessions wait already: one is
+        always left to the other calls (renewals above all). Give it back with end_wait.
+
+        Example::
+
+            session = await pool.take_free()
+        """
+        while True:
+            with self.mutex:
+                if self.closed:
+                    raise closed_store(self.url)
+                if self.waits >= self.size - 1:
+                    return None
+                session = next((idle for idle in reversed(self.idle) if not idle.leases), None)
+                if session is not None:
+                    self.idle.remove(session)
+                elif self.opened < self.size:
+                    self.opened += 1
+                else:
+                    return None
+            if session is None:
+                try:
+                    session = await self.open_one()
+                except BaseException:
+                    self.forget_one()
+                    raise
+            elif not self.alive(session):
+                await self.discard(session)  # dropped by the server: another
+                continue
+            with self.mutex:
+                self.waits += 1
+            return session
+
+    async def end_wait(self, session: _Session) -> None:
+        """Give back a session taken by take_free (closed when its wait left it unusable).
+
+        Example::
+
+            await pool.end_wait(session)
+        """
+        with self.mutex:
+            self.waits -= 1
+        await self.give_back(session)
 
     async def take_holding(self, session: _Session, name: str) -> bool:
         """The session that holds a lease's lock, for this caller alone (a release must unlock

@@ -15,7 +15,9 @@ import hashlib
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
+from psycopg import errors, generators, waiting
+from psycopg.abc import PQGen
+from psycopg.pq import ExecStatus, TransactionStatus
 
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import closed_store
@@ -28,12 +30,23 @@ from tenure._sync.stores.postgres._advisory_sql import (
     _ADVISORY_RENEW,
     _ADVISORY_SHAPE,
     _ADVISORY_UNLOCK_AFTER,
+    _ADVISORY_UNLOCK_ALL,
     _ADVISORY_UNLOCK_STRAYS,
+    _ADVISORY_WAIT,
     _ADVISORY_WRITE_RECORD,
     _advisory_keys,
 )
 from tenure._sync.stores.postgres._base import PostgresStore, log
-from tenure._sync.stores.postgres._connection import _NoAnswer, _Session, close_quietly
+from tenure._sync.stores.postgres._connection import (
+    _WAIT_INTERVAL,
+    RV,
+    Connection,
+    _bounded,
+    _Connection,
+    _NoAnswer,
+    _Session,
+    close_quietly,
+)
 from tenure._sync.stores.postgres._statements import _render, _Script, _Statement
 from tenure._errors import StoreUnavailable
 from tenure._names import name_digest
@@ -41,6 +54,35 @@ from tenure._types import Grant, LeaseInfo
 
 # Two acquirers may pick the same slot, or a break move it to a new key meanwhile: tries.
 _SLOT_RETRIES = 4
+# A lock's wait on the server lasts this long at most, then the waiter asks again (at the back
+# of the queue): a break moves the slot to a new key, which a wait on the old one does not see.
+_WAIT_AT_MOST = 1.0
+# A wait on the server ends this long before the acquire's patience does, so that its answer
+# (LockNotAvailable) comes back before the core cuts the call short; with less patience than
+# twice this left, one plain try instead.
+_WAIT_MARGIN = 0.002
+
+
+def _wait_promptly(connection: Connection, gen: PQGen[RV]) -> RV:
+    """A blocking wait for the server's answer to `gen` on `connection`, within its client-side
+    bound, in Python's poll(): a signal that comes meanwhile has its Python handler run at once
+    (PEP 475), as it would in a waiter's time.sleep. psycopg's C wait runs the handlers only at
+    its 100 ms ticks, and then all pending ones in signal-number order, not arrival order: a
+    process told SIGURG then, 24 ms later, SIGUSR2 while its waiter waited on the server ran
+    the SIGUSR2 handler first (how `tenure chaos` tells a worker to hold its section, then to
+    forget it: the waiter held its next section for 5 s).
+
+    Example::
+
+        results = _wait_promptly(connection, generators.execute(connection.pgconn))
+    """
+    bound = connection.bound if isinstance(connection, _Connection) else None
+    if bound is not None:
+        gen = _bounded(gen, bound)
+    wait = getattr(waiting, "wait_poll", waiting.wait_select)  # no poll() on Windows
+    # The interval positionally: psycopg 3.2 names it `timeout`, 3.3 `interval`.
+    result: RV = wait(gen, connection.pgconn.socket, _WAIT_INTERVAL)
+    return result
 
 
 class PostgresAdvisoryStore(PostgresStore):
@@ -67,6 +109,7 @@ class PostgresAdvisoryStore(PostgresStore):
                 ("release", _ADVISORY_RELEASE), ("unlock after", _ADVISORY_UNLOCK_AFTER),
                 ("break", _ADVISORY_BREAK), ("list", _ADVISORY_LIST))}
         self._renew_sql = _render(_ADVISORY_RENEW, table)
+        self._wait_sql = _render(_ADVISORY_WAIT, table)
         # The key of its lock keys (see _advisory_keys).
         self._namespace = hashlib.blake2b(f"{self.schema}.{self.table}".encode(),
                                           digest_size=32).digest()
@@ -140,6 +183,118 @@ class PostgresAdvisoryStore(PostgresStore):
             self._listener.note_missed(name, started)
         return None
 
+    def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """A lock's waiter waits on the server: a blocking `pg_advisory_lock` on a session that
+        holds no lease, bounded by `lock_timeout` (the acquire's patience, at most
+        _WAIT_AT_MOST), that takes the lease, counter and row included, in the same round trip
+        once the release frees the lock (see _ADVISORY_WAIT). The server queues waiters in
+        arrival order and hands the lock to the first: no polling, no backoff, FIFO. A
+        semaphore's waiter, or one that finds no session free of leases (or pool_size - 1
+        waiting already: see take_free), waits for a release notice and tries, as in table mode
+        (see the base class).
+
+        Example::
+
+            grant = backend.wait_and_acquire("jobs", "me", 30.0, 1, 0.05, 10.0)
+        """
+        if limit != 1:
+            return super().wait_and_acquire(name, holder, ttl, limit, timeout, patience)
+        wait = min(patience - _WAIT_MARGIN, _WAIT_AT_MOST)
+        if wait < _WAIT_MARGIN:  # about to give up: one plain try
+            sent_at = _shim.monotonic()
+            grant = self.try_acquire(name, holder, ttl, limit)
+            return None if grant is None else grant._replace(sent_at=sent_at)
+        session = self._pool.take_free()
+        if session is None:
+            return super().wait_and_acquire(name, holder, ttl, limit, timeout, patience)
+        lease_id = f"{self._id_prefix}{next(self._ids)}"
+        params = {"name": name.encode(), "holder": holder.encode(), "lease_id": lease_id,
+                  "key": _advisory_keys(self._namespace, name, 1)[0],
+                  "wait": f"{max(1, int(wait * 1000))}ms",
+                  "statement": f"{max(1, int((wait + self._timeout) * 1000))}ms"}
+        sent_at = _shim.monotonic()
+        try:
+            rows = self._wait_on(session, name, params, wait)
+        finally:
+            self._pool.end_wait(session)  # closed there if the wait left it unusable
+        if not rows or rows[0][0] < 0:
+            return None  # timed out, or a break moved the lock to a new key meanwhile
+        _slot, token, _key = rows[0]
+        return self._keep_unless_cancelled(
+            Grant(name, 0, holder, lease_id, token, name, sent_at))
+
+    def _wait_on(self, session: _Session, name: str, params: dict[str, Any],
+                       wait: float) -> Any:
+        """_ADVISORY_WAIT on `session` (which holds no lease): its rows, none when the wait
+        timed out. Its client-side bound is `wait` plus `timeout`. A cancellation interrupts
+        it: psycopg cancels the statement on the server and reads its answer. Whatever ended
+        it early (a timeout, a cancellation, an error), the lock it may have taken is given
+        back before the session serves anyone else (_ADVISORY_UNLOCK_ALL: the session holds
+        nothing else); when that cannot be done the session is closed, and the lock with it."""
+        connection = session.connection
+        bound = connection.bound if isinstance(connection, _Connection) else None
+        if isinstance(connection, _Connection):
+            connection.bound = wait + self._timeout
+        try:
+            try:
+                rows = self._send_wait(session, params)
+            except (errors.UndefinedTable, errors.InvalidSchemaName, errors.UndefinedColumn):
+                self._create_tables(session.cursor)
+                rows = self._send_wait(session, params)
+        except errors.LockNotAvailable:
+            self._unlock_all(session)
+            return []
+        except BaseException as exc:
+            self._unlock_all(session)
+            if isinstance(exc, _NoAnswer):
+                raise self._no_answer("waiting", name) from None
+            if isinstance(exc, psycopg.Error):
+                raise self._failure("waiting", name, exc) from exc
+            raise
+        finally:
+            if isinstance(connection, _Connection):
+                connection.bound = bound
+        if rows and rows[0][0] >= 0:
+            with self._mutex:
+                session.hold(params["lease_id"], name, rows[0][2])
+                self._holding[params["lease_id"]] = session
+        return rows
+
+    def _send_wait(self, session: _Session, params: dict[str, Any]) -> Any:
+        """Send _ADVISORY_WAIT (two statements in one simple query): the second's rows, as
+        ints. A blocking (sync) wait waits for the answer in Python's poll(), not psycopg's C
+        wait (see _wait_promptly)."""
+        connection = session.connection
+        pgconn = connection.pgconn
+        query = psycopg.ClientCursor(connection).mogrify(self._wait_sql, params)
+        pgconn.send_query(query.encode(connection.info.encoding))
+        if _shim.BLOCKING:
+            results = _wait_promptly(connection, generators.execute(pgconn))
+        else:
+            results = connection.wait(generators.execute(pgconn))
+        for result in results:
+            if result.status == ExecStatus.FATAL_ERROR:
+                raise errors.error_from_result(result, encoding=connection.info.encoding)
+        last = results[-1]
+        return [tuple(int(last.get_value(row, column) or 0) for column in range(3))
+                for row in range(last.ntuples)]
+
+    def _unlock_all(self, session: _Session) -> None:
+        """Free every lock of `session`, a waiter's, which holds no lease; closed when that
+        cannot be done (the server then frees them)."""
+        connection = session.connection
+        with _shim.shielded():
+            if (not connection.closed
+                    and connection.pgconn.transaction_status == TransactionStatus.IDLE):
+                try:
+                    self._send(session, _ADVISORY_UNLOCK_ALL.encode(), {})
+                    return
+                except (_NoAnswer, psycopg.Error, OSError) as exc:
+                    log.debug("tenure: %s: unlocking a waiter's session failed, closing it: "
+                              "%s", self.url, self._clean(exc))
+            close_quietly(connection)
+
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         encoded = prefix.encode()
         rows = self._execute("listing", prefix, self._advisory_sql["list"],
@@ -149,7 +304,11 @@ class PostgresAdvisoryStore(PostgresStore):
     def _keep_unless_cancelled(self, grant: Grant) -> Grant:
         """`grant`, taken by a statement that a cancellation could not interrupt (see
         _execute); a cancellation that came meanwhile lands here, and the lease is released
-        rather than left held by a session with nobody to release it."""
+        rather than left held by a session with nobody to release it. A blocking (sync) call
+        has no cancellation to take: sleep(0) there would only give the CPU away, a context
+        switch in the middle of every grant."""
+        if _shim.BLOCKING:
+            return grant
         try:
             _shim.sleep(0)
         except BaseException:
