@@ -115,7 +115,7 @@ STORE_KINDS = [
     # server fault tests: a dropped connection IS the loss of the lease, see docs).
     StoreKind("postgres-advisory", "postgres",
               lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema", "&mode=advisory"),
-              kernel_expiry=True, service="postgres_server", fair_hand_off=False),
+              kernel_expiry=True, service="postgres_server"),
     # Not FIFO yet: its waiters sleep on the server a while, then try, and a releaser asking
     # again at once can take the lock first (a wait saw up to 51 other acquisitions, 4 processes).
     StoreKind("mysql", "mysql", lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table"),
