@@ -22,6 +22,7 @@ The package, by concern:
     _tokens.py     fencing tokens: a blob's sequence number (a semaphore's counter blob)
     _leases.py     acquire, renew, release, break, list; the undo of a cut-short acquire
     _records.py    the records API (a record per name, in its lock blob's pages)
+    _waiting.py    how waiters wait: a try every quarter second or a little less
     _store.py      AsyncAzureBlobStore: the backend protocol on the above
     _opening.py    open_store and from_url: a store from its URL and keywords
 

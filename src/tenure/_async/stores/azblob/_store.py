@@ -23,6 +23,7 @@ from tenure._async.stores.azblob._failures import refusal_fix
 from tenure._async.stores.azblob._leases import Leases
 from tenure._async.stores.azblob._records import Records
 from tenure._async.stores.azblob._settings import DEFAULT_TIMEOUT, checked_timeout
+from tenure._async.stores.azblob._waiting import wait_and_acquire
 from tenure._errors import InvalidArgumentType
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
@@ -92,7 +93,20 @@ from azure.storage.blob.aio import ContainerClient
 
     async def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
-        await _shim.sleep(timeout)  # blob leases have no notifications; the core polls
+        await _shim.sleep(timeout)  # the core's acquires wait in wait_and_acquire
+
+    async def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """One pause (a quarter second or a little less, whatever `timeout` is; never past
+        `patience`), then one try: blob leases cannot wake a waiter, so every waiter polls at
+        the same pace (see _waiting.py).
+
+        Example::
+
+            grant = await backend.wait_and_acquire("jobs", "worker-1", 30.0, 1, 0.5, 10.0)
+        """
+        return await wait_and_acquire(self._leases, name, holder, ttl, limit, timeout,
+                                      patience)
 
     async def read_record(self, name: str) -> str | None:
         return await self._records.read(name)

@@ -24,6 +24,7 @@ from tenure._sync.stores.azblob._failures import refusal_fix
 from tenure._sync.stores.azblob._leases import Leases
 from tenure._sync.stores.azblob._records import Records
 from tenure._sync.stores.azblob._settings import DEFAULT_TIMEOUT, checked_timeout
+from tenure._sync.stores.azblob._waiting import wait_and_acquire
 from tenure._errors import InvalidArgumentType
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
@@ -93,7 +94,20 @@ from azure.storage.blob import ContainerClient
 
     def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
-        _shim.sleep(timeout)  # blob leases have no notifications; the core polls
+        _shim.sleep(timeout)  # the core's acquires wait in wait_and_acquire
+
+    def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
+                               timeout: float, patience: float) -> Grant | None:
+        """One pause (a quarter second or a little less, whatever `timeout` is; never past
+        `patience`), then one try: blob leases cannot wake a waiter, so every waiter polls at
+        the same pace (see _waiting.py).
+
+        Example::
+
+            grant = backend.wait_and_acquire("jobs", "worker-1", 30.0, 1, 0.5, 10.0)
+        """
+        return wait_and_acquire(self._leases, name, holder, ttl, limit, timeout,
+                                      patience)
 
     def read_record(self, name: str) -> str | None:
         return self._records.read(name)
