@@ -11,7 +11,7 @@ from the first wait on: a wait is one pause of POLL_EVERY x uniform(1 - POLL_JIT
 (the jitter keeps waiters from trying in lockstep), then one try. The core's first try of an
 acquire is still made at once, so an uncontended acquire costs nothing more.
 
-A lock's waiter costs one Lease Blob request (answered 409 while held) per pause: about 4.6
+A lock's waiter costs one Lease Blob request (answered 409 while held) per pause: about 4.7
 requests per second; a semaphore's tries its `limit` slots per pause.
 
 Example::
