@@ -77,7 +77,8 @@ class MySQLGetLockStore(Backend, RecordKeeper):
         self._text = {name: text.replace("{table}", self.table) for name, text in (
             ("list", sql.LIST), ("holders", sql.HOLDERS), ("read record", sql.READ_RECORD),
             ("records", sql.RECORDS), ("write record", sql.WRITE_RECORD))}
-        self._grant_text: dict[int, str] = {}
+        self._statements: dict[int, str] = {}
+        self._wait_text = sql.WAIT_LOCK.replace("{table}", self.table)
         self._schema = sql.SCHEMA.replace("{table}", self.table)
         self._mutex = threading.Lock()  # never held across I/O
         self._holding: dict[str, Session] = {}  # lease id -> the session holding its lock
@@ -177,10 +178,12 @@ class MySQLGetLockStore(Backend, RecordKeeper):
 
     # -- acquire, renew, release ----------------------------------------------------------------
 
-    def _grant_statement(self, count: int) -> str:
-        text = self._grant_text.get(count)
+    def _statement(self, count: int) -> str:
+        """The acquire of `count` slot locks: TRY_LOCK for a lock, else try_slots."""
+        text = self._statements.get(count)
         if text is None:
-            text = self._grant_text[count] = sql.grant(count).replace("{table}", self.table)
+            template = sql.TRY_LOCK if count == 1 else sql.try_slots(count)
+            text = self._statements[count] = template.replace("{table}", self.table)
         return text
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
@@ -219,48 +222,50 @@ class MySQLGetLockStore(Backend, RecordKeeper):
 
     def _acquire_in(self, connection: Any, session: Session, name: str, holder: str,
                           locks: list[str]) -> tuple[int, int] | None:
-        """The try (try_locks) and the token's bump in one round trip. When a statement failed
-        after the lock was taken (the table missing: created, then tried again), the lock is
-        given back (UNLOCK_STRAYS) before the session serves anyone else."""
-        key = name_digest(name)
+        """The try and the token's bump in one round trip (TRY_LOCK, try_slots)."""
+        row = [name_digest(name), name.encode().hex(), holder.encode().hex()]
+        arguments: list[Any]
+        if len(locks) == 1:
+            arguments = [*row, locks[0], locks[0], locks[0]]
+        else:
+            arguments = [lock for lock in locks for _ in (0, 1)]
+            arguments += [*row, *locks, *row, *locks]
         mine = session.locks()
-        first = sql.try_locks(len(locks))
-        arguments: list[Any] = []
-        for lock in locks:
-            arguments += [lock, lock]
-        arguments += [key, name.encode().hex(), key, name.encode().hex(), holder.encode().hex(),
-                      *locks]
-        statement = f"{first}; {self._grant_statement(len(locks))}"
+        return self._send_grant(connection, self._statement(len(locks)), arguments,
+                                      [lock for lock in locks if lock not in mine])
+
+    def _send_grant(self, connection: Any, statement: str, arguments: list[Any],
+                          strays: list[str]) -> tuple[int, int] | None:
+        """Send an acquire: (slot, token), or None when nothing was free. A missing table is
+        created and the acquire sent again. A statement that failed after it took a lock keeps
+        the lock (a session lock outlives its statement): the locks in `strays` (those no lease
+        of this session uses) are given back before the session serves anyone else."""
         for attempt in range(2):
             try:
-                return self._send_grant(connection, statement, arguments, mine, locks)
+                with connection.cursor() as cursor:
+                    changed = cursor.execute(statement, arguments)
+                    if ";" not in statement:  # TRY_LOCK, WAIT_LOCK: the OK packet answers
+                        return (0, int(cursor.lastrowid)) if changed else None
+                    while cursor.nextset():  # a semaphore's: its SELECT comes last
+                        rows = cursor.fetchall()
+                        if rows:
+                            [(slot, token)] = rows
+                    return None if slot is None else (int(slot), int(token))
             except pymysql.Error as exc:
-                if attempt == 0 and error_code(exc) == ER.NO_SUCH_TABLE:
+                code = error_code(exc)
+                if code in CONNECTION_LOST or code is None or 2000 <= code < 3000:
+                    raise  # the session ends: its locks with it
+                with connection.cursor() as cursor:
+                    cursor.execute("ROLLBACK")  # a semaphore's transaction
+                    if strays:
+                        cursor.execute(sql.unlock_strays(len(strays)),
+                                             [lock for lock in strays for _ in (0, 1)])
+                if attempt == 0 and code == ER.NO_SUCH_TABLE:
                     with connection.cursor() as cursor:
                         cursor.execute(self._schema)
                     continue
                 raise
         raise AssertionError("unreachable")  # pragma: no cover
-
-    def _send_grant(self, connection: Any, statement: str, arguments: list[Any],
-                          mine: set[str], locks: list[str]) -> tuple[int, int] | None:
-        try:
-            with connection.cursor() as cursor:
-                cursor.execute(statement, arguments)
-                while cursor.nextset():
-                    rows = cursor.fetchall()
-                    if rows:
-                        [(slot, token)] = rows
-        except pymysql.Error as exc:
-            if error_code(exc) in CONNECTION_LOST or error_code(exc) is None:
-                raise
-            strays = [lock for lock in locks if lock not in mine]
-            if strays:
-                with connection.cursor() as cursor:
-                    cursor.execute(sql.unlock_strays(len(strays)),
-                                         [lock for lock in strays for _ in (0, 1)])
-            raise
-        return None if slot is None else (int(slot), int(token))
 
     def _keep_unless_cancelled(self, grant: Grant) -> Grant:
         """`grant`, taken by a statement a cancellation could not interrupt; a cancellation
@@ -424,11 +429,11 @@ class MySQLGetLockStore(Backend, RecordKeeper):
                 if self._closing:
                     raise closed_store(self.url, "acquire", name)
                 key = name_digest(name)
-                statement = f"{sql.WAIT_LOCK}; {self._grant_statement(1)}"
-                arguments = [lock, round(wait, 3), key, name.encode().hex(), key,
-                             name.encode().hex(), holder.encode().hex(), lock]
+                arguments = [key, name.encode().hex(), holder.encode().hex(), lock, lock,
+                             round(wait, 3)]
                 sent_at = _shim.monotonic()
-                found = self._wait_in(session.connection, statement, arguments)
+                found = self._send_grant(session.connection, self._wait_text,
+                                               arguments, [lock])
         except BaseException as exc:
             if session is not None:  # closed, and with it any lock the wait took
                 self._sessions.asleep.discard(session.connection)
@@ -451,20 +456,6 @@ class MySQLGetLockStore(Backend, RecordKeeper):
         self._sessions.give_back(session)
         return self._keep_unless_cancelled(
             Grant(name, slot, holder, lease_id, token, name, sent_at))
-
-    def _wait_in(self, connection: Any, statement: str,
-                       arguments: list[Any]) -> tuple[int, int] | None:
-        for attempt in range(2):
-            try:
-                return self._send_grant(connection, statement, arguments, set(),
-                                              [arguments[0]])
-            except pymysql.Error as exc:
-                if attempt == 0 and error_code(exc) == ER.NO_SUCH_TABLE:
-                    with connection.cursor() as cursor:
-                        cursor.execute(self._schema)
-                    continue
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- listing and records ---------------------------------------------------------------------
 

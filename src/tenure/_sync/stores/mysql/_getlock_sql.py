@@ -2,9 +2,10 @@
 """The statements of GET_LOCK mode (`mode=getlock`), as text, and the lock names of a name.
 
 Each lease is a session lock (GET_LOCK) held by one of the store's connections: the server
-frees it the moment that session ends. A table, `<table>_counters`, keeps per name the fencing
-counter and the record (slot -1), and per (name, slot) who holds the slot under which session
-and lock name (for leases(), break and records). Its rows are never deleted.
+frees it the moment that session ends. A table, `<table>_counters`, keeps per (name, slot) who
+took the slot last, with which token, under which session and lock name (for leases(), break
+and records), and in slot 0's row the name's fencing counter and record. Its rows are never
+deleted.
 
 Example:
     >>> len(lock_names("locks", "tenure_leases", "jobs", 3)), len(lock_names(
@@ -22,68 +23,79 @@ from tenure._sync.stores.mysql._sql import NOW_US
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS `{table}` (
     name_key  BINARY(16)      NOT NULL,  -- blake2b-128 of the UTF-8 name
-    slot      INT             NOT NULL,  -- -1: the name's counter and record
+    slot      INT             NOT NULL,
     name      VARBINARY(4096) NOT NULL,  -- UTF-8
     holder    VARBINARY(1024) NOT NULL,
-    token     BIGINT          NOT NULL,  -- slot -1: the last token granted; else the slot's
+    token     BIGINT          NOT NULL,  -- the token of the slot's last grant
+    counter   BIGINT          NOT NULL,  -- slot 0 only: the last token granted for the name
     conn      BIGINT          NOT NULL,  -- the session (CONNECTION_ID) that took the slot
     lock_name VARBINARY(64)   NOT NULL,  -- the slot's GET_LOCK name
-    record    BLOB,                      -- slot -1: the name's record (UTF-8)
-    record_writes BIGINT      NOT NULL DEFAULT 0,  -- slot -1: counts writes (see WRITE_RECORD)
+    record    BLOB,                      -- slot 0 only: the name's record (UTF-8)
+    record_writes BIGINT      NOT NULL DEFAULT 0,  -- slot 0: counts writes (see WRITE_RECORD)
     PRIMARY KEY (name_key, slot)
 ) ENGINE=InnoDB
 """
 
+# A lock (limit 1): ONE autocommit statement, the lock and the token's bump together. The
+# WHERE takes the lock without waiting; a session lock is re-entrant within its session, so a
+# lock this session holds already (another lease of this store on the name) is skipped, not
+# taken again: IF evaluates GET_LOCK only when IS_USED_LOCK says the lock is free. Taken, the
+# upsert of slot 0's row moves the name's counter to max(counter + 1, the server clock in µs)
+# (DESIGN.md, "Fencing tokens") and says who holds the slot on which session. Assignments run
+# left to right (the session turns MariaDB's SIMULTANEOUS_ASSIGNMENT off, see _sql.SESSION).
+# LAST_INSERT_ID(x) puts the token into the OK packet; affected rows 0: not taken. Parameters:
+# key, name, holder (name and holder as hex of their UTF-8), the lock name three times.
+_UPSERT = f"""
+INSERT INTO `{{table}}` (name_key, slot, name, holder, token, counter, conn, lock_name)
+SELECT UNHEX(%s), 0, UNHEX(%s), UNHEX(%s), LAST_INSERT_ID({NOW_US}), {NOW_US},
+       CONNECTION_ID(), %s FROM DUAL
+WHERE {{taken}}
+ON DUPLICATE KEY UPDATE counter = LAST_INSERT_ID(GREATEST(counter + 1, {NOW_US})),
+    token = counter, holder = VALUES(holder), conn = VALUES(conn),
+    lock_name = VALUES(lock_name)"""
+TRY_LOCK = _UPSERT.replace("{taken}", "IF(IS_USED_LOCK(%s) IS NULL, GET_LOCK(%s, 0), 0) = 1")
 
-def try_locks(count: int) -> str:
-    """The first statement of an acquire: the first of `count` slot locks this session can
-    take without waiting, its slot in @tenure_slot (NULL: none). A session lock is re-entrant
-    within its session, so a lock this session holds (another lease of this store on the same
-    name) is skipped, not taken again: IF evaluates GET_LOCK only when IS_USED_LOCK says free.
-    CASE stops at the first lock taken. Parameters: the lock names, each twice.
+# A lock's waiter (see MySQLGetLockStore.wait_and_acquire), on a session that holds no
+# lock: the same statement, whose GET_LOCK blocks up to the given seconds (fractions allowed).
+# The server queues the waiters of a lock and grants it to one at the release; the upsert runs
+# right then, in the same statement. Parameters: key, name, holder, the lock name twice, the
+# seconds.
+WAIT_LOCK = _UPSERT.replace("{taken}", "GET_LOCK(%s, %s) = 1")
+
+
+def try_slots(count: int) -> str:
+    """A semaphore (limit > 1): the first of `count` slot locks this session can take without
+    waiting (skipping those it holds, as TRY_LOCK does; CASE stops at the first lock taken),
+    then in one transaction the bump of the counter in slot 0's row (and slot 0 taken, the
+    holder's columns there) and, for another slot, its row; the last SELECT answers (slot,
+    token), NULL slot when none was free. Parameters: each lock name twice, then twice key,
+    name, holder and the lock names (ELT picks the slot's).
 
     Example:
-        >>> try_locks(2).count("GET_LOCK")
+        >>> try_slots(2).count("GET_LOCK")
         2
     """
     whens = " ".join(f"WHEN IF(IS_USED_LOCK(%s) IS NULL, GET_LOCK(%s, 0), 0) = 1 THEN {slot}"
                      for slot in range(count))
-    return f"SET @tenure_slot = CASE {whens} END"
-
-
-# The first statement of a lock's wait on the server (see MySQLGetLockStore.
-# wait_and_acquire), on a session that holds no lock: GET_LOCK blocks up to the given seconds
-# (fractions allowed); the server queues the waiters of a lock and grants it at the release.
-# Parameters: the lock name, the seconds.
-WAIT_LOCK = "SET @tenure_slot = IF(GET_LOCK(%s, %s) = 1, 0, NULL)"
-
-# After the lock, in the SAME round trip (multi-statement; the lock and the token never part:
-# a grant's token is bumped before the client hears of the grant): the name's counter becomes
-# max(counter + 1, the server clock in µs) (see DESIGN.md, "Fencing tokens"), the slot's row
-# says who holds it on which session, and the last SELECT answers (slot, token). Autocommit
-# statements: when one fails, the server runs none of the rest, and the lock taken stays with
-# the session (the store gives it back, see UNLOCK_STRAYS). Nothing taken: no row is written.
-# Parameters: key, name, key, name, holder (name and holder as hex of their UTF-8), and the
-# lock names (ELT picks the slot's).
-def grant(count: int) -> str:
-    """The statements behind try_locks/WAIT_LOCK (see above) for `count` slot locks.
-
-    Example:
-        >>> grant(1).count("INSERT INTO")
-        2
-    """
     names = ", ".join(["%s"] * count)
-    return f"""
-INSERT INTO `{{table}}` (name_key, slot, name, holder, token, conn, lock_name)
-SELECT UNHEX(%s), -1, UNHEX(%s), '', LAST_INSERT_ID({NOW_US}), 0, '' FROM DUAL
+    return f"""SET @tenure_slot = CASE {whens} END;
+START TRANSACTION;
+INSERT INTO `{{table}}` (name_key, slot, name, holder, token, counter, conn, lock_name)
+SELECT UNHEX(%s), 0, UNHEX(%s), IF(@tenure_slot = 0, UNHEX(%s), ''),
+       LAST_INSERT_ID({NOW_US}), {NOW_US}, IF(@tenure_slot = 0, CONNECTION_ID(), 0),
+       ELT(1, {names}) FROM DUAL
 WHERE @tenure_slot IS NOT NULL
-ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, {NOW_US}));
-INSERT INTO `{{table}}` (name_key, slot, name, holder, token, conn, lock_name)
-SELECT UNHEX(%s), @tenure_slot, UNHEX(%s), UNHEX(%s), LAST_INSERT_ID(), CONNECTION_ID(),
+ON DUPLICATE KEY UPDATE counter = LAST_INSERT_ID(GREATEST(counter + 1, {NOW_US})),
+    token = IF(@tenure_slot = 0, counter, token),
+    holder = IF(@tenure_slot = 0, VALUES(holder), holder),
+    conn = IF(@tenure_slot = 0, VALUES(conn), conn);
+INSERT INTO `{{table}}` (name_key, slot, name, holder, token, counter, conn, lock_name)
+SELECT UNHEX(%s), @tenure_slot, UNHEX(%s), UNHEX(%s), LAST_INSERT_ID(), 0, CONNECTION_ID(),
        ELT(@tenure_slot + 1, {names}) FROM DUAL
-WHERE @tenure_slot IS NOT NULL
+WHERE @tenure_slot > 0
 ON DUPLICATE KEY UPDATE holder = VALUES(holder), token = VALUES(token), conn = VALUES(conn),
     lock_name = VALUES(lock_name);
+COMMIT;
 SELECT @tenure_slot, LAST_INSERT_ID()"""
 
 
@@ -124,17 +136,17 @@ LIST = """SELECT name, slot, holder, token FROM `{table}`
 WHERE slot >= 0 AND LEFT(name, %s) = UNHEX(%s) AND IS_USED_LOCK(lock_name) = conn
 ORDER BY name, slot"""
 
-READ_RECORD = "SELECT record FROM `{table}` WHERE name_key = UNHEX(%s) AND slot = -1"
+READ_RECORD = "SELECT record FROM `{table}` WHERE name_key = UNHEX(%s) AND slot = 0"
 
 RECORDS = """SELECT name, record FROM `{table}`
-WHERE slot = -1 AND record IS NOT NULL AND LEFT(name, %s) = UNHEX(%s) ORDER BY name"""
+WHERE slot = 0 AND record IS NOT NULL AND LEFT(name, %s) = UNHEX(%s) ORDER BY name"""
 
 # Written only while the grant (its slot row, still of its token) holds its lock on the session
 # that took it; record_writes makes a write of the same text count as a change.
 WRITE_RECORD = """UPDATE `{table}` AS z JOIN `{table}` AS s
     ON s.name_key = z.name_key AND s.slot = %s
 SET z.record = UNHEX(%s), z.record_writes = z.record_writes + 1
-WHERE z.name_key = UNHEX(%s) AND z.slot = -1 AND s.token = %s
+WHERE z.name_key = UNHEX(%s) AND z.slot = 0 AND s.token = %s
   AND IS_USED_LOCK(s.lock_name) = s.conn"""
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
