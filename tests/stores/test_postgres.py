@@ -686,18 +686,17 @@ def test_advisory_mode_options() -> None:
 def test_hot_statements_are_prepared_again_when_the_session_drops_them(
         postgres_server: PostgresServer, schema: str) -> None:
     """Acquire and release run through libpq as prepared statements (prepare_threshold=0: at
-    once; a lock's release is the hand-over statement); DISCARD ALL (a pooler's reset) drops
-    them, and the next call prepares them again."""
+    once); DISCARD ALL (a pooler's reset) drops them, and the next call prepares them again."""
     url = f"{postgres_server.url}?schema={schema}&pool_size=1&prepare_threshold=0"
     with tenure.connect(url) as store:
         store.lock("prepared").try_acquire().release()
         [session] = store.backend._pool.idle
-        assert session.prepared == {b"tenure_acquire_lock", b"tenure_hand_over"}
+        assert session.prepared == {b"tenure_acquire_lock", b"tenure_release"}
         session.connection.execute("DISCARD ALL")
         for _ in range(2):
             lease = store.lock("prepared").try_acquire()
             assert lease is not None and lease.release() is True
-        assert session.prepared == {b"tenure_acquire_lock", b"tenure_hand_over"}
+        assert session.prepared == {b"tenure_acquire_lock", b"tenure_release"}
         assert store.backend._pool.idle == [session]
 
 

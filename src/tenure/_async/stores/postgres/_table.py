@@ -9,6 +9,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timedelta, timezone
 
 from tenure._async import _shim
@@ -189,17 +190,15 @@ class AsyncPostgresTableStore(AsyncPostgresStore):
                       "(it expires by itself): %s", self.url, name, exc)
 
     async def release(self, grant: Grant) -> bool:
-        """Free the lease. Slot 0 (every lock's, a semaphore's first) runs _HAND_OVER, which
-        hands the lease to the first registered waiter or frees it: one round trip either way,
-        also when a waiter registered after the lease was granted (a waiter's hand-off after
-        a clean release was two round trips when the release tried _RELEASE first). The
-        other slots of a semaphore, where nobody registers, run _RELEASE."""
         if self._pool.closed:
             raise closed_store(self.url, "release", grant.name)
         params = {"name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,
                   "channel": self.channel, "key": name_digest(grant.name)}
-        statement = self._hand_over_sql if grant.slot == 0 else self._release_sql
-        result = await self._execute("release", grant.name, statement, params)
+        if grant.sent_at == math.inf:  # not handed over: most likely nobody waits
+            result = await self._execute("release", grant.name, self._release_sql, params)
+            if result.ntuples:
+                return True
+        result = await self._execute("release", grant.name, self._hand_over_sql, params)
         return bool(result.ntuples)
 
     async def break_lease(self, name: str) -> int:

@@ -259,10 +259,10 @@ WHERE l.digest = sha256(%(name)s) AND l.slot = 0
   AND array_position(l.q_ids, %(lease_id)s) IS NOT NULL
 """
 
-# The release of a semaphore's slot other than 0 (nobody registers for those): frees the row when
-# the lease id matches and, when someone waits for the name (slot 0's `wanted`), notifies
-# listeners in the same statement (delivered at commit). Nothing answers when the lease is not
-# ours. (No registration is ever queued on such a row: `q_ids IS NULL` holds.)
+# Release frees the row when the lease id matches and no waiter is registered and, when
+# someone waits for the name (slot 0's `wanted`), notifies listeners in the same statement
+# (delivered at commit). Nothing answers when the lease is not ours, or waiters are registered:
+# then _HAND_OVER runs (a lease that was itself handed over starts there: its name is busy).
 _RELEASE = """
 UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
 WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
@@ -275,15 +275,11 @@ RETURNING CASE
 END
 """
 
-# The release of slot 0 (every lock's, a semaphore's first): hand the lease over to the first
-# registration when it is valid (its slice not over, its store alive); an unusable first
-# registration is dropped, and the lease freed; with none, the lease is freed. Notifies the
-# waiter (see above), or the listeners when someone waits: `wanted`, or registrations left.
-# One statement whether or not anyone registered: the release cannot know, and trying
-# _RELEASE first cost a registered waiter's hand-off a second round trip (issue 20). Its
-# expressions cost an uncontended cycle about 3 to 10 % against _RELEASE (the executor sets
-# them up for every run), less than _RELEASE and _HAND_OVER sent together in one round trip
-# (libpq's pipeline mode), about 30 % (measured: the second UPDATE's own set-up).
+# Release with registrations: hand the lease over to the first one when it is valid (its slice
+# not over, its store alive); an unusable first registration is dropped, and the lease freed.
+# Notifies the waiter (see above), or the listeners when someone waits: `wanted`, or
+# registrations left. A statement of its own: these expressions would cost an uncontended
+# release about 8 % of its cycle.
 _HAND_OVER = """
 UPDATE {t} AS l SET
     lease_id = CASE WHEN {head} THEN l.q_ids[1] ELSE '' END,

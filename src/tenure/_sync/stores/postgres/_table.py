@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime, timedelta, timezone
 
 from tenure._sync import _shim
@@ -190,17 +191,15 @@ class PostgresTableStore(PostgresStore):
                       "(it expires by itself): %s", self.url, name, exc)
 
     def release(self, grant: Grant) -> bool:
-        """Free the lease. Slot 0 (every lock's, a semaphore's first) runs _HAND_OVER, which
-        hands the lease to the first registered waiter or frees it: one round trip either way,
-        also when a waiter registered after the lease was granted (a waiter's hand-off after
-        a clean release was two round trips when the release tried _RELEASE first). The
-        other slots of a semaphore, where nobody registers, run _RELEASE."""
         if self._pool.closed:
             raise closed_store(self.url, "release", grant.name)
         params = {"name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,
                   "channel": self.channel, "key": name_digest(grant.name)}
-        statement = self._hand_over_sql if grant.slot == 0 else self._release_sql
-        result = self._execute("release", grant.name, statement, params)
+        if grant.sent_at == math.inf:  # not handed over: most likely nobody waits
+            result = self._execute("release", grant.name, self._release_sql, params)
+            if result.ntuples:
+                return True
+        result = self._execute("release", grant.name, self._hand_over_sql, params)
         return bool(result.ntuples)
 
     def break_lease(self, name: str) -> int:
