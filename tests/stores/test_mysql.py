@@ -215,11 +215,6 @@ class Counted:
         self.updates = after["Com_update"] - self.before["Com_update"]
 
 
-@pytest.fixture(params=["sync", "async"])
-def api(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def backend(api: str, url: str, **options: Any) -> Any:
     return MySQLStore(url, **options) if api == "sync" else AsyncMySQLStore(url, **options)
 

@@ -47,20 +47,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    """A schema of this test's own, dropped afterwards."""
-    name = "t" + uuid.uuid4().hex[:20]
-    yield name
-    with psycopg.connect(postgres_server.url, autocommit=True) as db:
-        db.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-
-
-@pytest.fixture(params=["sync", "async"])
-def api(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
 def connect(api: str, postgres_server: PostgresServer,
             schema: str) -> Iterator[Callable[..., Any]]:
     """`connect(**options)`: a new Store on this test's schema, closed at the end."""

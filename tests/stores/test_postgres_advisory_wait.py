@@ -9,7 +9,6 @@ import os
 import signal
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,19 +25,6 @@ import tenure.aio
 from tenure._async.stores.postgres._advisory_sql import _advisory_keys
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def schema(postgres_server: PostgresServer) -> Iterator[str]:
-    name = "w" + uuid.uuid4().hex[:20]
-    yield name
-    with psycopg.connect(postgres_server.url, autocommit=True) as db:
-        db.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
-
-
-@pytest.fixture(params=["sync", "async"])
-def api(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture
