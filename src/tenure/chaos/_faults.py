@@ -34,8 +34,6 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
 import signal
 import sqlite3
@@ -43,11 +41,13 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from tenure.chaos._fleet import Fleet, WorkerProcess
 from tenure.chaos._history import Event, HistoryWriter
 from tenure.chaos._proxy import Proxy, ProxyHost
+from tenure.chaos._requests import RequestBoard, requests_path
 from tenure.chaos._settings import ChaosSettings
 
 PAUSE_WAIT = 3.0  # how long a pause (or a fork) waits for the holder to reach its point
@@ -217,6 +217,8 @@ class Nemesis:
         # a process that has none yet (a worker just restarted), so only these are signalled.
         self.listening: set[int] = set()
         self.started = time.monotonic()
+        # What is asked of each worker: written before each signal (see _requests.py).
+        self.requests = RequestBoard()
 
     # -- what the workers do -------------------------------------------------------------------
 
@@ -269,20 +271,33 @@ class Nemesis:
         active.worker = self.fleet.by_pid(pid)
         for other in self._listening():
             if other is not active.worker and other.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(other.pid, signal.SIGUSR2)  # one holder is stalled, not several
+                self._forget(other)  # one holder is stalled, not several
         self._stall(active, time.monotonic())
 
     def _listening(self) -> list[WorkerProcess]:
         """The running workers that can take a request by signal (see `listening`)."""
         return [w for w in self.fleet.running() if w.pid in self.listening]
 
+    def _ask(self, worker: WorkerProcess, kind: str, signum: int) -> None:
+        """Ask `kind` of `worker`: its request file first, then the signal that wakes it."""
+        if worker.pid is not None:
+            self.requests.ask(worker.pid, self._requests_path(worker), kind, signum)
+
+    def _forget(self, worker: WorkerProcess) -> None:
+        """Take back every request to `worker` not yet carried out (SIGUSR2 wakes it)."""
+        if worker.pid is not None:
+            self.requests.forget(worker.pid, self._requests_path(worker))
+
+    @staticmethod
+    def _requests_path(worker: WorkerProcess) -> Path:
+        assert worker.pid is not None
+        return requests_path(worker.settings["control"], worker.pid)
+
     def _forget_all_but(self, worker: WorkerProcess | None) -> None:
         """SIGUSR2 every running worker but `worker`: forget a request asked of all."""
         for other in self._listening():
             if other is not worker and other.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(other.pid, signal.SIGUSR2)
+                self._forget(other)
 
     def _stall(self, active: _Active, now: float) -> None:
         """Stall the holder's path now (SQLite: lock the database), for the planned length."""
@@ -387,12 +402,10 @@ class Nemesis:
         elif planned.kind == "pause":
             # It stops itself right before its next write.
             for each in [worker] if worker is not None else self._listening():
-                if each.pid is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(each.pid, signal.SIGUSR1)
+                self._ask(each, "pause", signal.SIGUSR1)
         elif planned.kind == "fork":
             assert worker is not None and worker.pid is not None
-            os.kill(worker.pid, FORK_SIGNAL)  # it forks in its next critical section
+            self._ask(worker, "fork", FORK_SIGNAL)  # it forks in its next critical section
         elif planned.kind == "proxy":
             assert worker is not None
             # Latency above the renewal interval (ttl / 3): renewals arrive late.
@@ -401,9 +414,7 @@ class Nemesis:
             active.ends_at = now + planned.seconds
         elif planned.kind == "stall":
             for each in self._listening():  # the stall begins once one holds its section
-                if each.pid is not None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(each.pid, HOLD_SIGNAL)
+                self._ask(each, "hold", HOLD_SIGNAL)
         else:
             active.thread = threading.Thread(target=self._restart_store, args=(active,),
                                              name="chaos-restart", daemon=True)
@@ -444,16 +455,14 @@ class Nemesis:
             # the others forget theirs.
             active.worker = self._holder()
             for each in self._listening():
-                if each.pid is not None and each is not active.worker:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(each.pid, signal.SIGUSR2)
+                if each is not active.worker:
+                    self._forget(each)
             self._stall(active, now)
         if planned.kind == "fork" and active.ends_at is None and \
                 now - active.started > PAUSE_WAIT:
             active.error.append("the holder reached no critical section: no fork")
-            if worker is not None and worker.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(worker.pid, signal.SIGUSR2)  # forget the request
+            if worker is not None:
+                self._forget(worker)  # forget the request
             active.ends_at = now
         if planned.kind == "pause" and active.ends_at is None and worker is None and \
                 now - active.started > PAUSE_WAIT:
@@ -463,7 +472,7 @@ class Nemesis:
                 PAUSE_WAIT and worker is not None and worker.state == "running":
             # It reached no write in time: stop it wherever it is.
             assert worker.pid is not None
-            os.kill(worker.pid, signal.SIGUSR2)  # forget the request
+            self._forget(worker)  # forget the request
             self.fleet.stop(worker)
             self.history.emit("info", "pause", process="nemesis", worker=worker.name,
                               target_pid=worker.pid, direct=True)
@@ -505,8 +514,7 @@ class Nemesis:
                 self.history.emit("info", "restart-worker", worker=worker.name, pid=worker.pid)
             elif worker.pid is not None:
                 if worker.pid in self.listening:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(worker.pid, signal.SIGUSR2)  # forget a pause or fork request
+                    self._forget(worker)  # forget a pause or fork request
                 self.fleet.cont(worker)
             self._set_proxies(worker, "normal")
         self.healed = True

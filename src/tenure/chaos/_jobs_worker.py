@@ -65,7 +65,7 @@ class JobsChaos(WorkloadChaos):
 
     def _hold(self, run: tenure.Run, fields: dict[str, Any]) -> None:
         """Go on with the run until it is told its lease is lost, or 2 ttl + 1 s."""
-        self.hold_requested = False
+        self.requests.take("hold")
         self.history.emit("info", "hold", **fields)
         until = time.monotonic() + 2 * self.settings["ttl"] + 1.0
         told = False

@@ -122,7 +122,7 @@ class QueueChaos(WorkloadChaos):
         self.history.emit("ok", "handle", accepted=accepted, **_deadline(lease), **fields)
 
     def _hold(self, message: QueueMessage, fields: dict[str, Any]) -> None:
-        self.hold_requested = False
+        self.requests.take("hold")
         self.history.emit("info", "hold", **fields)
         until = time.monotonic() + 2 * self.settings["ttl"] + 1.0
         while not message.stopped and time.monotonic() < until:

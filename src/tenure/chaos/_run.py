@@ -68,7 +68,8 @@ def run_chaos(settings: ChaosSettings,
     directory = settings.directory or Path(tempfile.mkdtemp(prefix="tenure-chaos-"))
     directory.mkdir(parents=True, exist_ok=True)
     history_path = directory / "history.jsonl"
-    for stale in (history_path, directory / "control.json"):
+    # A reused directory's request files could name a pid that is reused now.
+    for stale in (history_path, directory / "control.json", *directory.glob("requests-*.json")):
         stale.unlink(missing_ok=True)
     started = time.monotonic()
     run = _Run(settings, seed, directory, history_path, restart, kinds,

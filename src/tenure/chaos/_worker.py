@@ -21,7 +21,8 @@ across a renewal. The parent's lease must come through untouched.
 On SIGURG it holds its critical section (right after the read, or after the work when asked
 during it) until it is told its lease was lost (`on_lost`) or 2 ttl + 1 s have passed: the
 nemesis stalls its path to the store meanwhile, so the lease is lost while its holder is
-still at work, which is when the loss signal matters. SIGUSR2 forgets any request.
+still at work, which is when the loss signal matters. SIGUSR2 forgets any request. Each
+signal only wakes the worker: the request is in a file the nemesis writes first (_requests.py).
 
 A loss is recorded with the lease's local deadline (`lost`, from `on_lost`), and so is every
 release, so the checker can tell how late each loss signal came, and spot one that never came.
@@ -48,6 +49,7 @@ import tenure
 from tenure.chaos._history import HistoryWriter
 from tenure.chaos._lifeline import watch_parent
 from tenure.chaos._oracle import OracleClient
+from tenure.chaos._requests import Requests, listen, requests_path
 
 CONTROL_WAIT = 60.0  # how long a worker waits for the control file before giving up
 
@@ -60,7 +62,7 @@ class WorkloadChaos:
     Example::
 
         chaos = WorkloadChaos(settings, history, oracle)
-        signal.signal(signal.SIGUSR1, lambda *_: setattr(chaos, "pause_requested", True))
+        listen(chaos.requests)  # every request signal re-reads the nemesis' request file
     """
 
     def __init__(self, settings: dict[str, Any], history: HistoryWriter,
@@ -69,18 +71,19 @@ class WorkloadChaos:
         self.history = history
         self.oracle = oracle
         self.random = random.Random(f"{settings['seed']}-{settings['number']}-{os.getpid()}")
-        self.pause_requested = False
-        self.hold_requested = False
+        # The nemesis' requests: its file, re-read by every signal (see _requests.py).
+        self.requests = Requests(requests_path(settings["control"], os.getpid()))
         self.lock = threading.Lock()
 
-    def forget_requests(self) -> None:
-        """Forget the nemesis' requests not yet carried out (SIGUSR2).
+    @property
+    def hold_requested(self) -> bool:
+        """Whether the nemesis asks to hold the next section (SIGURG), not yet carried out."""
+        return self.requests.pending("hold")
 
-        Example::
-
-            signal.signal(signal.SIGUSR2, lambda *_: chaos.forget_requests())
-        """
-        self.pause_requested = self.hold_requested = False
+    @property
+    def pause_requested(self) -> bool:
+        """Whether the nemesis asks for a pause before the next write (SIGUSR1)."""
+        return self.requests.pending("pause")
 
     def pause_if_requested(self, **fields: Any) -> None:
         """When the nemesis asked for a pause (SIGUSR1), stop this thread here (SIGSTOP) until
@@ -90,8 +93,7 @@ class WorkloadChaos:
 
             chaos.pause_if_requested(name=name, slot=0, token=token)
         """
-        if self.pause_requested:
-            self.pause_requested = False
+        if self.requests.take("pause"):
             self.history.emit("info", "pause", **fields)
             # To this thread, not the process: a process-wide SIGSTOP may be taken by the
             # renewal thread while this one goes on to write. The orchestrator sends SIGCONT.
@@ -105,15 +107,15 @@ class ChaosWorker(WorkloadChaos):
     def __init__(self, settings: dict[str, Any], history: HistoryWriter,
                  oracle: OracleClient) -> None:
         super().__init__(settings, history, oracle)
-        self.fork_requested = False
         self.told: set[int] = set()  # tokens of the leases on_lost was called for
         self.stopping = False
         self.pid = os.getpid()  # a forked child runs none of this process's cleanups
         self.store: tenure.Store | None = None
 
-    def forget_requests(self) -> None:
-        super().forget_requests()
-        self.fork_requested = False
+    @property
+    def fork_requested(self) -> bool:
+        """Whether the nemesis asks for a fork in the next section (SIGWINCH)."""
+        return self.requests.pending("fork")
 
     def run(self, store: tenure.Store, phases: Sequence[dict[str, Any]]) -> None:
         self.store = store
@@ -164,7 +166,7 @@ class ChaosWorker(WorkloadChaos):
     def _fork(self, lease: tenure.Lease) -> None:
         """Fork a child that uses the store afresh and exits normally (see the module
         docstring); the parent waits for it and goes on for half a ttl, across a renewal."""
-        self.fork_requested = False
+        self.requests.take("fork")
         fields: dict[str, Any] = {"name": lease.name, "slot": lease.slot, "token": lease.token}
         self.history.emit("invoke", "fork", **fields)
         child = os.fork()
@@ -179,7 +181,7 @@ class ChaosWorker(WorkloadChaos):
     def _hold(self, lease: tenure.Lease) -> None:
         """Go on with the section until told of the loss, or 2 ttl + 1 s (a stall's longest
         plus a second): the body of a holder whose path to the store went silent."""
-        self.hold_requested = False
+        self.requests.take("hold")
         self.history.emit("info", "hold", name=lease.name, slot=lease.slot, token=lease.token)
         until = time.monotonic() + 2 * self.settings["ttl"] + 1.0
         while lease.token not in self.told and time.monotonic() < until:
@@ -276,7 +278,8 @@ def start_process(argv: list[str],
                   ) -> Chaos:
     """A workload's worker process begins: it dies with the chaos run, reads its settings
     (argv[0], JSON), opens its history and the oracle, and takes the nemesis' requests by
-    signal (SIGUSR1 pause, SIGURG hold, SIGUSR2 forget) into the state `make_chaos` builds.
+    signal (SIGUSR1 pause, SIGURG hold, SIGUSR2 forget: each re-reads the request file, see
+    _requests.py) into the state `make_chaos` builds.
 
     Example::
 
@@ -287,9 +290,7 @@ def start_process(argv: list[str],
     process = f"worker-{settings['number']}"
     chaos = make_chaos(settings, HistoryWriter(Path(settings["history"]), process),
                        OracleClient(settings["oracle_port"], process))
-    signal.signal(signal.SIGUSR1, lambda *_: setattr(chaos, "pause_requested", True))
-    signal.signal(signal.SIGURG, lambda *_: setattr(chaos, "hold_requested", True))
-    signal.signal(signal.SIGUSR2, lambda *_: chaos.forget_requests())
+    listen(chaos.requests)
     return chaos
 
 
@@ -326,7 +327,7 @@ def close_process(chaos: WorkloadChaos, store: tenure.Store, **stop: Any) -> Non
 
 def main(argv: list[str]) -> int:
     worker = start_process(argv, ChaosWorker)
-    signal.signal(signal.SIGWINCH, lambda *_: setattr(worker, "fork_requested", True))
+    listen(worker.requests, (signal.SIGWINCH,))
     signal.signal(signal.SIGTERM, lambda *_: setattr(worker, "stopping", True))
     store, control = connect_and_wait(worker)
     try:
