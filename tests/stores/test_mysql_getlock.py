@@ -28,11 +28,6 @@ from tenure._types import LostReason
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(params=["sync", "async"])
-def api(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture
 def url(mariadb_server: MariaDBServer) -> Iterator[str]:
     table = "g" + uuid.uuid4().hex[:20]
