@@ -16,9 +16,7 @@ the name back before any waiter wakes: one process keeps it, the others starve. 
   poll() on its FIFO (the async twin on the event loop's reader, no thread), wakes at once.
 - A try takes the name only when fewer than `limit` live waiters are queued ahead of it (a try
   from outside the queue: when none is queued at all), so a process that releases and asks
-  again goes behind the waiters already queued. Semaphores get FIFO order the same way. A
-  waiter woken by its doorbell tries at once, without counting who is ahead: the ringer chose
-  it as the first live waiter not rung yet (the store's try still decides).
+  again goes behind the waiters already queued. Semaphores get FIFO order the same way.
 - The waiters' map: a shared memory mapping of one 64 KiB file (`waiters.map` in the queue
   root) with a byte per bucket of names (CRC-32 of the name), set by a waiter once its ticket is
   in the queue and cleared by the last one out of it (who looks at the queue again right after
@@ -281,19 +279,15 @@ class AsyncHostQueue:
             return await _sent(take, name, holder, ttl, limit, False)
         try:
             poll = timeout
-            rung = False
             while True:
-                # A ringer rings the first live waiter not rung yet: rung, it is our turn
-                # without counting who is ahead (one directory read less per hand-off).
-                if rung or self._turn(ticket, limit):
+                if self._turn(ticket, limit):
                     grant = await _sent(take, name, holder, ttl, limit, True)
                     if grant is not None:
                         return grant
                 left = until - _shim.monotonic()
                 if left <= 0:
                     return None
-                rung = await _shim.wait_readable(ticket.reader, min(poll, left))
-                if rung:
+                if await _shim.wait_readable(ticket.reader, min(poll, left)):
                     _drain(ticket.reader)
                 else:  # no release rang: a try now and then finds a lease that expired
                     poll = max(poll, min(2 * poll, _POLL_CAP))
@@ -318,15 +312,15 @@ class AsyncHostQueue:
             reader = os.open(temporary, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
             writer = os.open(temporary, os.O_WRONLY | os.O_NONBLOCK | _CLOEXEC)
             ticket = _Ticket(directory, bucket, entry, reader, writer)
-            for attempt in range(4):
-                try:  # the directory exists when others wait: one call less then
-                    os.rename(temporary, ticket.path)
-                    break
-                except FileNotFoundError:  # no queue yet, or the last waiter out removed it
-                    if attempt == 3:
-                        raise
+            for attempt in range(3):
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(directory)
+                try:
+                    os.rename(temporary, ticket.path)
+                    break
+                except FileNotFoundError:  # the last waiter out removed the directory: again
+                    if attempt == 2:
+                        raise
         except BaseException:
             for fd in (reader, writer):
                 if fd >= 0:
