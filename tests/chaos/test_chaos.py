@@ -128,6 +128,15 @@ def test_fenced_run_on_mariadb_with_restarts(mariadb_server: Any, tmp_path: Path
     assert_clean(report, "kill", "pause", "proxy", "stall", "fork", "restart")
 
 
+def test_fenced_run_on_mariadb_getlock_mode_with_stalls(mariadb_server: Any,
+                                                      tmp_path: Path) -> None:
+    # Session locks freed with their connection, like advisory mode: a stalled holder's lease
+    # is lost at its deadline and its waiters, blocked in GET_LOCK, take over.
+    report = chaos(f"{mariadb_server.url}?mode=getlock", tmp_path, duration=12.0,
+                   faults=("stall",))
+    assert_clean(report, "stall")
+
+
 def test_fenced_run_on_azurite_with_restarts(azurite: Any, tmp_path: Path) -> None:
     # Blob leases last 15 s at least: a longer run, pauses of half the ttl only, and no fork
     # (its half-ttl section does not fit; the conformance suite forks on Azurite). Seed 952
