@@ -43,20 +43,29 @@ def poll_pause() -> float:
 
 async def wait_and_acquire(leases: Leases, name: str, holder: str, ttl: float, limit: int,
                            timeout: float, patience: float) -> Grant | None:
-    """Pause (see `poll_pause`), then try once: the Grant taken, or None when every slot was
-    still held.
+    """Pause (see `poll_pause`), then try; again until `timeout` is over: the Grant taken, or
+    None when every slot was still held.
 
-    The pause is the store's, not `timeout`: one shorter than the core asks ends a wait
-    early (the core asks again), one longer keeps a waiter that just arrived from trying
-    faster than those that waited long. It never outlasts `patience`, so an acquire still
-    makes its last try by its own timeout. Cancelled or failing mid-try, the try frees what
+    The pace is the store's, not the core's backoff: a try every pause until `timeout` is
+    over, and at least one pause and try even when `timeout` is shorter, so a waiter that
+    just arrived never tries faster than those that waited long. No pause outlasts
+    `patience`, so an acquire still makes its last try by its own timeout. Cancelled or failing mid-try, the try frees what
     it may have taken (Leases.try_acquire).
 
     Example::
 
         grant = await wait_and_acquire(leases, "jobs", "worker-1", 30.0, 1, 0.5, 10.0)
     """
-    await _shim.sleep(max(0.0, min(poll_pause(), patience)))
-    sent_at = _shim.monotonic()  # the lease's deadline counts from this request
-    grant = await leases.try_acquire(name, holder, ttl, limit)
-    return None if grant is None else grant._replace(sent_at=sent_at)
+    started = _shim.monotonic()
+    # Tries until `timeout` is over (a store's wait takes a slot "when woken or at the end"),
+    # at least once, never past `patience`.
+    until = started + min(max(timeout, 0.0), patience)
+    while True:
+        left = started + patience - _shim.monotonic()
+        await _shim.sleep(max(0.0, min(poll_pause(), left)))
+        sent_at = _shim.monotonic()  # the lease's deadline counts from this request
+        grant = await leases.try_acquire(name, holder, ttl, limit)
+        if grant is not None:
+            return grant._replace(sent_at=sent_at)
+        if _shim.monotonic() >= until:
+            return None
