@@ -50,8 +50,8 @@ def wait_and_acquire(leases: Leases, name: str, holder: str, ttl: float, limit: 
     The pace is the store's, not the core's backoff: a try every pause until `timeout` is
     over, and at least one pause and try even when `timeout` is shorter, so a waiter that
     just arrived never tries faster than those that waited long. No pause outlasts
-    `patience`, so an acquire still makes its last try by its own timeout. Cancelled or failing mid-try, the try frees what
-    it may have taken (Leases.try_acquire).
+    `patience`, so an acquire still makes its last try by its own timeout. Cancelled or
+    failing mid-try, the try frees what it may have taken (Leases.try_acquire).
 
     Example::
 
