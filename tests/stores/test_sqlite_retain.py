@@ -5,12 +5,18 @@ seconds, never with retain=inf; the URL and the errors say the option like the o
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
-from waiting import wait_until
+from waiting import eventually, wait_until
 
 import tenure
+import tenure.aio
+from tenure._async.stores.sqlite import _leases as sqlite_leases
+from tenure._async.stores.sqlite._sql import FORGET_CHUNK
+from tenure._hostclock import BOOT_ID
 
 
 def rows(path: Path) -> list[str]:
@@ -83,3 +89,37 @@ def test_a_bad_retain_is_refused_before_any_file_is_opened(tmp_path: Path, retai
     with pytest.raises(tenure.InvalidArgument, match=message):
         tenure.connect(f"sqlite:///{tmp_path}/locks.db?retain={retain}")
     assert list(tmp_path.iterdir()) == []
+
+
+def fill_idle_names(path: Path, count: int) -> None:
+    """`count` names released long ago (expires_at 0 on this boot), written straight into the
+    lease table, quicker than taking each."""
+    with sqlite3.connect(path) as db:
+        db.executemany(
+            "INSERT INTO tenure_leases VALUES (?, 0, 'gone', '', 1, ?, 0)",
+            [(f"old-{number:05}", BOOT_ID) for number in range(count)])
+
+
+@pytest.mark.anyio
+async def test_an_async_release_sweeps_in_a_worker_thread_a_chunk_per_transaction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "locks.db"
+    store = tenure.aio.connect(f"sqlite:///{path}", retain=1)
+    chunks: list[int] = []
+    real_chunk = sqlite_leases._forget_chunk_in
+
+    def recorded(*arguments: Any) -> Any:
+        chunks.append(threading.get_ident())
+        return real_chunk(*arguments)
+
+    monkeypatch.setattr(sqlite_leases, "_forget_chunk_in", recorded)
+    try:
+        held = await store.lock("ticker", ttl=30).try_acquire()  # makes the tables
+        fill_idle_names(path, 2 * FORGET_CHUNK + 500)
+        loop_thread = threading.get_ident()
+        assert held is not None and await held.release()  # the store's first sweep is due
+        await eventually(lambda: rows(path) == ["ticker"], 30, "the sweep of the idle names")
+        assert len(chunks) >= 3, "2,501 names are three chunks of FORGET_CHUNK at most"
+        assert loop_thread not in chunks, "a sweep ran on the event loop's thread"
+    finally:
+        await store.close()

@@ -30,8 +30,10 @@ from tenure._async.stores.sqlite._records import SQLiteRecords
 from tenure._async.stores.sqlite._sql import (
     ACQUIRE_LOCK,
     BREAK,
+    CHUNK_END,
     COUNT_IDLE,
     FORGET,
+    FORGET_CHUNK,
     LEASE_ID,
     LIST,
     RELEASE,
@@ -41,7 +43,7 @@ from tenure._async.stores.sqlite._sql import (
     TAKE_SLOT,
     with_prefix,
 )
-from tenure._errors import StoreUnavailable
+from tenure._errors import StoreRefused, StoreUnavailable
 from tenure._hostclock import BOOT_ID, host_monotonic, wall_us
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -174,6 +176,10 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
 
     async def release(self, grant: Grant) -> bool:
         released: bool = await _shim.offload(self._release_now, grant)
+        if released and self._sweep_due():
+            # In the background: the release (which may run inline on the event loop) never
+            # waits for a sweep, however many rows the table has.
+            _shim.start_soon(self._sweep)
         return released
 
     def _release_now(self, grant: Grant) -> bool:
@@ -181,18 +187,23 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
                                              self._retain == 0)
         if released:
             self._queue.ring(grant.name)
-            self._sweep_now_and_then()
         return released
 
-    def _sweep_now_and_then(self) -> None:
-        """Forget the names idle for `retain`, at most once per SWEEP_EVERY; best effort (the
-        next release's sweep tries again)."""
+    def _sweep_due(self) -> bool:
+        """Whether a release should start a sweep of the names idle for `retain`: at most
+        once per SWEEP_EVERY (every retain/4 when shorter, at least a second apart)."""
         now = host_monotonic()
         if not 0 < self._retain < math.inf or now < self._next_sweep:
-            return
+            return False
         self._next_sweep = now + min(max(self._retain / 4, 1.0), SWEEP_EVERY)
-        with suppress(StoreUnavailable):
-            self._on_connection("sweep", "", _forget_in, self._retain, False)
+        return True
+
+    async def _sweep(self) -> None:
+        """Forget the names idle for `retain`, a chunk of names per write transaction, in a
+        worker thread; best effort (a later release's sweep tries again; a store closed
+        meanwhile sweeps nothing)."""
+        with suppress(StoreUnavailable, StoreRefused):
+            await _shim.offload(_forget_chunks, self, self._retain, False)
 
     async def prune(self, idle: float, dry_run: bool = False) -> int:
         """Forget the names nobody has held for `idle` seconds (their rows; records stay), or
@@ -202,9 +213,9 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
 
             forgotten = await backend.prune(idle=3600.0)
         """
-        count: int = await _shim.offload(self._on_connection, "prune", "", _forget_in, idle,
-                                         dry_run)
+        count: int = await _shim.offload(_forget_chunks, self, idle, dry_run)
         return count
+
     async def break_lease(self, name: str) -> int:
         broken: int = await _shim.offload(self._on_connection, "break", name, _break_in, name)
         if broken:
@@ -278,11 +289,35 @@ def _break_in(db: sqlite3.Connection, name: str) -> int:
     return int(db.execute(BREAK, (now, name, BOOT_ID, now)).rowcount)
 
 
-def _forget_in(db: sqlite3.Connection, idle: float, dry_run: bool) -> int:
-    """Forget (or count) the names every row of which has been free for `idle` seconds."""
-    now = host_monotonic()
-    # CLOCK_MONOTONIC counts from this boot: a row of an earlier boot is at least `now` old.
-    parameters = (BOOT_ID, now - idle, int(now > idle))
-    if dry_run:
-        return int(db.execute(COUNT_IDLE, parameters).fetchone()[0])
-    return len({name for (name,) in db.execute(FORGET, parameters).fetchall()})
+def _forget_chunks(store: AsyncSQLiteStore, idle: float, dry_run: bool) -> int:
+    """Forget (or count) the names every row of which has been free for `idle` seconds,
+    FORGET_CHUNK names per write transaction, so other writers wait for one chunk at most
+    (a table of a million names is a thousand short transactions, not one long one).
+
+    A plain function, not a method of the store: `_shim.offload` runs it in a worker thread,
+    never inline on the event loop."""
+    after: str | None = ""  # names are never empty: every name is after ""
+    total = 0
+    while after is not None:
+        counted, after = store._on_connection("prune", "", _forget_chunk_in, idle, dry_run,
+                                              after)
+        total += counted
+    return total
+
+
+def _forget_chunk_in(db: sqlite3.Connection, idle: float, dry_run: bool,
+                     after: str) -> tuple[int, str | None]:
+    """Forget (or count) the idle names among the FORGET_CHUNK names after `after`; how many,
+    and the last name of the chunk (None: the table's end)."""
+    with immediate(db):
+        last = db.execute(CHUNK_END, (after, FORGET_CHUNK)).fetchone()[0]
+        if last is None:
+            return 0, None
+        now = host_monotonic()
+        # CLOCK_MONOTONIC counts from this boot: a row of an earlier boot is at least `now` old.
+        parameters = (BOOT_ID, now - idle, int(now > idle), after, last)
+        if dry_run:
+            counted = int(db.execute(COUNT_IDLE, parameters).fetchone()[0])
+        else:
+            counted = len({name for (name,) in db.execute(FORGET, parameters).fetchall()})
+        return counted, last

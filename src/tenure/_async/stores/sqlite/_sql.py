@@ -66,9 +66,16 @@ BREAK = ("UPDATE tenure_leases SET lease_id = '', expires_at = ? "
 # expired then, in this boot; a row of an earlier boot counts as idle once this boot's uptime
 # is past the window (?3). Their next grant restarts the counter from the wall clock in
 # microseconds (next_token), above every token granted before the window. Records stay.
-# Parameters: boot, idle_since, uptime past the window (0/1).
+# A sweep goes through the names FORGET_CHUNK at a time, in the primary key's order: the chunk
+# is the names in (?4, ?5] (CHUNK_END finds ?5: the FORGET_CHUNK-th distinct name after ?4).
+# Parameters: boot, idle_since, uptime past the window (0/1), after, last.
+FORGET_CHUNK = 1000
+CHUNK_END = """
+SELECT max(name) FROM (SELECT DISTINCT name FROM tenure_leases WHERE name > ?1
+                       ORDER BY name LIMIT ?2)
+"""
 _IDLE_NAMES = """
-SELECT name FROM tenure_leases GROUP BY name
+SELECT name FROM tenure_leases WHERE name > ?4 AND name <= ?5 GROUP BY name
 HAVING min(CASE WHEN boot = ?1 THEN expires_at <= ?2 ELSE ?3 END) = 1
 """
 FORGET = f"DELETE FROM tenure_leases WHERE name IN ({_IDLE_NAMES}) RETURNING name"
