@@ -22,6 +22,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import sqlite3
@@ -45,7 +46,17 @@ import outage_recovery
 import postgres_cases
 import redis_cases
 import servers
-from cases import ASYNC_WARMUP_CYCLES, MIN_CYCLES, Case, Extras, ServerSection, measure, progress
+import state
+from cases import (
+    ASYNC_WARMUP_CYCLES,
+    MIN_CYCLES,
+    Case,
+    Extras,
+    GoalRow,
+    ServerSection,
+    measure,
+    progress,
+)
 from footprint import run_footprint
 from handoff import HOLD_SECONDS, fair_floors, run_contender
 from libraries import AZURE_POLL_SECONDS
@@ -72,6 +83,9 @@ SERVER_STORES: dict[str, tuple[ModuleType, str]] = {  # store -> its bench modul
 }
 STORES = (*LOCAL, "azblob", *SERVER_STORES)
 RENEWAL_TTL = 1.5
+STATE_NAMES = 100_000  # fresh names per store in the state part
+STATE_KEPT_NAMES = 10_000  # names of the per-name cost with the default retain
+STATE_RETAIN = 2.0  # seconds: the state part's retain
 PROCESSES_DEFAULT = 8
 PEERS = {  # URL scheme -> the peer libraries every multi-process benchmark must list there
     "file": {"filelock", "portalocker-file", "tooz"},
@@ -92,11 +106,12 @@ PARTS = {  # --only: the parts of a run, in the order they run
     "memory": "memory per 1,000 held leases",
     "crowd": "many waiters on one name",
     "advisory": "PostgreSQL advisory mode: leases per connection",
+    "state": "what stores keep of names nobody holds, and how soon they forget it",
     "outage": "job recovery after server restarts",
 }
 QUICK = {"repeats": 3, "seconds": 0.03, "budget": 15.0, "handoff_seconds": 0.3, "processes": 4,
          "takeover_repeats": 2, "memory_repeats": 1, "memory_leases": 100, "outage_restarts": 2,
-         "crowd_seconds": 0.5}
+         "crowd_seconds": 0.5, "state_names": 2_000}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -141,6 +156,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--outage-restarts", type=int, default=outage_recovery.RESTARTS,
                         help="restarts of each server store under a running worker (default "
                              f"{outage_recovery.RESTARTS})")
+    parser.add_argument("--state-names", type=int, default=STATE_NAMES,
+                        help="fresh names per store in the state part (default "
+                             f"{STATE_NAMES:,}; azblob a fiftieth)")
     args = parser.parse_args(argv)
     if args.quick:
         for name, value in QUICK.items():
@@ -249,6 +267,79 @@ def take_over_and_hold(section: ServerSection, args: argparse.Namespace) -> None
             why = " ".join(str(exc).split())[:400]
             cannot = why.startswith("could not hold") and spec.library != "tenure"
             section.memory_errors.append((spec.label, why, not cannot))
+
+
+STATE_TITLE = "State: what a store keeps of names nobody holds"
+
+
+def state_urls(directory: Path, started: dict[str, servers.Server | str],
+               stores: Collection[str]) -> list[tuple[str, str, dict[str, object], int]]:
+    """(label, url, connect keywords, share of --state-names) of every store the state part
+    measures: a database, directory, schema, table, prefix or container of its own.
+
+    Example::
+
+        state_urls(Path(tmp), {}, {"sqlite"})[0][1]   # 'sqlite:///.../state/locks.db'
+    """
+    (directory / "state").mkdir(exist_ok=True)
+    found: list[tuple[str, str, dict[str, object], int]] = []
+    if "sqlite" in stores:
+        found.append(("sqlite://", f"sqlite:///{directory / 'state' / 'locks.db'}", {}, 1))
+    if "file" in stores:
+        found.append(("file://", f"file://{directory / 'state' / 'files'}", {}, 1))
+    for name, label, option in (("redis", "redis://", "prefix=state:"),
+                                ("postgres", "postgresql://", "schema=tenure_state"),
+                                ("mysql", "mysql://", "table=tenure_state")):
+        server = started.get(name)
+        if name in stores and isinstance(server, servers.Server):
+            found.append((label, f"{server.url}?{option}", {}, 1))
+    azurite = started.get("azblob")
+    if "azblob" in stores and isinstance(azurite, servers.Server):
+        secret = azurite.details["connection_string"]
+        os.environ["AZURE_STORAGE_CONNECTION_STRING"] = secret  # for the footprint reader
+        # Three requests per cycle on Azurite: a fiftieth of the names keeps the run short.
+        found.append(("azblob:// (Azurite)", "azblob:///tenure-state",
+                      {"connection_string": secret}, 50))
+    return found
+
+
+def state_runs(directory: Path, started: dict[str, servers.Server | str],
+               args: argparse.Namespace) -> list[state.Retention]:
+    """The state part: per store, the per-name cost with the default retain (then pruned), and
+    a run of fresh names with a short retain until the store has forgotten them.
+
+    Example::
+
+        runs = state_runs(Path(tmp), started, parse_args(["--quick", "--only", "state"]))
+    """
+    runs = []
+    for label, url, connect, share in state_urls(directory, started, args.stores):
+        names = max(args.state_names // share, 100)
+        progress(f"{STATE_TITLE}: {label}, {names:,} names, retain {STATE_RETAIN:g} s")
+        try:
+            kept = state.measure_state(url, max(min(STATE_KEPT_NAMES, args.state_names) // share,
+                                                100), **connect)
+            with tenure.connect(url, **connect) as store:  # type: ignore[arg-type]
+                store.prune(0)
+            run = state.measure_retention(url, names, STATE_RETAIN, label, **connect)
+            runs.append(dataclasses.replace(run, kept=kept))
+        except Exception as exc:  # a store that cannot prune yet, a server gone: said so
+            empty = state.Footprint(0, 0, "")
+            runs.append(state.Retention(label, names, STATE_RETAIN, empty, empty, empty, None,
+                                        0.0, error=_reason(exc)))
+    return runs
+
+
+def state_goal(run: state.Retention) -> GoalRow:
+    """The goal row of one store's state run: back within 1% of its footprint before."""
+    goal = ("state: after fresh names and retain passing, the footprint is back within 1% "
+            "of before")
+    if run.error:
+        return GoalRow(goal, run.label, "", "", "", None, run.error)
+    return GoalRow(goal, run.label, f"{run.before.items:,} -> {run.end.items:,} -> "
+                   f"{run.after.items:,} {run.before.unit}",
+                   f"{(run.after.items - run.before.items) / max(run.before.items, 1):+.1%}",
+                   "", run.back_within(0.01))
 
 
 def _reason(exc: BaseException) -> str:
@@ -383,6 +474,11 @@ def main(argv: list[str] | None = None) -> int:
             progress("postgres advisory mode: leases per connection")
             extras.note(advisory_capacity.TITLE,
                         advisory_capacity.section(postgres.url, args.quick))
+        if "state" in args.only:
+            runs = state_runs(directory, started, args)
+            extras.note(STATE_TITLE, state.retention_markdown(runs))
+            for run in runs:
+                extras.goals.append(state_goal(run))
         # Last: these restart servers of their own, nothing else runs meanwhile.
         recoveries = outage_recovery.measure_all(
             [name for name in outage_recovery.STORES if name in args.stores],

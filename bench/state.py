@@ -173,7 +173,7 @@ def footprint(url: str) -> Footprint:
     return READERS[urlsplit(url).scheme](url)
 
 
-def measure_state(url: str, names: int, ttl: float = 30.0) -> StateResult:
+def measure_state(url: str, names: int, ttl: float = 30.0, **connect: object) -> StateResult:
     """Take and release `names` fresh names one after the other through tenure, and read the
     store's footprint before and after (see the module's docstring).
 
@@ -182,7 +182,7 @@ def measure_state(url: str, names: int, ttl: float = 30.0) -> StateResult:
         measure_state("redis://127.0.0.1:6379/0", names=10_000).bytes_per_name
     """
     run = uuid.uuid4().hex[:8]
-    store = tenure.connect(url)
+    store = tenure.connect(url, **connect)  # type: ignore[arg-type]
     try:
         store.lock(f"state-{run}-warm-up", ttl=ttl).try_acquire()  # tables, files, connections
         before = footprint(url)
@@ -196,6 +196,138 @@ def measure_state(url: str, names: int, ttl: float = 30.0) -> StateResult:
     finally:
         store.close()
     return StateResult(url, names, before, after, seconds)
+
+
+@dataclass(frozen=True)
+class Retention:
+    """One store's run of the retention benchmark: `names` fresh names, each taken and released
+    once, with the store's `retain` option set to `retain` seconds; footprints `before` the
+    run, at its `end`, and `after` the store forgot them (`forgot_in` seconds after the end;
+    None: not within the deadline). `pruned` is set for a store that forgets only by prune.
+
+    Example::
+
+        run = measure_retention("sqlite:////tmp/r.db", names=2_000, retain=2)
+        run.back_within(0.01)   # True once the rows are gone again
+    """
+
+    label: str
+    names: int
+    retain: float
+    before: Footprint
+    end: Footprint
+    after: Footprint
+    forgot_in: float | None
+    cycles_per_second: float
+    pruned: bool = False
+    error: str = ""
+    kept: StateResult | None = None  # the same store with the default retain (an hour)
+
+    def back_within(self, share: float) -> bool:
+        """Whether the store's items returned to within `share` of their count before."""
+        return abs(self.after.items - self.before.items) <= share * max(self.before.items, 1)
+
+
+def with_option(url: str, option: str) -> str:
+    """`url` with one more query option.
+
+    Example:
+        >>> with_option("redis://h:6379/0?prefix=x:", "retain=2")
+        'redis://h:6379/0?prefix=x:&retain=2'
+    """
+    return f"{url}{'&' if '?' in url else '?'}{option}"
+
+
+def measure_retention(url: str, names: int, retain: float, label: str = "",
+                      deadline: float = 120.0, **connect: object) -> Retention:
+    """Take and release `names` fresh names with `retain` set, then wait (a release of the
+    store's one held name every 0.25 s, which is what triggers a sweep on the SQL stores)
+    until the footprint is back where it was, for at most `retain + deadline` seconds; a
+    store that cannot forget by itself (azblob) is pruned once `retain` has passed.
+
+    Example::
+
+        measure_retention("redis://127.0.0.1:6379/0", names=100_000, retain=2).forgot_in
+    """
+    run = uuid.uuid4().hex[:8]
+    store = tenure.connect(with_option(url, f"retain={retain:g}"), **connect)  # type: ignore[arg-type]
+    ticker = store.lock(f"state-{run}-ticker", ttl=60)
+    pruned = False
+    try:
+        held = ticker.try_acquire()  # tables, files, connections; held through the run
+        assert held is not None
+        before = footprint(url)
+        started = time.perf_counter()
+        for number in range(names):
+            lease = store.lock(f"invoice-{run}-{number}", ttl=60).try_acquire()
+            assert lease is not None
+            lease.release()
+        ended = time.perf_counter()
+        end = footprint(url)
+        after, forgot_in = end, None
+        while time.perf_counter() - ended < retain + deadline:
+            held.release()
+            held = ticker.try_acquire()
+            assert held is not None
+            if time.perf_counter() - ended > retain and not pruned and _prunes_only(url):
+                store.prune(retain)
+                pruned = True
+            after = footprint(url)
+            if Retention(label, names, retain, before, end, after, 0, 0).back_within(0.01):
+                forgot_in = time.perf_counter() - ended
+                break
+            time.sleep(0.25)
+        held.release()
+    finally:
+        store.close()
+    return Retention(label or url, names, retain, before, end, after, forgot_in,
+                     names / (ended - started), pruned)
+
+
+def _prunes_only(url: str) -> bool:
+    """Whether the store at `url` forgets idle names only when pruned (no expiry of its own)."""
+    return urlsplit(url).scheme == "azblob"
+
+
+def retention_markdown(runs: list[Retention]) -> str:
+    """The "state" table of BENCHMARKS.md: per store, the footprint before, at the end of and
+    after a run of fresh names, with the per-name cost while kept and once forgotten.
+
+    Example::
+
+        print(retention_markdown([measure_retention("sqlite:////tmp/r.db", 2_000, 2)]))
+    """
+    lines = ["| store | kept per name (default retain) | names | retain | cycles/s | before | "
+             "end of run (per name) | forgotten after | after (per name) | back within 1% |",
+             "|---|---|---:|---:|---:|---|---|---:|---|---|"]
+    for run in runs:
+        if run.error:
+            lines.append(f"| {run.label} | | {run.names:,} | {run.retain:g} s | | "
+                         f"**Not measured**: {run.error} | | | | |")
+            continue
+        unit = run.before.unit
+        forgot = "not within the deadline" if run.forgot_in is None else (
+            f"{run.forgot_in:.1f} s" + (" (pruned)" if run.pruned else ""))
+        kept = "" if run.kept is None else (
+            f"{run.kept.items_per_name:.2f} {unit}, {run.kept.bytes_per_name:,.0f} B "
+            f"({run.kept.names:,} names)")
+        lines.append(
+            f"| {run.label} | {kept} | {run.names:,} | {run.retain:g} s | "
+            f"{run.cycles_per_second:,.0f} | "
+            f"{_shown(run.before)} | {_shown(run.end)} ({_per_name(run, run.end)}) | "
+            f"{forgot} | {_shown(run.after)} ({_per_name(run, run.after)}) | "
+            f"{'yes' if run.back_within(0.01) else '**no**'} |")
+    return "\n".join(lines)
+
+
+def _shown(footprint: Footprint) -> str:
+    return f"{footprint.items:,} {footprint.unit}, {footprint.size / 1e6:,.2f} MB"
+
+
+def _per_name(run: Retention, footprint: Footprint) -> str:
+    items = (footprint.items - run.before.items) / run.names
+    size = (footprint.size - run.before.size) / run.names
+    return f"{items:.3f} {footprint.unit}, {size:,.0f} B"
 
 
 def main(argv: list[str] | None = None) -> int:
