@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import Target, call
+from conftest import Target, call, eventually
 
 import tenure
 from tenure._async.stores._protocol import prunes
@@ -65,6 +65,27 @@ async def test_a_forgotten_name_comes_back_with_a_larger_token(target: Target,
     assert [info.name for info in await call(store.leases())] == ["held", "invoice-1"]
     assert await call(again.release()) is True
     assert await call(held.release()) is True
+
+
+async def test_a_crashed_holders_name_once_expired_and_forgotten_comes_back_with_a_larger_token(
+        target: Target) -> None:
+    if not target.kind.shared_between_processes:
+        pytest.skip(f"{target.kind.name}:// is not shared between processes")
+    store, ttl = pruning_store(target), target.ttl(0.5)
+    holder, crashed_token = target.hold_in_process("invoice-9", ttl)
+    assert await call(store.prune(0)) == 0, "a held name is never forgotten"
+    holder.kill()
+    holder.wait(30)
+    # Its lease expires (or, where the kernel or the server frees it with its holder, ends
+    # with the process); then the name is idle and prune forgets it.
+    async def listed_free() -> bool:
+        return await call(store.leases("invoice-9")) == []
+
+    await eventually(listed_free, ttl + 30, "the crashed holder's lease to expire")
+    await eventually(lambda: call(store.prune(0)), 30, "prune to forget the expired name")
+    again = await call(store.lock("invoice-9", ttl=target.ttl(5)).try_acquire())
+    assert again is not None and again.token > crashed_token, (again, crashed_token)
+    assert await call(again.release()) is True
 
 
 async def test_a_semaphore_with_a_slot_held_is_not_forgotten(target: Target) -> None:
