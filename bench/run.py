@@ -35,10 +35,12 @@ from contextlib import ExitStack
 from datetime import datetime, timezone
 from pathlib import Path
 from types import ModuleType
+from urllib.parse import urlsplit
 
 import advisory_capacity
 import azblob_cases
 import filelock
+import listing
 import local_cases
 import many_waiters
 import mysql_cases
@@ -86,6 +88,7 @@ RENEWAL_TTL = 1.5
 STATE_NAMES = 100_000  # fresh names per store in the state part
 STATE_KEPT_NAMES = 10_000  # names of the per-name cost with the default retain
 STATE_RETAIN = 2.0  # seconds: the state part's retain
+LISTING_DEAD = 1_000_000  # dead names of the listing measure
 PROCESSES_DEFAULT = 8
 PEERS = {  # URL scheme -> the peer libraries every multi-process benchmark must list there
     "file": {"filelock", "portalocker-file", "tooz"},
@@ -273,23 +276,25 @@ STATE_TITLE = "State: what a store keeps of names nobody holds"
 
 
 def state_urls(directory: Path, started: dict[str, servers.Server | str],
-               stores: Collection[str]) -> list[tuple[str, str, dict[str, object], int]]:
+               stores: Collection[str],
+               space: str = "state") -> list[tuple[str, str, dict[str, object], int]]:
     """(label, url, connect keywords, share of --state-names) of every store the state part
-    measures: a database, directory, schema, table, prefix or container of its own.
+    measures: a database, directory, schema, table, prefix or container of its own, named
+    after `space`.
 
     Example::
 
         state_urls(Path(tmp), {}, {"sqlite"})[0][1]   # 'sqlite:///.../state/locks.db'
     """
-    (directory / "state").mkdir(exist_ok=True)
+    (directory / space).mkdir(parents=True, exist_ok=True)
     found: list[tuple[str, str, dict[str, object], int]] = []
     if "sqlite" in stores:
-        found.append(("sqlite://", f"sqlite:///{directory / 'state' / 'locks.db'}", {}, 1))
+        found.append(("sqlite://", f"sqlite:///{directory / space / 'locks.db'}", {}, 1))
     if "file" in stores:
-        found.append(("file://", f"file://{directory / 'state' / 'files'}", {}, 1))
-    for name, label, option in (("redis", "redis://", "prefix=state:"),
-                                ("postgres", "postgresql://", "schema=tenure_state"),
-                                ("mysql", "mysql://", "table=tenure_state")):
+        found.append(("file://", f"file://{directory / space / 'files'}", {}, 1))
+    for name, label, option in (("redis", "redis://", f"prefix={space}:"),
+                                ("postgres", "postgresql://", f"schema=tenure_{space}"),
+                                ("mysql", "mysql://", f"table=tenure_{space}")):
         server = started.get(name)
         if name in stores and isinstance(server, servers.Server):
             found.append((label, f"{server.url}?{option}", {}, 1))
@@ -298,7 +303,7 @@ def state_urls(directory: Path, started: dict[str, servers.Server | str],
         secret = azurite.details["connection_string"]
         os.environ["AZURE_STORAGE_CONNECTION_STRING"] = secret  # for the footprint reader
         # Three requests per cycle on Azurite: a fiftieth of the names keeps the run short.
-        found.append(("azblob:// (Azurite)", "azblob:///tenure-state",
+        found.append(("azblob:// (Azurite)", f"azblob:///tenure-{space}",
                       {"connection_string": secret}, 50))
     return found
 
@@ -328,6 +333,38 @@ def state_runs(directory: Path, started: dict[str, servers.Server | str],
             runs.append(state.Retention(label, names, STATE_RETAIN, empty, empty, empty, None,
                                         0.0, error=_reason(exc)))
     return runs
+
+
+def listing_runs(directory: Path, started: dict[str, servers.Server | str],
+                 args: argparse.Namespace) -> list[listing.Listing]:
+    """`store.leases()` and `tenure locks` with a million dead names and 10 live leases, on
+    SQLite and the server stores (a store of their own each; --quick: 20,000 dead names).
+
+    Example::
+
+        listings = listing_runs(Path(tmp), started, parse_args(["--quick", "--only", "state"]))
+    """
+    dead = LISTING_DEAD // 50 if args.quick else LISTING_DEAD
+    found = []
+    for label, url, connect, _ in state_urls(directory, started, args.stores, "listing"):
+        if urlsplit(url).scheme not in listing.FILLERS:
+            continue
+        progress(f"{STATE_TITLE}: listing {label} with {dead:,} dead names")
+        try:
+            found.append(listing.measure_listing(url, dead, label=label, **connect))
+        except Exception as exc:  # a server gone, a layout the filler does not know: said so
+            found.append(listing.Listing(label, dead, 10, 0, 0.0, 0.0, _reason(exc)))
+    return found
+
+
+def listing_goal(result: listing.Listing) -> GoalRow:
+    """The goal row of one store's listing run: `tenure locks` answers in under 1 s."""
+    goal = (f"listing: `tenure locks` with {result.dead:,} dead names and {result.live} live "
+            "leases answers in < 1 s")
+    if result.error:
+        return GoalRow(goal, result.label, "", "", "", None, result.error)
+    return GoalRow(goal, result.label, f"store.leases() {result.api_seconds * 1e3:,.0f} ms",
+                   f"{result.cli_seconds:.2f} s", "", result.cli_seconds < 1.0)
 
 
 def state_goal(run: state.Retention) -> GoalRow:
@@ -479,6 +516,9 @@ def main(argv: list[str] | None = None) -> int:
             extras.note(STATE_TITLE, state.retention_markdown(runs))
             for run in runs:
                 extras.goals.append(state_goal(run))
+            listings = listing_runs(directory, started, args)
+            extras.note(STATE_TITLE, listing.listing_markdown(listings))
+            extras.goals += [listing_goal(each) for each in listings]
         # Last: these restart servers of their own, nothing else runs meanwhile.
         recoveries = outage_recovery.measure_all(
             [name for name in outage_recovery.STORES if name in args.stores],

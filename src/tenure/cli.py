@@ -25,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import errno
 import importlib
@@ -41,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rich import box
 from rich.console import Console
@@ -50,6 +49,9 @@ from rich.text import Text
 
 import tenure
 from tenure._urls import parse_store_url, redact, redact_url
+
+if TYPE_CHECKING:
+    import asyncio  # imported where a command needs it: it costs every command's start
 
 ENV_VAR = "TENURE_STORE"
 CONFIG_ENV_VAR = "TENURE_CONFIG"
@@ -420,6 +422,7 @@ def _serve(worker: Any, config: Any, args: argparse.Namespace) -> int:
     log.info("tenure: running %d job(s) of %s on %s as %s", len(worker.jobs), args.app,
              worker.store.url, worker.instance)
     if isinstance(worker, AsyncWorker):
+        import asyncio
 
         async def main() -> None:
             with _health_server(worker, config, asyncio.get_running_loop()):
@@ -587,6 +590,8 @@ def _close_store(worker: Any) -> None:
         if isinstance(store, tenure.Store):
             store.close()
         else:
+            import asyncio
+
             asyncio.run(store.close())
     except Exception as exc:  # closing is best effort; leases were released by the worker
         log.debug("tenure: closing the store failed: %s", exc)

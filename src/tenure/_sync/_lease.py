@@ -11,8 +11,8 @@ Example::
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,8 +34,11 @@ _LOSS_RECORDED = threading.Lock()
 def current_owner() -> object:
     """The running task, else the running thread: who takes a lease, and who would wait for
     it to come back if it asked for the same lock again."""
+    # asyncio only when the program imported it: without it no task can be running, and
+    # importing it here would add ~100 ms to the start of every sync program (the CLI's too).
+    asyncio = sys.modules.get("asyncio")
     try:
-        task = asyncio.current_task()
+        task = None if asyncio is None else asyncio.current_task()
     except RuntimeError:  # no event loop in this thread
         task = None
     # The Thread object, not its ident: Linux gives an ended thread's ident to the next one,

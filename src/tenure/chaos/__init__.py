@@ -25,8 +25,30 @@ Example::
     report.verdict.figures["periods recorded"]
 """
 
-from tenure.chaos._report import Report, print_report
-from tenure.chaos._run import run_chaos
-from tenure.chaos._settings import FAULT_KINDS, ChaosSettings
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tenure.chaos._report import Report, print_report
+    from tenure.chaos._run import run_chaos
+    from tenure.chaos._settings import FAULT_KINDS, ChaosSettings
 
 __all__ = ["FAULT_KINDS", "ChaosSettings", "Report", "print_report", "run_chaos"]
+
+# Loaded on first use: `tenure locks` builds the chaos command's parser, and should not pay for
+# the chaos engine (its proxy imports asyncio) to list a store.
+_HOMES = {"FAULT_KINDS": "_settings", "ChaosSettings": "_settings", "Report": "_report",
+          "print_report": "_report", "run_chaos": "_run"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tenure.chaos' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"tenure.chaos.{home}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])
