@@ -71,7 +71,6 @@ class SteppedClock:
     """
 
     def __init__(self) -> None:
-        self.library = libfaketime()
         self.directory = Path(tempfile.mkdtemp(prefix="tenure-faketime-"))
         self.directory.chmod(0o755)
         self.path = self.directory / "offset"
@@ -79,8 +78,9 @@ class SteppedClock:
         self._write()
 
     def environment(self) -> dict[str, str]:
-        """The variables that put a process on this clock."""
-        return {"LD_PRELOAD": self.library, "FAKETIME_TIMESTAMP_FILE": str(self.path),
+        """The variables that put a process on this clock (ServiceMissing without
+        libfaketime)."""
+        return {"LD_PRELOAD": libfaketime(), "FAKETIME_TIMESTAMP_FILE": str(self.path),
                 "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
     def shim_environment(self) -> dict[str, str]:
