@@ -9,7 +9,9 @@ own, and drives it with one command a line on stdin, each answered by one JSON l
     now            {"now": µs}
     prunes         {"prunes": true|false}
 
-    python clock_worker.py URL API        (API: sync or async)
+    python clock_worker.py URL API [OPTIONS]   (API: sync or async; OPTIONS: JSON, for connect)
+
+It first answers {"ready": true}, or {"refused": "..."} when connect() refused an option.
 
 One store for the process's life, so memory:// keeps its names between commands. Errors are
 answered as {"error": "..."} and the process goes on.
@@ -47,12 +49,18 @@ def wall_us() -> int:
 
 def main() -> None:
     url, api = sys.argv[1], sys.argv[2]
+    options = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
     loop = asyncio.new_event_loop()
 
     def run(value: Any) -> Any:
         return loop.run_until_complete(value) if inspect.isawaitable(value) else value
 
-    store = (tenure.aio if api == "async" else tenure).connect(url)
+    try:
+        store = (tenure.aio if api == "async" else tenure).connect(url, **options)
+    except tenure.InvalidArgument as exc:
+        print(json.dumps({"refused": str(exc)}), flush=True)
+        return
+    print(json.dumps({"ready": True}), flush=True)
     held: dict[str, Any] = {}
     for line in sys.stdin:
         command, _, argument = line.strip().partition(" ")
