@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,13 +74,14 @@ class ClockServer:
         return min(server.clock_us() for server in self.servers)
 
 
-def _clock_server(make: Any, count: int, variable: str, address: Any) -> Iterator[ClockServer]:
+def _clock_server(factory: pytest.TempPathFactory, make: Any, count: int, variable: str,
+                  address: Any) -> Iterator[ClockServer]:
     clock, servers = None, []
     try:
         try:
             clock = SteppedClock()
             for _ in range(count):
-                servers.append(make(Path(tempfile.mkdtemp(prefix="tenure-clock-")), clock))
+                servers.append(make(factory.mktemp(f"{make.name}-"), clock))
                 servers[-1].start()
         except ServiceMissing as exc:
             service_missing(str(exc))
@@ -97,31 +97,31 @@ def _redis_ready(servers: list[FakedRedisServer]) -> None:
 
 
 @pytest.fixture(scope="module")
-def faked_redis() -> Iterator[ClockServer]:
-    for served in _clock_server(FakedRedisServer, 1, "TENURE_TEST_REDIS_URL",
+def faked_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClockServer]:
+    for served in _clock_server(tmp_path_factory, FakedRedisServer, 1, "TENURE_TEST_REDIS_URL",
                                 lambda servers: servers[0].url):
         _redis_ready(served.servers)
         yield served
 
 
 @pytest.fixture(scope="module")
-def faked_redis_masters() -> Iterator[ClockServer]:
+def faked_redis_masters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClockServer]:
     for served in _clock_server(
-            FakedRedisServer, 3, "TENURE_TEST_REDIS_QUORUM_URL",
+            tmp_path_factory, FakedRedisServer, 3, "TENURE_TEST_REDIS_QUORUM_URL",
             lambda servers: "redis://" + ",".join(f"127.0.0.1:{s.port}" for s in servers) + "/0"):
         _redis_ready(served.servers)
         yield served
 
 
 @pytest.fixture(scope="module")
-def faked_postgres() -> Iterator[ClockServer]:
-    yield from _clock_server(FakedPostgresServer, 1, "TENURE_TEST_POSTGRES_URL",
+def faked_postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClockServer]:
+    yield from _clock_server(tmp_path_factory, FakedPostgresServer, 1, "TENURE_TEST_POSTGRES_URL",
                              lambda servers: servers[0].url)
 
 
 @pytest.fixture(scope="module")
-def faked_mariadb() -> Iterator[ClockServer]:
-    yield from _clock_server(FakedMariaDBServer, 1, "TENURE_TEST_MYSQL_URL",
+def faked_mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClockServer]:
+    yield from _clock_server(tmp_path_factory, FakedMariaDBServer, 1, "TENURE_TEST_MYSQL_URL",
                              lambda servers: servers[0].url)
 
 
