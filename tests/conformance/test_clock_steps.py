@@ -2,15 +2,18 @@
 in microseconds at the grant and greater than any token the store remembers for the name").
 
 - A name the store still remembers gets a larger token however far the clock stepped back.
-- A name the store forgot (`store.prune(0)`), or never saw, gets a token that is at least the
-  store's clock at the grant: after a step back longer than the name's quiet time, that token is
-  smaller than the name's earlier ones, by at most the step. This is the documented bound.
+- A name the store forgot (`store.prune(0)`, or `retain=0` at its release), or never saw, gets a
+  token that is at least the store's clock at the grant: after a step back longer than the
+  name's quiet time, that token is smaller than the name's earlier ones, by at most the step.
+  This is the documented bound. (A forgotten name taken again with no step gets a larger token:
+  test_pruning.py.)
 
 The clock stepped is the one the store's tokens come from: the server's (Redis TIME, PostgreSQL
-and MariaDB now()) for a server store, a server of its own started for this module on a clock
-the test steps (tests/support/faketime.py); the client's for sqlite, file, memory and azblob
-(a blob created afresh starts its sequence number at the client's clock; Azurite only
-increments it), so the grants run in a client process on a stepped clock (clock_worker.py).
+now(), MariaDB UTC_TIMESTAMP(6)) for a server store, a server of its own started for this module
+on a clock the test steps (tests/support/faketime.py: libfaketime, or for redis-server the shim
+wallclock_shift.c); the client's for sqlite, file, memory and azblob (a blob created afresh
+starts its sequence number at the client's clock; Azurite only increments it), so the grants
+run in a client process on a stepped clock (clock_worker.py).
 Each runs through both APIs: the token is computed by the same server script or the same
 generated code for both, and running both costs little here.
 """
