@@ -1,8 +1,9 @@
 #!/bin/sh
-# Install the servers the test suite starts itself (redis-server, PostgreSQL, MariaDB) where they
-# are missing: from Debian's packages when running as root with apt-get, else a message saying
-# what to install. Their services are not started (the tests run their own servers on free
-# ports). Called by `make test`; safe to run again (does nothing when all are present).
+# Install the servers the test suite starts itself (redis-server, PostgreSQL, MariaDB), and
+# libfaketime and a C compiler (tests/conformance/test_clock_steps.py steps their clocks back with
+# them), where they are missing: from Debian's packages when running as root with apt-get, else a
+# message saying what to install. Their services are not started (the tests run their own
+# servers on free ports). Called by `make test`; safe to run again (does nothing when all are present).
 set -u
 missing=""
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
@@ -10,10 +11,14 @@ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/n
     || missing="$missing postgresql"
 { command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd; } >/dev/null 2>&1 \
     || missing="$missing mariadb-server"
+{ ls /usr/lib/*/faketime/libfaketime.so.1 || ls /usr/lib/faketime/libfaketime.so.1; } \
+    >/dev/null 2>&1 || missing="$missing libfaketime"
+# a C compiler builds tests/support/wallclock_shift.c, the clock shim for redis-server
+command -v cc >/dev/null 2>&1 || missing="$missing gcc"
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    echo "missing servers for the tests:$missing. Install them (e.g. apt-get install$missing);"
+    echo "missing for the tests:$missing. Install them (e.g. apt-get install$missing);"
     echo "without them their tests skip, or fail under TENURE_REQUIRE_SERVICES=1."
     exit 0
 fi

@@ -68,6 +68,10 @@ class StoreKind:
     # A release wakes the waiters in the order they came (test_fairness.py): a process that
     # releases and asks again goes behind them.
     fair_hand_off: bool = True
+    # Where its tokens' clock is (test_clock_steps.py): the module fixture that starts this
+    # store's server on a clock the tests can step back, returning the environment its URL is
+    # made with; None: the clock is the client's (that test steps a client process's clock).
+    clock_server: str | None = None
 
     def ttl(self, seconds: float) -> float:
         """`seconds`, or the store's shortest ttl when that is longer: the tests' ttls are
@@ -104,27 +108,30 @@ STORE_KINDS = [
     StoreKind("azblob", "azblob", lambda tmp: f"azblob:///{azure_container(tmp)}", min_ttl=15.0,
               lists_expiry=False, service="azurite", fair_hand_off=False),
     StoreKind("redis", "redis", lambda tmp: server_url("TENURE_TEST_REDIS_URL", tmp, "prefix", ":"),
-              service="redis_server", restart_keeps_data=True),
+              service="redis_server", restart_keeps_data=True, clock_server="faked_redis"),
     StoreKind("redis-quorum", "redis_quorum",
               lambda tmp: server_url("TENURE_TEST_REDIS_QUORUM_URL", tmp, "prefix", ":"),
-              service="redis_masters", fair_hand_off=False),  # woken, but then tries like anyone
+              service="redis_masters", fair_hand_off=False,  # woken, but then tries like anyone
+              clock_server="faked_redis_masters"),
     StoreKind("postgres", "postgres",
               lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema"),
-              service="postgres_server", restart_keeps_data=True),
+              service="postgres_server", restart_keeps_data=True, clock_server="faked_postgres"),
     # Session advisory locks: freed with the holder's connection, like a kernel's flock (so no
     # server fault tests: a dropped connection IS the loss of the lease, see docs).
     StoreKind("postgres-advisory", "postgres",
               lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema", "&mode=advisory"),
-              kernel_expiry=True, service="postgres_server"),
+              kernel_expiry=True, service="postgres_server", clock_server="faked_postgres"),
     # Not FIFO yet: its waiters sleep on the server a while, then try, and a releaser asking
     # again at once can take the lock first (a wait saw up to 51 other acquisitions, 4 processes).
     StoreKind("mysql", "mysql", lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table"),
-              service="mariadb_server", restart_keeps_data=True, fair_hand_off=False),
+              service="mariadb_server", restart_keeps_data=True, fair_hand_off=False,
+              clock_server="faked_mariadb"),
     # Session locks (GET_LOCK): freed with the holder's connection, like a kernel's flock (so no
     # server fault tests: a dropped connection IS the loss of the lease, see docs).
     StoreKind("mysql-getlock", "mysql",
               lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table", "&mode=getlock"),
-              kernel_expiry=True, service="mariadb_server", fair_hand_off=True),
+              kernel_expiry=True, service="mariadb_server", fair_hand_off=True,
+              clock_server="faked_mariadb"),
 ]
 
 
