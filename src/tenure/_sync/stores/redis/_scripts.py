@@ -63,21 +63,31 @@ end
 local function index_of(key)
   return string.match(key, '^(.-){') .. 'live'
 end
-local function longest(base)
+-- the most ms a slot of the name has left, of its `n` slots but the key `skip`
+local function longest(base, n, skip)
   local most = 0
-  for slot = 0, tonumber(redis.call('GET', base .. 'limit') or '1') - 1 do
-    local left = redis.call('PTTL', base .. 's' .. slot)
-    if left > most then most = left end
+  for slot = 0, n - 1 do
+    local key = base .. 's' .. slot
+    if key ~= skip then
+      local left = redis.call('PTTL', key)
+      if left > most then most = left end
+    end
   end
   return most
 end
-local function keep(base, retain, now)
+local function keep_ms(retain, counter, now, most)
+  return retain + math.max(most, math.ceil((counter - now) / 1000), 0)
+end
+-- sets the expiry of the counter (and of the limit, when there is one); `skip` is a slot key
+-- known to be free
+local function keep(base, retain, now, skip)
   if retain < 0 then return end
   local counter = tonumber(redis.call('GET', base .. 'token') or '')
   if not counter then return end
-  local ms = retain + math.max(longest(base), math.ceil((counter - now) / 1000), 0)
+  local limit = redis.call('GET', base .. 'limit')
+  local ms = keep_ms(retain, counter, now, longest(base, tonumber(limit or '1'), skip))
   redis.call('PEXPIRE', base .. 'token', ms)
-  redis.call('PEXPIRE', base .. 'limit', ms)
+  if limit then redis.call('PEXPIRE', base .. 'limit', ms) end
 end
 """
 
@@ -119,15 +129,25 @@ local clock = tonumber(token)
 if counter and tonumber(counter) >= clock then
   token = string.format('%d', tonumber(counter) + 1)
 end
-redis.call('SET', KEYS[2], token)
-redis.call('SET', key, head .. token .. ARGV[4], 'PX', ARGV[2])
+local ttl, retain = tonumber(ARGV[2]), tonumber(ARGV[6])
+redis.call('SET', key, head .. token .. ARGV[4], 'PX', ttl)
+-- the highest limit: a lock's name may have been a semaphore's too
+local highest = redis.call('GET', base .. 'limit')
+if limit > tonumber(highest or '1') then
+  redis.call('SET', base .. 'limit', limit)
+  highest = limit
+end
+if retain < 0 then
+  redis.call('SET', KEYS[2], token)
+else  -- see KEEP
+  local ms = keep_ms(retain, tonumber(token), clock,
+                     math.max(ttl, longest(base, tonumber(highest or '1'), key)))
+  redis.call('SET', KEYS[2], token, 'PX', ms)
+  if highest then redis.call('PEXPIRE', base .. 'limit', ms) end
+end
 local index, ms = index_of(key), math.floor(clock / 1000)
 redis.call('ZREMRANGEBYSCORE', index, '-inf', ms)  -- slots that expired unreleased
-redis.call('ZADD', index, ms + tonumber(ARGV[2]), key)
-if limit > 1 and tonumber(redis.call('GET', KEYS[3]) or '1') < limit then
-  redis.call('SET', KEYS[3], limit)
-end
-keep(base, tonumber(ARGV[6]), clock)
+redis.call('ZADD', index, ms + ttl, key)
 if limit == 1 then return tonumber(token) end
 return {free, token}
 """
@@ -213,7 +233,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
   freed = 1
 end
-keep(base, tonumber(ARGV[2]), now_us())
+keep(base, tonumber(ARGV[2]), now_us(), KEYS[1])
 return freed
 """
 
@@ -231,7 +251,7 @@ for slot = 0, limit - 1 do
   if value and string.sub(value, 1, #head) == head then
     redis.call('DEL', key)
     redis.call('ZREM', index_of(key), key)
-    keep(base, tonumber(ARGV[4] or '-1'), now_us())
+    keep(base, tonumber(ARGV[4] or '-1'), now_us(), key)
     local signal = base .. 'signal'
     if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
     redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
@@ -263,7 +283,7 @@ for slot = 0, tonumber(redis.call('GET', KEYS[2]) or '1') - 1 do
   end
 end
 redis.call('SET', KEYS[3], '0', 'NX')  -- as in RELEASE
-keep(base, tonumber(ARGV[1] or '-1'), now_us())
+keep(base, tonumber(ARGV[1] or '-1'), now_us(), '')
 if freed > 0 then
   redis.call('DEL', base .. 'signal')
   for _ = 1, freed do redis.call('RPUSH', base .. 'signal', 1) end
@@ -278,7 +298,7 @@ return freed
 RAISE = KEEP + """
 if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1])
-  keep(string.sub(KEYS[1], 1, -6), tonumber(ARGV[2] or '-1'), now_us())
+  keep(string.sub(KEYS[1], 1, -6), tonumber(ARGV[2] or '-1'), now_us(), '')
 end
 return 1
 """
@@ -365,7 +385,8 @@ local before, forgotten = now_us() - tonumber(ARGV[1]), {}
 for _, key in ipairs(KEYS) do
   local counter = tonumber(redis.call('GET', key) or '')
   local base = string.sub(key, 1, -6)
-  if counter and counter < before and longest(base) <= 0 then
+  if counter and counter < before
+      and longest(base, tonumber(redis.call('GET', base .. 'limit') or '1'), '') <= 0 then
     forgotten[#forgotten + 1] = key
     if ARGV[2] ~= '1' then redis.call('DEL', key, base .. 'limit') end
   end
