@@ -213,3 +213,32 @@ def test_prune_pages_through_scan_and_keeps_records(server: RedisServer, prefix:
                     and name_keys(prefix, "held").base not in key]
         assert store.backend.read_record("pool") == "kept"
         assert held.release()
+
+
+def test_a_quorum_forgets_on_every_master_and_tokens_still_grow(
+        redis_masters: list[RedisServer], prefix: str) -> None:
+    wait_until(lambda: min(uptime(server.port) for server in redis_masters)
+               >= DEFAULT_RESTART_GRACE, 10, "the masters to outlive the restart grace")
+    hosts = ",".join(f"127.0.0.1:{server.port}" for server in redis_masters)
+    clients = [redis.Redis(port=server.port) for server in redis_masters]
+    counter = name_keys(prefix, "invoice-9").counter
+    try:
+        with tenure.connect(f"redis://{hosts}/0?prefix={prefix}", retain=0) as store:
+            assert "retain=0" in store.url
+            tokens = []
+            for _ in range(5):
+                with store.lock("invoice-9", ttl=30).acquire() as lease:
+                    tokens.append(lease.token)
+                # the last master may still be releasing in the background
+                wait_until(lambda: sum(c.exists(counter) for c in clients) == 0, 10,
+                           "every master to forget the name")
+            assert tokens == sorted(set(tokens)), tokens
+        with tenure.connect(f"redis://{hosts}/0?prefix={prefix}&retain=inf") as store:
+            with store.lock("kept", ttl=30).acquire():
+                pass
+            wait_until(lambda: store.prune(0, dry_run=True) == 1, 10, "a quorum to free it")
+            assert store.prune(0) == 1
+            assert sum(c.exists(name_keys(prefix, "kept").counter) for c in clients) <= 1
+    finally:
+        for client in clients:
+            client.close()

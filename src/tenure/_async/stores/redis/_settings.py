@@ -162,10 +162,13 @@ def with_retain(url: str, retain: float) -> str:
     Example:
         >>> with_retain("redis://cache:6379/0?prefix=app:", 60.0)
         'redis://cache:6379/0?prefix=app:&retain=60'
+        >>> with_retain("redis://cache:6379/0 (client)", 0.0)
+        'redis://cache:6379/0?retain=0 (client)'
     """
-    if retain == DEFAULT_RETAIN or "retain" in dict(parse_qsl(urlsplit(url).query)):
+    address, client, _ = url.partition(" (client)")
+    if retain == DEFAULT_RETAIN or "retain" in dict(parse_qsl(urlsplit(address).query)):
         return url
-    return f"{url}{'&' if '?' in url else '?'}retain={retain:g}"
+    return f"{address}{'&' if '?' in address else '?'}retain={retain:g}{client}"
 
 
 def retain_ms(retain: float) -> bytes:
