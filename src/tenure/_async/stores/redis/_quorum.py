@@ -75,6 +75,8 @@ MASTER_SHARE = 0.25  # a tenth failed first acquires (new connections) of 0.3 s 
 # A waiter gives a master this long past the end of its wait to answer, then tries the next.
 # (Redis ends a blocking command's wait up to 1/hz = 100 ms late when it is idle.)
 WAIT_SLACK = 0.25
+# A prune waits this long at most for a master (its calls have the store's timeout each).
+PRUNE_BOUND = 86400.0
 
 
 class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
@@ -466,7 +468,9 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             except StoreUnavailable as exc:
                 return Down(exc)
 
-        answers = await self._masters.first(on, self._all, never, self.timeout)
+        # No bound of its own: a prune of many names takes one SCAN call per 1,000 keys, each
+        # bounded by the store's timeout.
+        answers = await self._masters.first(on, self._all, never, PRUNE_BOUND)
         errors = [answer for answer in answers if isinstance(answer, Down)]
         if len(self.nodes) - len(errors) < self.quorum:
             raise self._failure("prune", "", errors, len(self.nodes) - len(errors))
