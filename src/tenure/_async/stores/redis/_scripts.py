@@ -20,7 +20,7 @@ tenure._names.safe_key; it never contains a brace), so each script touches one c
                               never expires, written only while the writer's lease is live
     <prefix>live              the store's index of live slots: a sorted set of slot keys by
                               their expiry (server ms), so a listing reads the live leases only
-                              (entries of expired slots are dropped by the next ACQUIRE). It is
+                              (entries of expired slots are dropped by one ACQUIRE in 16). It is
                               a key of its own: the scripts touch it next to the name's keys, so
                               they are not single-slot for Redis Cluster
 
@@ -78,14 +78,24 @@ local function keep_ms(retain, counter, now, most)
   return retain + math.max(most, math.ceil((counter - now) / 1000), 0)
 end
 -- sets the expiry of the counter (and of the limit, when there is one); `skip` is a slot key
--- known to be free
-local function keep(base, retain, now, skip)
-  if retain < 0 then return end
-  local counter = tonumber(redis.call('GET', base .. 'token') or '')
-  if not counter then return end
+-- known to be free. With `restore`, a counter the server lost is written back as 0 (the next
+-- token comes from the clock; see RELEASE).
+local function keep(base, retain, skip, restore)
+  local key = base .. 'token'
+  local counter = redis.call('GET', key)
+  if not counter and not restore then return end
+  if retain < 0 then
+    if not counter then redis.call('SET', key, '0') end
+    return
+  end
   local limit = redis.call('GET', base .. 'limit')
-  local ms = keep_ms(retain, counter, now, longest(base, tonumber(limit or '1'), skip))
-  redis.call('PEXPIRE', base .. 'token', ms)
+  local ms = keep_ms(retain, tonumber(counter or '0'), now_us(),
+                     longest(base, tonumber(limit or '1'), skip))
+  if counter then
+    redis.call('PEXPIRE', key, ms)
+  elseif ms > 0 then
+    redis.call('SET', key, '0', 'PX', ms)
+  end
   if limit then redis.call('PEXPIRE', base .. 'limit', ms) end
 end
 """
@@ -145,7 +155,9 @@ else  -- see KEEP
   if highest then redis.call('PEXPIRE', base .. 'limit', ms) end
 end
 local index, ms = index_of(key), math.floor(clock / 1000)
-redis.call('ZREMRANGEBYSCORE', index, '-inf', ms)  -- slots that expired unreleased
+-- the entries of slots that expired unreleased, at one acquire in 16 (by the clock's last
+-- digits): a listing never reads them (it starts from the clock), they only take room
+if clock % 16 == 0 then redis.call('ZREMRANGEBYSCORE', index, '-inf', ms) end
 redis.call('ZADD', index, ms + ttl, key)
 if limit == 1 then return tonumber(token) end
 return {free, token}
@@ -222,7 +234,6 @@ return answers
 # (as 0: the next token comes from the clock), so that no renewal still on its way can bring
 # the released lease back (see RENEW); then the counter is kept `retain` more (KEEP).
 RELEASE = KEEP + """
-redis.call('SET', KEYS[2], '0', 'NX')
 local base, freed = string.sub(KEYS[2], 1, -6), 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
@@ -232,7 +243,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
   freed = 1
 end
-keep(base, tonumber(ARGV[2]), now_us(), KEYS[1])
+keep(base, tonumber(ARGV[2]), KEYS[1], true)
 return freed
 """
 
@@ -250,7 +261,7 @@ for slot = 0, limit - 1 do
   if value and string.sub(value, 1, #head) == head then
     redis.call('DEL', key)
     redis.call('ZREM', index_of(key), key)
-    keep(base, tonumber(ARGV[4] or '-1'), now_us(), key)
+    keep(base, tonumber(ARGV[4] or '-1'), key, false)
     local signal = base .. 'signal'
     if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
     redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
@@ -281,8 +292,7 @@ for slot = 0, tonumber(redis.call('GET', KEYS[2]) or '1') - 1 do
     freed = freed + 1
   end
 end
-redis.call('SET', KEYS[3], '0', 'NX')  -- as in RELEASE
-keep(base, tonumber(ARGV[1] or '-1'), now_us(), '')
+keep(base, tonumber(ARGV[1] or '-1'), '', true)  -- the counter written back as in RELEASE
 if freed > 0 then
   redis.call('DEL', base .. 'signal')
   for _ = 1, freed do redis.call('RPUSH', base .. 'signal', 1) end
@@ -297,7 +307,7 @@ return freed
 RAISE = KEEP + """
 if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1])
-  keep(string.sub(KEYS[1], 1, -6), tonumber(ARGV[2] or '-1'), now_us(), '')
+  keep(string.sub(KEYS[1], 1, -6), tonumber(ARGV[2] or '-1'), '', false)
 end
 return 1
 """
