@@ -643,8 +643,11 @@ def test_the_docs_quote_the_scripts_as_sent() -> None:
     from tenure._async.stores import redis as store
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "stores" / "redis.md").read_text()
+    from tenure._async.stores.redis._scripts import KEEP
+
+    assert KEEP.strip() in docs
     for script in (store.ACQUIRE, store.RENEW, store.RELEASE):
-        assert script.strip() in docs
+        assert script.startswith(KEEP) and script.removeprefix(KEEP).strip() in docs
 
 
 # -- several masters (quorum) ---------------------------------------------------------------------

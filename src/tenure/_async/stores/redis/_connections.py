@@ -86,6 +86,7 @@ class Undo(NamedTuple):
     head: bytes  # '["<lease id>",'
     ttl: float
     limit: int
+    retain: bytes = b"-1"  # the store's retain in ms (-1: inf), see KEEP in _scripts.py
 
     def command(self) -> bytes:
         """UNDO_ACQUIRE of this lease id, packed. EVAL, not EVALSHA: rare, and maybe on a new
@@ -96,7 +97,7 @@ class Undo(NamedTuple):
             await connections.call(undo.command())
         """
         return packed(b"EVAL", SCRIPTS.undo_acquire.text, b"1", self.slot0, b"%d" % self.limit,
-                      self.head, b"%d" % max(1, int(self.ttl * 1000)))
+                      self.head, b"%d" % max(1, int(self.ttl * 1000)), self.retain)
 
 
 def _retry() -> Retry:

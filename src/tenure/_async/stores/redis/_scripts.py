@@ -5,8 +5,10 @@ tenure._names.safe_key; it never contains a brace), so each script touches one c
 
     <prefix>{<tag>}:s<slot>   the lease of a slot: a JSON array [lease id, token, holder, name]
                               with a PX expiry (PTTL is the time left, by the server's clock)
-    <prefix>{<tag>}:token     the name's fencing counter; never expires, never deleted
-    <prefix>{<tag>}:limit     the largest semaphore limit used (semaphores only; for breaks)
+    <prefix>{<tag>}:token     the name's fencing counter; with a finite `retain` it expires
+                              `retain` after the last live slot (see KEEP), else it stays
+    <prefix>{<tag>}:limit     the largest semaphore limit used (semaphores only; for breaks),
+                              kept as long as the counter
     <prefix>{<tag>}:b<slot>   left by break_lease for the broken lease's remaining time, so its
                               holder's next renewal reports BROKEN rather than EXPIRED
     <prefix>{<tag>}:signal    a list a release pushes one item onto (for 2 s): a waiter blocked
@@ -16,6 +18,11 @@ tenure._names.safe_key; it never contains a brace), so each script touches one c
                               an ACQUIRE of lease id <id> still on its way takes nothing
     <prefix>{<tag>}:record    the name's record (records API): JSON [name, token, seq, record];
                               never expires, written only while the writer's lease is live
+    <prefix>live              the store's index of live slots: a sorted set of slot keys by
+                              their expiry (server ms), so a listing reads the live leases only
+                              (entries of expired slots are dropped by one ACQUIRE in 16). It is
+                              a key of its own: the scripts touch it next to the name's keys, so
+                              they are not single-slot for Redis Cluster
 
 Each script runs with EVALSHA (the store loads it when the server lacks it).
 
@@ -40,11 +47,66 @@ SIGNAL_MS = 2000
 # Renewal answers of the RENEW script, as reasons of a loss.
 LOST = {0: LostReason.EXPIRED, 2: LostReason.TAKEN, 3: LostReason.BROKEN}
 
+# Shared by the scripts below (prepended): how long the server keeps a name's counter and
+# semaphore limit. While a slot of the name is live, and `retain` ms after the last one ends,
+# counted from when the server's clock passes the counter (a counter ahead of the clock, e.g.
+# raised by a quorum, is kept that much longer): so a name is forgotten only once the clock is
+# past every token it gave, and its next token, from the clock, is larger. retain < 0 (inf):
+# kept forever, as before the option. PEXPIRE of 0 deletes at once (retain=0: forgotten at
+# release).
+KEEP = """
+local function now_us()
+  local now = redis.call('TIME')
+  return tonumber(now[1]) * 1000000 + tonumber(now[2])
+end
+local function index_of(key)
+  return string.match(key, '^(.-){') .. 'live'
+end
+-- the most ms a slot of the name has left, of its `n` slots but the key `skip`
+local function longest(base, n, skip)
+  local most = 0
+  for slot = 0, n - 1 do
+    local key = base .. 's' .. slot
+    if key ~= skip then
+      local left = redis.call('PTTL', key)
+      if left > most then most = left end
+    end
+  end
+  return most
+end
+local function keep_ms(retain, counter, now, most)
+  return retain + math.max(most, math.ceil((counter - now) / 1000), 0)
+end
+-- sets the expiry of the counter (and of the limit, when there is one); `skip` is a slot key
+-- known to be free. With `restore`, a counter the server lost is written back as 0 (the next
+-- token comes from the clock; see RELEASE).
+local function keep(base, retain, skip, restore)
+  local key = base .. 'token'
+  local counter = redis.call('GET', key)
+  if not counter and not restore then return end
+  if retain < 0 then
+    if not counter then redis.call('SET', key, '0') end
+    return
+  end
+  local limit = redis.call('GET', base .. 'limit')
+  local ms = keep_ms(retain, tonumber(counter or '0'), now_us(),
+                     longest(base, tonumber(limit or '1'), skip))
+  if counter then
+    redis.call('PEXPIRE', key, ms)
+  elseif ms > 0 then
+    redis.call('SET', key, '0', 'PX', ms)
+  end
+  if limit then redis.call('PEXPIRE', base .. 'limit', ms) end
+end
+"""
+
 # KEYS: slot 0, counter, and for a semaphore its highest limit. ARGV: limit, ttl ms, value head
-# '["<lease id>",', value tail ',"<holder>","<name>"]', restart grace s. Takes the first free
-# slot; returns the token for a lock, {slot, token} for a semaphore, false when all are held
-# (or when UNDO_ACQUIRE of this lease id came first).
-ACQUIRE = """
+# '["<lease id>",', value tail ',"<holder>","<name>"]', restart grace s, retain ms (-1: inf).
+# Takes the first free slot; returns the token for a lock, {slot, token} for a semaphore, false
+# when all are held (or when UNDO_ACQUIRE of this lease id came first). A name forgotten (after
+# `retain`, or by PRUNE) has no counter: its token comes from the clock, above every earlier
+# one; the restart grace below refuses it only in the server's first seconds.
+ACQUIRE = KEEP + """
 local limit, head = tonumber(ARGV[1]), ARGV[3]
 local base = string.sub(KEYS[1], 1, -3)
 local key, free
@@ -72,13 +134,32 @@ end
 -- the token: the server's clock in microseconds, or the counter + 1 when that is ahead
 local now = redis.call('TIME')
 local token = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
-if counter and tonumber(counter) >= tonumber(token) then
+local clock = tonumber(token)
+if counter and tonumber(counter) >= clock then
   token = string.format('%d', tonumber(counter) + 1)
 end
-redis.call('SET', KEYS[2], token)
-redis.call('SET', key, head .. token .. ARGV[4], 'PX', ARGV[2])
+local ttl, retain = tonumber(ARGV[2]), tonumber(ARGV[6])
+redis.call('SET', key, head .. token .. ARGV[4], 'PX', ttl)
+-- the highest limit: a lock's name may have been a semaphore's too
+local highest = redis.call('GET', base .. 'limit')
+if limit > tonumber(highest or '1') then
+  redis.call('SET', base .. 'limit', limit)
+  highest = limit
+end
+if retain < 0 then
+  redis.call('SET', KEYS[2], token)
+else  -- see KEEP
+  local ms = keep_ms(retain, tonumber(token), clock,
+                     math.max(ttl, longest(base, tonumber(highest or '1'), key)))
+  redis.call('SET', KEYS[2], token, 'PX', ms)
+  if highest then redis.call('PEXPIRE', base .. 'limit', ms) end
+end
+local index, ms = index_of(key), math.floor(clock / 1000)
+-- the entries of slots that expired unreleased, at one acquire in 16 (by the clock's last
+-- digits): a listing never reads them (it starts from the clock), they only take room
+if clock % 16 == 0 then redis.call('ZREMRANGEBYSCORE', index, '-inf', ms) end
+redis.call('ZADD', index, ms + ttl, key)
 if limit == 1 then return tonumber(token) end
-if tonumber(redis.call('GET', KEYS[3]) or '1') < limit then redis.call('SET', KEYS[3], limit) end
 return {free, token}
 """
 
@@ -90,56 +171,88 @@ WAKE_ACQUIRE = "if not redis.call('LPOP', KEYS[#KEYS]) then return -1 end\n" + A
 # waiter (a wait ends with a try), and saves the try's own round trip.
 LAST_ACQUIRE = "redis.call('LPOP', KEYS[#KEYS])\n" + ACQUIRE
 
-# KEYS: the slot keys of the leases. ARGV: ttl ms, then each lease's value. One answer per
-# lease: 1 renewed, 2 taken by another lease, 3 broken, 0 expired. A lease whose key is gone
-# while its name's counter is gone too was lost with the server's data, and nothing of that
-# name was granted, released or broken since: it is written back, and kept.
-RENEW = """
+# KEYS: the slot keys of the leases. ARGV: ttl ms, retain ms (-1: inf), then each lease's
+# value. One answer per lease: 1 renewed, 2 taken by another lease, 3 broken, 0 expired.
+#
+# A lease whose key is gone, with no tombstone on its slot and no counter, is written back and
+# kept: the server lost its data (a restart without persistence, a failover), and nothing of
+# that name was granted since (a grant sets the counter, and the restart grace keeps new grants
+# off while holders reclaim). With `retain`, "no counter" can also mean "forgotten": the
+# counter outlives every live slot by `retain` (KEEP), so then the lease ended (expired,
+# released or broken) at least `retain` ago, and a later grant may have come and been forgotten
+# too. Writing it back is still harmless: an expired lease's holder passed its own deadline
+# before the server's expiry (the deadline counts from when the renewal was sent, with a
+# margin), and a lease that is lost stays lost however late a renewal answers; a released one
+# is no longer held by its store, which frees it again at once (AsyncRedisStore.renew); a
+# broken one keeps a tombstone on its slot for as long as any lease broken there could still
+# be renewed (BREAK keeps the longest), and a tombstone forbids the write-back. So no lease
+# written back has a holder that acts, and no smaller token acts after a larger one.
+RENEW = KEEP + """
 local answers = {}
+local retain, now, index = tonumber(ARGV[2]), nil, nil
 for i, key in ipairs(KEYS) do
-  local mine = ARGV[i + 1]
+  local mine = ARGV[i + 2]
   local value = redis.call('GET', key)
+  local base, slot = string.match(key, '^(.*:)s(%d+)$')
+  local kept = false
   if value == mine then
     redis.call('PEXPIRE', key, ARGV[1])
-    answers[i] = 1
+    kept = true
   elseif value then
     answers[i] = 2
   else
-    local base, slot = string.match(key, '^(.*:)s(%d+)$')
-    if redis.call('GET', base .. 'b' .. slot) == mine then
+    local tombstone = redis.call('GET', base .. 'b' .. slot)
+    if tombstone == mine then
       answers[i] = 3
-    elseif redis.call('EXISTS', base .. 'token') == 0 then
+    elseif not tombstone and redis.call('EXISTS', base .. 'token') == 0 then
       redis.call('SET', key, mine, 'PX', ARGV[1])
-      answers[i] = 1
+      kept = true
     else
       answers[i] = 0
+    end
+  end
+  if kept then
+    answers[i] = 1
+    now = now or now_us()
+    index = index or index_of(key)
+    redis.call('ZADD', index, math.floor(now / 1000) + tonumber(ARGV[1]), key)
+    if retain >= 0 then
+      -- the counter outlives this slot by retain (never shortened here: other slots)
+      local left, ms = redis.call('PTTL', base .. 'token'), tonumber(ARGV[1]) + retain
+      if left >= 0 and left < ms then
+        redis.call('PEXPIRE', base .. 'token', ms)
+        redis.call('PEXPIRE', base .. 'limit', ms)
+      end
     end
   end
 end
 return answers
 """
 
-# KEYS: slot key, counter. ARGV: the lease's value. Compare-and-delete, then wake one waiter
-# (see `signal` above). A counter the server lost is written back first (as 0: the next token
-# comes from the clock), so that no renewal still on its way can bring the released lease back
-# (see RENEW).
-RELEASE = """
-redis.call('SET', KEYS[2], '0', 'NX')
+# KEYS: slot key, counter. ARGV: the lease's value, retain ms (-1: inf). Compare-and-delete,
+# then wake one waiter (see `signal` above). A counter the server lost is written back first
+# (as 0: the next token comes from the clock), so that no renewal still on its way can bring
+# the released lease back (see RENEW); then the counter is kept `retain` more (KEEP).
+RELEASE = KEEP + """
+local base, freed = string.sub(KEYS[2], 1, -6), 0
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
-  local signal = string.sub(KEYS[2], 1, -6) .. 'signal'
+  redis.call('ZREM', index_of(KEYS[1]), KEYS[1])
+  local signal = base .. 'signal'
   if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
   redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
-  return 1
+  freed = 1
 end
-return 0
+keep(base, tonumber(ARGV[2]), KEYS[1], true)
+return freed
 """
 
-# KEYS: slot 0. ARGV: limit, value head '["<lease id>",', ttl ms. Frees the slot an ACQUIRE of
-# this lease id took, if any, and wakes a waiter (its caller gave up on the answer: cancelled,
-# or timed out); when it took none, leaves the mark `x<lease id>` for the ttl, so that the
-# ACQUIRE takes nothing if it is still on its way (on another connection, it may come second).
-UNDO_ACQUIRE = """
+# KEYS: slot 0. ARGV: limit, value head '["<lease id>",', ttl ms, retain ms (-1: inf). Frees
+# the slot an ACQUIRE of this lease id took, if any, and wakes a waiter (its caller gave up on
+# the answer: cancelled, or timed out); when it took none, leaves the mark `x<lease id>` for
+# the ttl, so that the ACQUIRE takes nothing if it is still on its way (on another connection,
+# it may come second).
+UNDO_ACQUIRE = KEEP + """
 local limit, head = tonumber(ARGV[1]), ARGV[2]
 local base = string.sub(KEYS[1], 1, -3)
 for slot = 0, limit - 1 do
@@ -147,6 +260,8 @@ for slot = 0, limit - 1 do
   local value = redis.call('GET', key)
   if value and string.sub(value, 1, #head) == head then
     redis.call('DEL', key)
+    redis.call('ZREM', index_of(key), key)
+    keep(base, tonumber(ARGV[4] or '-1'), key, false)
     local signal = base .. 'signal'
     if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
     redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
@@ -157,10 +272,12 @@ redis.call('SET', base .. 'x' .. string.sub(head, 3, -3), '1', 'PX', ARGV[3])
 return 0
 """
 
-# KEYS: slot 0, highest limit, counter. Frees every slot (the counter stays) and wakes a waiter
-# per slot freed; a tombstone with the lease's remaining time lets its holder's next renewal
-# report BROKEN.
-BREAK = """
+# KEYS: slot 0, highest limit, counter. ARGV: retain ms (-1: inf). Frees every slot (the
+# counter stays, for `retain`) and wakes a waiter per slot freed; a tombstone with the lease's
+# remaining time lets its holder's next renewal report BROKEN. A tombstone already there (an
+# earlier lease broken on that slot) is kept at least as long as it had left: while it lasts,
+# no renewal of a broken lease is written back (see RENEW).
+BREAK = KEEP + """
 local base = string.sub(KEYS[1], 1, -3)
 local freed = 0
 for slot = 0, tonumber(redis.call('GET', KEYS[2]) or '1') - 1 do
@@ -168,12 +285,14 @@ for slot = 0, tonumber(redis.call('GET', KEYS[2]) or '1') - 1 do
   local value = redis.call('GET', key)
   if value then
     local left = redis.call('PTTL', key)
+    local before = redis.call('PTTL', base .. 'b' .. slot)
     redis.call('DEL', key)
-    redis.call('SET', base .. 'b' .. slot, value, 'PX', math.max(left, 1))
+    redis.call('ZREM', index_of(key), key)
+    redis.call('SET', base .. 'b' .. slot, value, 'PX', math.max(left, before, 1))
     freed = freed + 1
   end
 end
-redis.call('SET', KEYS[3], '0', 'NX')  -- as in RELEASE
+keep(base, tonumber(ARGV[1] or '-1'), '', true)  -- the counter written back as in RELEASE
 if freed > 0 then
   redis.call('DEL', base .. 'signal')
   for _ = 1, freed do redis.call('RPUSH', base .. 'signal', 1) end
@@ -182,11 +301,13 @@ end
 return freed
 """
 
-# KEYS: counter. ARGV: a token. Raises the counter to the token when it is behind (quorum mode:
-# every master that granted a lease learns the lease's token, the largest of their counters).
-RAISE = """
+# KEYS: counter. ARGV: a token, retain ms (-1: inf). Raises the counter to the token when it is
+# behind (quorum mode: every master that granted a lease learns the lease's token, the largest
+# of their counters), kept as KEEP says (longer by as much as it is now ahead of this clock).
+RAISE = KEEP + """
 if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1])
+  keep(string.sub(KEYS[1], 1, -6), tonumber(ARGV[2] or '-1'), '', false)
 end
 return 1
 """
@@ -233,6 +354,53 @@ for i, key in ipairs(KEYS) do
   found[2 * i] = redis.call('PTTL', key)
 end
 return found
+"""
+
+# KEYS: the store's index (`live`). ARGV: a slot key prefix, the lowest expiry (ms) to read
+# from ('' at first: the server's clock), how many entries at that expiry were read already, at
+# most how many entries to read. One page of the live slots by expiry: {the last entry's
+# expiry, how many entries of the page have it, entries read, then key, value, PTTL of each
+# live slot whose key starts with the prefix}. Expired entries are never read.
+LIST = KEEP + """
+local from = ARGV[2]
+if from == '' then from = tostring(math.floor(now_us() / 1000) + 1) end
+local page = redis.call('ZRANGEBYSCORE', KEYS[1], from, '+inf', 'WITHSCORES', 'LIMIT',
+                        ARGV[3], ARGV[4])
+local found, last, ties = {'', 0, #page / 2}, from, 0
+for i = 1, #page, 2 do
+  local key, score = page[i], page[i + 1]
+  if score == last then ties = ties + 1 else last, ties = score, 1 end
+  if string.sub(key, 1, #ARGV[1]) == ARGV[1] then
+    local value = redis.call('GET', key)
+    if value then
+      found[#found + 1] = key
+      found[#found + 1] = value
+      found[#found + 1] = redis.call('PTTL', key)
+    end
+  end
+end
+found[1], found[2] = last, ties
+return found
+"""
+
+# KEYS: counters of names. ARGV: idle µs, '1' for a dry run. Forgets (deletes the counter and
+# the semaphore limit of) each name with no live slot whose counter is below the server's clock
+# minus `idle`: a token is at least the clock at its grant, so the name was not granted for
+# `idle`, and its next token, from the clock, is larger than the counter. Records stay. In one
+# script: a grant either came first (a live slot, a fresh counter) or finds the name forgotten.
+# Returns the counters of the names it forgot (would forget).
+PRUNE = KEEP + """
+local before, forgotten = now_us() - tonumber(ARGV[1]), {}
+for _, key in ipairs(KEYS) do
+  local counter = tonumber(redis.call('GET', key) or '')
+  local base = string.sub(key, 1, -6)
+  if counter and counter < before
+      and longest(base, tonumber(redis.call('GET', base .. 'limit') or '1'), '') <= 0 then
+    forgotten[#forgotten + 1] = key
+    if ARGV[2] ~= '1' then redis.call('DEL', key, base .. 'limit') end
+  end
+end
+return forgotten
 """
 
 
@@ -293,11 +461,13 @@ class Scripts(NamedTuple):
     swap_record: Script
     undo_record: Script
     read: Script
+    list: Script
+    prune: Script
 
 
 SCRIPTS = Scripts(*map(_script, (
     ACQUIRE, WAKE_ACQUIRE, LAST_ACQUIRE, RENEW, RELEASE, UNDO_ACQUIRE, BREAK, RAISE, RETOKEN,
-    WRITE_RECORD, SWAP_RECORD, UNDO_RECORD, READ)))
+    WRITE_RECORD, SWAP_RECORD, UNDO_RECORD, READ, LIST, PRUNE)))
 
 
 class Keys(NamedTuple):

@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, quote, unquote_plus, urlsplit
 
 from redis.asyncio import Redis
 
-from tenure._async.stores._options import as_number, refuse_unknown
+from tenure._async.stores._options import DEFAULT_RETAIN, as_number, refuse_unknown, retain_seconds
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import redact
 
@@ -24,7 +24,7 @@ DEFAULT_TIMEOUT = 5.0
 # Options that go to redis-py as they are (TLS files and checks, the database number).
 PASSED_ON = ("db", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs",
              "ssl_check_hostname")
-OPTIONS = ("prefix", "timeout", "restart_grace", *PASSED_ON)
+OPTIONS = ("prefix", "timeout", "restart_grace", "retain", *PASSED_ON)
 # In its first seconds, a server grants no name that has no counter: a server that lost its
 # data gives the holders from before its restart this long to reclaim their leases.
 DEFAULT_RESTART_GRACE = 2.0
@@ -39,6 +39,7 @@ class Settings:
     prefix: str
     timeout: float
     restart_grace: float
+    retain: float
     driver: dict[str, Any]
     given: str = field(default="", repr=False)  # may hold a password
 
@@ -76,7 +77,7 @@ def parse_options(url: str, options: dict[str, Any]) -> Settings:
             f"{scheme}://{host}:{port or 6379}/0")
     merged: dict[str, Any] = dict(parse_qsl(parts.query, keep_blank_values=True))
     merged.update(options)
-    prefix, timeout, grace = own_options(merged, OPTIONS, "redis:// stores")
+    prefix, timeout, grace, retain = own_options(merged, OPTIONS, "redis:// stores")
     driver: dict[str, Any] = {}
     if "db" in merged:
         db = merged.pop("db")
@@ -90,7 +91,7 @@ def parse_options(url: str, options: dict[str, Any]) -> Settings:
         merged["ssl_cert_reqs"] = _cert_reqs(merged["ssl_cert_reqs"])
     driver.update(merged)
     return Settings(f"{scheme}://{parts.netloc}{parts.path}", prefix, timeout or DEFAULT_TIMEOUT,
-                    grace, driver, in_effect(url, options))
+                    grace, retain, driver, in_effect(url, options))
 
 
 def _cert_reqs(value: object) -> object:
@@ -128,13 +129,13 @@ def in_effect(url: str, keywords: Mapping[str, Any]) -> str:
 
 
 def own_options(merged: dict[str, Any], accepted: Sequence[str], where: str,
-                note: str = "") -> tuple[str, float | None, float]:
-    """Pop and check tenure's own options: prefix, timeout (None when not given), grace;
-    refuse those not `accepted` (see stores._options.refuse_unknown).
+                note: str = "") -> tuple[str, float | None, float, float]:
+    """Pop and check tenure's own options: prefix, timeout (None when not given), grace,
+    retain; refuse those not `accepted` (see stores._options.refuse_unknown).
 
     Example:
         >>> own_options({"prefix": "app:"}, ("prefix",), "redis:// stores")
-        ('app:', None, 2.0)
+        ('app:', None, 2.0, 3600.0)
     """
     refuse_unknown(merged, accepted, where, note)
     prefix = merged.pop("prefix", DEFAULT_PREFIX)
@@ -150,7 +151,35 @@ def own_options(merged: dict[str, Any], accepted: Sequence[str], where: str,
     grace = as_number("restart_grace", merged.pop("restart_grace", DEFAULT_RESTART_GRACE), 0,
                       3600.0, default=DEFAULT_RESTART_GRACE,
                       why="0 turns it off (see the Redis store's docs)")
-    return prefix, timeout, grace
+    retain = retain_seconds(merged.pop("retain", DEFAULT_RETAIN))
+    return prefix, timeout, grace, retain
+
+
+def with_retain(url: str, retain: float) -> str:
+    """`url` showing `retain` when it is not the default and the URL does not say it already:
+    the store's url reads back as the same store.
+
+    Example:
+        >>> with_retain("redis://cache:6379/0?prefix=app:", 60.0)
+        'redis://cache:6379/0?prefix=app:&retain=60'
+        >>> with_retain("redis://cache:6379/0 (client)", 0.0)
+        'redis://cache:6379/0?retain=0 (client)'
+    """
+    address, client, _ = url.partition(" (client)")
+    if retain == DEFAULT_RETAIN or "retain" in dict(parse_qsl(urlsplit(address).query)):
+        return url
+    return f"{address}{'&' if '?' in address else '?'}retain={retain:g}{client}"
+
+
+def retain_ms(retain: float) -> bytes:
+    """`retain` as the scripts take it: milliseconds, or -1 for inf (kept forever).
+
+    Example:
+        >>> retain_ms(1.5), retain_ms(float("inf"))
+        (b'1500', b'-1')
+    """
+    # Beyond 10^12 s (31,700 years) is forever too, and would overflow the server's expiry.
+    return b"-1" if retain > 1e12 else b"%d" % round(retain * 1000)
 
 
 def checked_client(client: object, url: object) -> Any:

@@ -132,7 +132,8 @@ class Waits:
                 # Cancelled or failed: the wake-up may have taken the lease. Not on the same
                 # connection (see Connections._finish): a BLMOVE still blocked would hold the
                 # undo up, and dropping the connection ends it at once.
-                connections.undo_soon(Undo(name, keys.slot0.encode(), head, ttl, limit))
+                connections.undo_soon(Undo(name, keys.slot0.encode(), head, ttl, limit,
+                                           store._retain_ms))
                 raise
             if isinstance(granted, ResponseError):
                 raise granted

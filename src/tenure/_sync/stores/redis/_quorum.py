@@ -62,7 +62,7 @@ from tenure._sync.stores.redis._fan_out import (
     settled,
 )
 from tenure._sync.stores.redis._quorum_records import QuorumRecords
-from tenure._sync.stores.redis._settings import in_effect, parse_quorum
+from tenure._sync.stores.redis._settings import in_effect, parse_quorum, with_retain
 from tenure._sync.stores.redis._single import RedisStore
 from tenure._errors import InvalidArgumentType, StoreRefused, StoreUnavailable
 from tenure._forks import in_child_after_fork
@@ -76,6 +76,8 @@ MASTER_SHARE = 0.25  # a tenth failed first acquires (new connections) of 0.3 s 
 # A waiter gives a master this long past the end of its wait to answer, then tries the next.
 # (Redis ends a blocking command's wait up to 1/hz = 100 ms late when it is idle.)
 WAIT_SLACK = 0.25
+# A prune waits this long at most for a master (its calls have the store's timeout each).
+PRUNE_BOUND = 86400.0
 
 
 class RedisQuorumStore(Backend, RecordKeeper):
@@ -98,8 +100,8 @@ class RedisQuorumStore(Backend, RecordKeeper):
         if not isinstance(url, str):
             raise InvalidArgumentType(f"url must be a str, got {type(url).__name__}")
         urls, self.quorum, rest = parse_quorum(url, options)
-        self.url = redact(in_effect(url, options))
         self.nodes = [RedisStore(node_url, **rest) for node_url in urls]
+        self.url = redact(with_retain(in_effect(url, options), self.nodes[0].retain))
         self.prefix, self.timeout = self.nodes[0].prefix, self.nodes[0].timeout
         self._all = range(len(self.nodes))
         self._ids = itertools.count()
@@ -443,6 +445,39 @@ class RedisQuorumStore(Backend, RecordKeeper):
                 found.append(replace(infos[0], token=max(info.token for info in infos),
                                      expires_at=ends[self.quorum - 1]))
         return sorted(found, key=lambda info: (info.name, info.slot))
+
+    def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Prune every master (each forgets a name only once its own clock is past the
+        name's counter by `idle`, see PRUNE); the number of names this call forgot on at least
+        `quorum` masters (a master still freeing a slot in the background keeps the name until
+        a later prune). Needs the answers of a quorum of masters.
+
+        Every later grant's quorum shares a master with the quorum of each earlier grant of
+        the name, which had raised its counter to that grant's token: that master still has
+        the counter, or forgot it after its clock passed it; either way the later token, the
+        largest of its quorum's, is larger.
+
+        Example::
+
+            forgotten = backend.prune(idle=3600.0)
+        """
+        self._refuse_if_closed("prune", "")
+
+        def on(index: int) -> set[bytes] | Down:
+            try:
+                return self.nodes[index]._prune(idle, dry_run)
+            except StoreUnavailable as exc:
+                return Down(exc)
+
+        # No bound of its own: a prune of many names takes one SCAN call per 1,000 keys, each
+        # bounded by the store's timeout.
+        answers = self._masters.first(on, self._all, never, PRUNE_BOUND)
+        errors = [answer for answer in answers if isinstance(answer, Down)]
+        if len(self.nodes) - len(errors) < self.quorum:
+            raise self._failure("prune", "", errors, len(self.nodes) - len(errors))
+        masters = Counter(key for answer in answers if not isinstance(answer, Down)
+                          for key in answer)
+        return sum(count >= self.quorum for count in masters.values())
 
     # -- records (_quorum_records.py) --------------------------------------------------------
 

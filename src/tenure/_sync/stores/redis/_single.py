@@ -44,7 +44,13 @@ from tenure._sync.stores.redis._scripts import (
     name_keys,
     packed,
 )
-from tenure._sync.stores.redis._settings import checked_client, own_options, parse_options
+from tenure._sync.stores.redis._settings import (
+    checked_client,
+    own_options,
+    parse_options,
+    retain_ms,
+    with_retain,
+)
 from tenure._sync.stores.redis._waiting import Waits
 from tenure._errors import InvalidArgumentType, StoreUnavailable
 from tenure._forks import in_child_after_fork
@@ -56,6 +62,8 @@ log = logging.getLogger("tenure")
 
 # Caches of names' keys and commands are emptied when they reach this size.
 _CACHED = 4096
+# Entries a listing reads per script, keys a prune's SCAN asks for per call.
+_PAGE = 1000
 
 
 class _Held(NamedTuple):
@@ -86,8 +94,8 @@ class RedisStore(Backend, RecordKeeper):
                  **options: Any) -> None:
         if client is not None:
             checked_client(client, url)
-            self.prefix, timeout, self.restart_grace = own_options(
-                dict(options), ("prefix", "timeout", "restart_grace"),
+            self.prefix, timeout, self.restart_grace, self.retain = own_options(
+                dict(options), ("prefix", "timeout", "restart_grace", "retain"),
                 "redis:// stores made from a client", "its other settings are the client's")
             self._connections = Connections.of_client(client, timeout, self.prefix)
         else:
@@ -97,9 +105,13 @@ class RedisStore(Backend, RecordKeeper):
                     f"{type(url).__name__}")
             settings = parse_options(url, options)
             self.prefix, self.restart_grace = settings.prefix, settings.restart_grace
+            self.retain = settings.retain
             self._connections = Connections.of_url(url, settings)
+        self._connections.url = with_retain(self._connections.url, self.retain)
         self.url, self.timeout = self._connections.url, self._connections.timeout
         self._grace = repr(self.restart_grace).encode()
+        self._retain_ms = retain_ms(self.retain)
+        self._index = f"{self.prefix}live".encode()  # the live slots (see _scripts.py)
         self._names: dict[str, Keys] = {}
         self._tails: dict[tuple[str, str], str] = {}
         self._acquiring: dict[tuple[str, str, float, int, Script], tuple[bytes, bytes]] = {}
@@ -176,8 +188,9 @@ class RedisStore(Backend, RecordKeeper):
             if script is not SCRIPTS.acquire:
                 names.append(self._wake_key(name))
             before = evalsha(script, names, b"%d" % limit, b"%d" % int(ttl * 1000))
-            before = b"*%d\r\n" % (len(names) + 8) + before.partition(b"\r\n")[2]
-            after = bulk(self._tail(holder, name).encode()) + bulk(self._grace)
+            before = b"*%d\r\n" % (len(names) + 9) + before.partition(b"\r\n")[2]
+            after = (bulk(self._tail(holder, name).encode()) + bulk(self._grace)
+                     + bulk(self._retain_ms))
             around = self._acquiring[key] = (before, after)
         return around[0] + bulk(head) + around[1]
 
@@ -201,7 +214,7 @@ class RedisStore(Backend, RecordKeeper):
                           limit: int) -> Grant | None:
         """try_acquire with the caller's lease id (a quorum gives one id on every master)."""
         head = f'["{lease_id}",'.encode()
-        undo = Undo(name, self._keys(name).slot0.encode(), head, ttl, limit)
+        undo = Undo(name, self._keys(name).slot0.encode(), head, ttl, limit, self._retain_ms)
         sent_at = _shim.monotonic()
         try:
             granted = self._connections.eval(
@@ -254,7 +267,7 @@ class RedisStore(Backend, RecordKeeper):
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         sent_at = _shim.monotonic()
         command = evalsha(SCRIPTS.renew, [grant.key.encode() for grant in grants],
-                          b"%d" % int(ttl * 1000), *map(self._value, grants))
+                          b"%d" % int(ttl * 1000), self._retain_ms, *map(self._value, grants))
         try:
             answers = self._connections.eval(SCRIPTS.renew, command)
         except (RedisError, OSError) as exc:
@@ -288,11 +301,11 @@ class RedisStore(Backend, RecordKeeper):
             if len(self._releasing) >= _CACHED:
                 self._releasing.clear()
             keys = [grant.key.encode(), self._keys(grant.name).counter.encode()]
-            before = self._releasing[grant.key] = b"*6\r\n" + evalsha(
+            before = self._releasing[grant.key] = b"*7\r\n" + evalsha(
                 SCRIPTS.release, keys).partition(b"\r\n")[2]
         try:
-            freed = self._connections.eval(SCRIPTS.release,
-                                                 before + bulk(self._value(grant)))
+            freed = self._connections.eval(
+                SCRIPTS.release, before + bulk(self._value(grant)) + bulk(self._retain_ms))
         except (RedisError, OSError) as exc:
             raise self._connections.failure("release", grant.name, exc) from exc
         finally:
@@ -312,7 +325,7 @@ class RedisStore(Backend, RecordKeeper):
     def _raise_counter(self, name: str, token: int) -> None:
         """Raise the fencing counter of `name` to `token` where it is behind (quorum mode)."""
         command = evalsha(SCRIPTS.raise_counter, [self._keys(name).counter.encode()],
-                          b"%d" % token)
+                          b"%d" % token, self._retain_ms)
         try:
             self._connections.eval(SCRIPTS.raise_counter, command)
         except (RedisError, OSError) as exc:
@@ -338,7 +351,7 @@ class RedisStore(Backend, RecordKeeper):
     def break_lease(self, name: str) -> int:
         keys = self._keys(name)
         command = evalsha(SCRIPTS.break_lease, [keys.slot0.encode(), keys.limit.encode(),
-                                                keys.counter.encode()])
+                                                keys.counter.encode()], self._retain_ms)
         try:
             freed = self._connections.eval(SCRIPTS.break_lease, command)
         except (RedisError, OSError) as exc:
@@ -350,22 +363,61 @@ class RedisStore(Backend, RecordKeeper):
         return sorted(found, key=lambda info: (info.name, info.slot))
 
     def _listing(self, prefix: str = "") -> list[tuple[str, LeaseInfo]]:
-        """Live leases whose name starts with `prefix`, with their lease ids, unsorted."""
+        """Live leases whose name starts with `prefix`, with their lease ids, unsorted: read
+        from the index of live slots, a page at a time, never from the names nobody holds."""
         if self._connections.closed:
             raise closed_store(self.url)
-        pattern = f"{glob_escape(self.prefix)}{{{safe_key_prefix(prefix)}*}}:s[0-9]*"
-        found: list[tuple[str, LeaseInfo]] = []
+        keys = f"{self.prefix}{{{safe_key_prefix(prefix)}".encode()
+        found: dict[bytes, tuple[str, LeaseInfo]] = {}  # by key: a renewal may move one on
+        start, skip = b"", 0
         try:
-            for chunk in self._scan(pattern):
-                read = self._connections.eval(SCRIPTS.read, evalsha(SCRIPTS.read, chunk))
+            while True:
+                last, ties, read, *page = self._connections.eval(SCRIPTS.list, evalsha(
+                    SCRIPTS.list, [self._index], keys, start, b"%d" % skip, b"%d" % _PAGE))
                 now = datetime.now(timezone.utc)
-                for key, value, left in zip(chunk, read[::2], read[1::2], strict=True):
+                for key, value, left in zip(page[::3], page[1::3], page[2::3], strict=True):
                     entry = _lease_entry(key, value, left, now)
                     if entry is not None and entry[1].name.startswith(prefix):
-                        found.append(entry)
+                        found[key] = entry
+                if read < _PAGE:
+                    return list(found.values())
+                # The next page starts at the last expiry read, past the entries read there.
+                skip = skip + ties if last == start else ties
+                start = last
         except (RedisError, OSError) as exc:
             raise self._connections.failure("listing", prefix, exc) from exc
-        return found
+
+    def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names with no live slot that were not granted for `idle` seconds (their
+        counters and semaphore limits; records stay), or with `dry_run` only count them; the
+        number of names. SCAN finds the counters, and one script per batch checks and deletes
+        them (see PRUNE), so a grant racing it comes first or finds the name forgotten.
+
+        Example::
+
+            forgotten = backend.prune(idle=3600.0)
+        """
+        return len(self._prune(idle, dry_run))
+
+    def _prune(self, idle: float, dry_run: bool) -> set[bytes]:
+        """prune's work: the counter keys of the names forgotten (or that would be)."""
+        if self._connections.closed:
+            raise closed_store(self.url, "prune")
+        pattern = f"{glob_escape(self.prefix)}{{*}}:token".encode()
+        idle_us, dry = b"%d" % int(idle * 1_000_000), b"1" if dry_run else b"0"
+        forgotten: set[bytes] = set()  # SCAN may return a key twice
+        cursor = b"0"
+        try:
+            while True:
+                cursor, batch = self._connections.call(
+                    packed(b"SCAN", cursor, b"MATCH", pattern, b"COUNT", b"%d" % _PAGE))
+                if batch:
+                    forgotten.update(self._connections.eval(
+                        SCRIPTS.prune, evalsha(SCRIPTS.prune, batch, idle_us, dry)))
+                if cursor == b"0":
+                    return forgotten
+        except (RedisError, OSError) as exc:
+            raise self._connections.failure("prune", "", exc) from exc
 
     # -- records ------------------------------------------------------------------------------
 
