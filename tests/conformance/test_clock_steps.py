@@ -42,27 +42,16 @@ from faketime import (
 from servers import ServiceMissing, service_missing
 from waiting import wait_until
 
-from tenure import StoreUnavailable
 from tenure._async.stores._protocol import prunes
 
 pytestmark = pytest.mark.anyio
 
 # Seconds the clock steps back: far more than a test's quiet time (so a forgotten name's token
 # goes back), less than the default retain (an hour), and more than this module's servers have
-# been up (a step back longer than its uptime is what trips KNOWN_BUGS on Redis, every time).
+# been up (a step back longer than its uptime makes Redis's INFO uptime negative, which the
+# restart grace must not trust).
 STEP = 600
 WORKER = Path(__file__).parents[1] / "support" / "clock_worker.py"
-
-# Known bugs, by store module: the tests of a name without a counter are expected to fail there
-# (strict: they fail loudly once fixed, so that this entry goes).
-KNOWN_BUGS = {
-    module: "Redis's uptime_in_seconds is wall-clock time since the start: a step back longer "
-    "than the uptime makes it negative, ACQUIRE's match '(%d+)' finds nothing, and the script "
-    "fails ('attempt to compare nil with number') for every name without a counter until the "
-    "clock catches up (and refuses them for the restart grace after that)"
-    for module in ("redis", "redis_quorum")
-}
-
 
 @dataclass
 class ClockServer:
@@ -332,16 +321,8 @@ async def test_a_remembered_name_gets_a_larger_token_after_the_clock_steps_back(
         f"not use it, when its clock stepped back {STEP} s")
 
 
-def expect_known_bug(request: pytest.FixtureRequest, clocked: Clocked) -> None:
-    reason = KNOWN_BUGS.get(clocked.kind.module)
-    if reason is not None:
-        request.applymarker(pytest.mark.xfail(strict=True, raises=StoreUnavailable,
-                                              reason=reason))
-
-
 async def test_a_forgotten_name_gets_at_least_the_clock_after_it_steps_back(
-        clocked: Clocked, request: pytest.FixtureRequest) -> None:
-    expect_known_bug(request, clocked)
+        clocked: Clocked) -> None:
     if not clocked.prunes():
         pytest.skip("this store cannot forget names yet (no prune)")
     first = await clocked.take("invoice-2")
@@ -361,8 +342,7 @@ async def test_a_forgotten_name_gets_at_least_the_clock_after_it_steps_back(
 
 
 async def test_a_name_never_seen_gets_at_least_the_clock_after_it_steps_back(
-        clocked: Clocked, request: pytest.FixtureRequest) -> None:
-    expect_known_bug(request, clocked)
+        clocked: Clocked) -> None:
     step_back(clocked, STEP)
     grant = await clocked.take("never-seen")
     assert grant.token >= grant.before, (
@@ -371,14 +351,13 @@ async def test_a_name_never_seen_gets_at_least_the_clock_after_it_steps_back(
 
 
 async def test_a_name_forgotten_at_release_gets_at_least_the_clock_after_it_steps_back(
-        open_clocked: Any, request: pytest.FixtureRequest) -> None:
+        open_clocked: Any) -> None:
     try:
         clocked = open_clocked(retain=0)  # forget a name at its release
     except Refused as exc:
         if "unknown option 'retain'" not in str(exc):
             raise
         pytest.skip("this store has no retain option yet")
-    expect_known_bug(request, clocked)
     first = await clocked.take("invoice-3")
     await clocked.release("invoice-3")
     step_back(clocked, STEP)

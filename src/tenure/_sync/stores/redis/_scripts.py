@@ -128,9 +128,11 @@ if redis.call('EXISTS', base .. 'x' .. string.sub(head, 3, -3)) == 1 then return
 local counter = redis.call('GET', KEYS[2])
 if not counter then
   -- Never granted on this server, or the server lost its data: in the server's first seconds,
-  -- wait, so that holders from before a restart can reclaim their leases first.
-  local up = string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)')
-  if tonumber(up) < tonumber(ARGV[5]) then return false end
+  -- wait, so that holders from before a restart can reclaim their leases first. INFO's uptime
+  -- is wall-clock time since the start, negative once that clock stepped back by more: then
+  -- nobody can tell, and waiting would refuse every new name until the clock catches up.
+  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(-?%d+)'))
+  if up and up >= 0 and up < tonumber(ARGV[5]) then return false end
 end
 -- the token: the server's clock in microseconds, or the counter + 1 when that is ahead
 local now = redis.call('TIME')
