@@ -40,7 +40,7 @@ from tenure._sync.stores.azblob._container import Container
 from tenure._sync.stores.azblob._failures import container_missing, status
 from tenure._sync.stores.azblob._layout import ROOT, parse_record
 from tenure._sync.stores.azblob._records import keep_record
-from tenure._errors import StoreUnavailable
+from tenure._errors import StoreRefused, StoreUnavailable
 
 log = logging.getLogger("tenure")
 
@@ -161,10 +161,21 @@ def forget(container: Container, group: Sequence[Listed]) -> bool:
                 continue  # gone already (another pruner)
             if status(exc) in (409, 412):
                 return False  # leased, or granted since it was listed: keep the name
-            raise container.failure("pruning", blob.directory, exc) from None
+            return _kept_after(container.failure("pruning", blob.directory, exc))
         except AzureError as exc:
-            raise container.failure("pruning", blob.directory, exc) from None
+            return _kept_after(container.failure("pruning", blob.directory, exc))
+        except StoreUnavailable as exc:  # no answer within the bound
+            return _kept_after(exc)
     return deleted
+
+
+def _kept_after(error: StoreUnavailable) -> bool:
+    """A name left for the next prune after a transient failure (one slow answer does not end
+    a prune of thousands); a refusal (access denied) ends it."""
+    if isinstance(error, StoreRefused):
+        raise error
+    log.debug("tenure: a name is kept for the next prune: %s", error)
+    return False
 
 
 def _hand_record_over(container: Container, blob: Listed) -> None:
