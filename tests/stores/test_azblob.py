@@ -151,7 +151,7 @@ def test_urls_and_options_fail_at_connect(monkeypatch: pytest.MonkeyPatch) -> No
         ("azblob://acct/ab", {}, tenure.InvalidArgument, "3 to 63 lowercase"),
         ("azblob://Not-An-Account/locks", {}, tenure.InvalidArgument, "3 to 24 lowercase"),
         ("azblob:///locks?bogus=1", {"connection_string": secret}, tenure.InvalidArgument,
-         r"unknown option 'bogus' for azblob:// stores; accepted: none \(in the URL's query"),
+         r"unknown option 'bogus' for azblob:// stores; accepted: retain \(in the URL's query"),
         ("azblob:///locks", {"connection_string": secret, "bogus": 1}, tenure.InvalidArgument,
          "unknown option 'bogus' for azblob:// stores; accepted: connection_string, "),
         ("azblob:///locks", {"connection_string": "nonsense;AccountKey=hunter2"},

@@ -26,6 +26,8 @@ ROOT = "tenure/"
 # The metadata of a lock or slot blob: the name it is for, who holds it, with which token, since.
 NAME, HOLDER, TOKEN, ACQUIRED = "tenure_name", "tenure_holder", "tenure_token", "tenure_at"
 _UNKNOWN_HOLDER = "?"
+# The blob that keeps a record moved out of a pruned lock blob (never leased, never pruned).
+RECORD = "record"
 # A record in the lock blob's pages: magic, length of the UTF-8 that follows; page-aligned.
 _RECORD_HEADER = struct.Struct(">4sI")
 _RECORD_MAGIC = b"TNR1"
@@ -87,6 +89,16 @@ def blob_name(name: str, slot: int, limit: int) -> str:
         (True, True)
     """
     return directory(name) + ("lock" if limit == 1 else f"slot-{slot}")
+
+
+def record_blob_name(name: str) -> str:
+    """The blob that keeps `name`'s record once its lock blob was pruned (see _pruning.py).
+
+    Example:
+        >>> record_blob_name("jobs").endswith("/record")
+        True
+    """
+    return directory(name) + RECORD
 
 
 def holder_metadata(name: str, holder: str, token: int) -> dict[str, str]:

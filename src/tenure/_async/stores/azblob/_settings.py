@@ -17,7 +17,10 @@ DEFAULT_BLOB_URL_FORMAT = "https://{account}.blob.core.windows.net/{container}"
 DEFAULT_TIMEOUT = 5.0
 # The options of open_store, taken as keywords only: a connection string is a secret, and a
 # URL's query ends up in logs.
-KEYWORDS = ("connection_string", "blob_url_format", "create_container", "fencing", "timeout")
+KEYWORDS = ("connection_string", "blob_url_format", "create_container", "fencing", "retain",
+            "timeout")
+# The options a URL's query may carry (nothing secret).
+URL_OPTIONS = ("retain",)
 
 
 def checked_timeout(timeout: object) -> float:

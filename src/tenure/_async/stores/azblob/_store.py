@@ -17,14 +17,17 @@ from azure.storage.blob.aio import ContainerClient
 
 from tenure import _forks
 from tenure._async import _shim
+from tenure._async.stores._options import DEFAULT_RETAIN, retain_seconds
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper
 from tenure._async.stores.azblob._container import Container
 from tenure._async.stores.azblob._failures import refusal_fix
+from tenure._async.stores.azblob._layout import directory
 from tenure._async.stores.azblob._leases import Leases
+from tenure._async.stores.azblob._pruning import Sweeper, prune
 from tenure._async.stores.azblob._records import Records
 from tenure._async.stores.azblob._settings import DEFAULT_TIMEOUT, checked_timeout
 from tenure._async.stores.azblob._waiting import wait_and_acquire
-from tenure._errors import InvalidArgumentType
+from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
 
@@ -48,15 +51,19 @@ from azure.storage.blob.aio import ContainerClient
 
     def __init__(self, container: ContainerClient, *, create_container: bool = True,
                  fencing: bool = True, close_client: bool = False,
-                 credential: Any = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+                 credential: Any = None, timeout: float = DEFAULT_TIMEOUT,
+                 retain: float | str = DEFAULT_RETAIN) -> None:
         if not isinstance(container, ContainerClient):
             raise InvalidArgumentType(
                 f"container must be an azure.storage.blob.aio.ContainerClient, got "
                 f"{type(container).__module__}.{type(container).__qualname__}"
             )
         self.timeout = checked_timeout(timeout)
+        self.retain = retain_seconds(retain)
         self.container = container  # the SDK's client, as given
         self.url = f"azblob://{container.account_name}/{container.container_name}"
+        if self.retain != DEFAULT_RETAIN:  # the URL reads back as the same store
+            self.url += f"?retain={self.retain:g}"
         # The container as every operation reaches it (bounds, blob clients, failures).
         self._container = Container(container, url=self.url, timeout=self.timeout,
                                     create_container=create_container,
@@ -64,6 +71,7 @@ from azure.storage.blob.aio import ContainerClient
         self._credential = credential
         self._leases = Leases(self._container, fencing=fencing)
         self._records = Records(self._container, self._leases)
+        self._sweeper = Sweeper(self._container, self.retain)
         _forks.in_child_after_fork(self, AsyncAzureBlobStore._start_afresh)
 
     def _refusal(self, exc: AzureError) -> str | None:
@@ -75,6 +83,7 @@ from azure.storage.blob.aio import ContainerClient
         of the parent's holder writes, under the parent's leases."""
         self._container.start_afresh()
         self._leases.start_afresh()
+        self._sweeper.start_afresh()
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         return await self._leases.try_acquire(name, holder, ttl, limit)
@@ -83,7 +92,26 @@ from azure.storage.blob.aio import ContainerClient
         return await self._leases.renew(grants, ttl)
 
     async def release(self, grant: Grant) -> bool:
-        return await self._leases.release(grant)
+        released = await self._leases.release(grant)
+        if self.retain == 0:  # forget the name now, unless it was taken again meanwhile
+            await self._sweeper.forget_now(directory(grant.name))
+        else:
+            self._sweeper.after_release()
+        return released
+
+    async def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names nobody has held for `idle` seconds: delete their blobs (never a
+        leased one; records move to a blob of their own and stay); how many names were
+        forgotten, or with `dry_run` would be. One listing request per 5,000 blobs, one delete
+        per blob forgotten (see _pruning.py).
+
+        Example::
+
+            forgotten = await backend.prune(idle=86400.0)
+        """
+        if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not idle >= 0:
+            raise InvalidArgument(f"idle={idle!r} is out of range: give seconds from 0")
+        return await prune(self._container, float(idle), dry_run)
 
     async def break_lease(self, name: str) -> int:
         return await self._leases.break_lease(name)

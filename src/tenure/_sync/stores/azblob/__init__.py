@@ -5,8 +5,11 @@ Every name has its own virtual directory `tenure/<readable prefix>-<digest>/` (s
 tenure._names.safe_key), so any name maps to a legal blob name and distinct names never share
 one. A lock is the page blob `lock` there; a semaphore of `limit` has the blobs `slot-0` ..
 `slot-<limit-1>`, tried in a random order, and a `counter` blob. Lock blobs are page blobs of
-size 0 (until they keep a record) created when missing and never deleted by tenure; the
-original name is kept in their metadata (base64, since metadata is ASCII).
+size 0 (until they keep a record) created when missing; the original name is kept in their
+metadata (base64, since metadata is ASCII). The blobs of a name nobody holds are deleted by
+`prune(idle)`, at the release with `retain=0`, or by a release's sweep once idle `retain`
+seconds (default 3600; see _pruning.py); a name created again starts its counter at the wall
+clock in microseconds, above every earlier token.
 
 A lease is an Azure blob lease of 15 to 60 s with a lease id proposed by the client (see
 _leases.py); the fencing token is the blob's sequence number, moved under the lease (see
@@ -22,7 +25,9 @@ The package, by concern:
                    each call, the failure message, the container created on first use, fork()
     _tokens.py     fencing tokens: a blob's sequence number (a semaphore's counter blob)
     _leases.py     acquire, renew, release, break, list; the undo of a cut-short acquire
-    _records.py    the records API (a record per name, in its lock blob's pages)
+    _records.py    the records API (a record per name, in its lock blob's pages, moved to a
+                   record blob of its own when the lock blob is pruned)
+    _pruning.py    forgetting the names nobody holds: prune, the retain sweep, retain=0
     _waiting.py    how waiters wait: a try every quarter second or a little less
     _store.py      AzureBlobStore: the backend protocol on the above
     _opening.py    open_store and from_url: a store from its URL and keywords

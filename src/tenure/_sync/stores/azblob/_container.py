@@ -36,6 +36,8 @@ if not _shim.BLOCKING:
                            "(pip install 'tenure[azure]')") from exc
 # Inherited across fork(): HTTP sessions let go of without closing them (see start_afresh).
 _FORSAKEN: list[Any] = []
+# Blobs per listing page (the service's most): one request lists this many blobs.
+PAGE = 5000
 # Blob clients kept for reuse, at most (more names than that are served by clients made anew).
 _KEPT_BLOB_CLIENTS = 4096
 
@@ -110,6 +112,26 @@ class Container:
             if len(self._blobs) < _KEPT_BLOB_CLIENTS:
                 self._blobs[name] = blob
         return blob
+
+    def page(self, prefix: str, token: str | None, *, metadata: bool = False,
+                   operation: str = "listing") -> tuple[list[Any], str | None]:
+        """One listing page (up to PAGE blobs, with their lease state, ETag, Last-Modified,
+        size, sequence number, and metadata if asked) of the blobs under `prefix`, from
+        continuation `token` (None: the first page); and the token of the next page (None
+        after the last). One request, bounded like every call: a listing of any length holds
+        one page in memory at a time and never outlasts `timeout` per page.
+
+        Example::
+
+            blobs, token = container.page("tenure/", None)
+        """
+        with self.bounded(operation, prefix):
+            pages: Any = self.client.list_blobs(
+                name_starts_with=prefix, include=["metadata"] if metadata else None,
+                results_per_page=PAGE).by_page(continuation_token=token)
+            for page in pages:
+                return [blob for blob in page], pages.continuation_token or None
+        return [], None
 
     def failure(self, operation: str, name: str, exc: AzureError) -> StoreUnavailable:
         """The store's error for an SDK failure of `operation` on `name` (see `translated`).

@@ -28,6 +28,7 @@ from azure.core.exceptions import AzureError, HttpResponseError, ServiceRequestE
 from azure.storage.blob import BlobClient, BlobLeaseClient
 
 from tenure._sync import _shim
+from tenure._sync.stores._failures import failure
 from tenure._sync.stores.azblob._container import Container
 from tenure._sync.stores.azblob._failures import (
     code,
@@ -54,6 +55,8 @@ log = logging.getLogger("tenure")
 # the holder within a second.
 DESCRIBE_AFTER = 0.25
 _REMEMBERED_RELEASES = 4096
+# Creations of a missing blob then leases of it, at most, in one acquire (see _take).
+_TAKE_TRIES = 10
 
 
 class Leases:
@@ -144,8 +147,11 @@ class Leases:
         return None
 
     def _take(self, blob: BlobClient, lease_id: str, duration: int, name: str) -> bool:
-        """Acquire the blob's lease with our proposed id; False when someone else holds it."""
-        for _ in range(3):
+        """Acquire the blob's lease with our proposed id; False when someone else holds it.
+
+        A missing blob is created, then leased: two requests, between which a prune with
+        idle 0 (or a release with retain=0) may delete it again, so this tries a few times."""
+        for _ in range(_TAKE_TRIES):
             try:
                 BlobLeaseClient(blob, lease_id).acquire(duration)
                 return True
@@ -158,7 +164,9 @@ class Leases:
                     self._container.ensure_container(name, exc)
                 else:
                     create_blob(blob, name)
-        return False
+        raise failure(self._container.url, "acquire", name,
+                      "a prune with idle 0 is running; try again",
+                      f"its blob was deleted each time it was created ({_TAKE_TRIES} times)")
 
     def _describe(self, blob: BlobClient, lease_id: str, name: str, holder: str,
                         token: int) -> None:
@@ -281,22 +289,22 @@ class Leases:
             held = leases.listing("jobs/")
         """
         self._container.refuse_if_closed("listing", prefix)
-        with self._container.bounded("listing", prefix):
-            return self._list(prefix)
-
-    def _list(self, prefix: str) -> list[LeaseInfo]:
         for scheduled in list(self._describing.values()):
             scheduled.run_now()  # this store's own grants show their holders at once
         found: list[LeaseInfo] = []
-        try:
-            for blob in self._container.client.list_blobs(
-                    name_starts_with=listing_prefix(prefix), include=["metadata"]):
+        token: str | None = None
+        while True:  # page by page: only the live leases are kept, never every blob
+            try:
+                blobs, token = self._container.page(listing_prefix(prefix), token,
+                                                          metadata=True)
+            except AzureError as exc:
+                if container_missing(exc):
+                    return []
+                raise self._container.failure("listing", prefix, exc) from None
+            for blob in blobs:
                 info = lease_info(blob.name, blob.lease.state, blob.metadata,
                                   blob.page_blob_sequence_number)
                 if info is not None and info.name.startswith(prefix):
                     found.append(info)
-        except AzureError as exc:
-            if container_missing(exc):
-                return []
-            raise self._container.failure("listing", prefix, exc) from None
-        return sorted(found, key=lambda info: (info.name, info.slot))
+            if token is None:
+                return sorted(found, key=lambda info: (info.name, info.slot))

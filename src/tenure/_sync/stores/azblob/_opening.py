@@ -14,12 +14,13 @@ from typing import Any
 from azure.storage.blob import ContainerClient
 
 from tenure._sync.stores._azure_sign_in import QuietCredential
-from tenure._sync.stores._options import refuse_unknown
+from tenure._sync.stores._options import DEFAULT_RETAIN, merged, refuse_unknown
 from tenure._sync.stores._protocol import Backend
 from tenure._sync.stores.azblob._failures import client_options
 from tenure._sync.stores.azblob._settings import (
     DEFAULT_TIMEOUT,
     KEYWORDS,
+    URL_OPTIONS,
     check_flags,
     checked_timeout,
     connection_string_for,
@@ -34,7 +35,8 @@ SCHEMES: tuple[str, ...] = ("azblob",)
 
 def open_store(account: str, container: str, *, connection_string: str | None = None,
                blob_url_format: str | None = None, create_container: bool = True,
-               fencing: bool = True, timeout: float = DEFAULT_TIMEOUT) -> AzureBlobStore:
+               fencing: bool = True, timeout: float = DEFAULT_TIMEOUT,
+               retain: float | str = DEFAULT_RETAIN) -> AzureBlobStore:
     """The store of an `azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER` URL.
 
     With an account: the container URL comes from `blob_url_format` (or the environment
@@ -44,6 +46,8 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
     `UseDevelopmentStorage=true` works). Every store call ends within `timeout` seconds (default
     5): the SDK tries a request twice (the lease core does its own retrying until each lease's
     deadline), each attempt with connection and read timeouts of `per_attempt(timeout)`.
+    `retain` (seconds, default 3600, 0 to inf) is how long the blobs of a name nobody holds
+    are kept (see docs/stores/azblob.md, "Forgetting names").
 
     Example::
 
@@ -62,7 +66,8 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
                 "'UseDevelopmentStorage=true')"
             ) from None
         return AzureBlobStore(client, create_container=create_container,
-                                   fencing=fencing, close_client=True, timeout=timeout)
+                                   fencing=fencing, close_client=True, timeout=timeout,
+                                   retain=retain)
     if connection_string is not None:
         raise InvalidArgument(
             f"azblob://{account}/{container} signs in with DefaultAzureCredential; to use a "
@@ -77,12 +82,14 @@ def open_store(account: str, container: str, *, connection_string: str | None = 
     credential = QuietCredential(DefaultAzureCredential())
     client = ContainerClient.from_container_url(url, credential=credential, **options)
     return AzureBlobStore(client, create_container=create_container, fencing=fencing,
-                               close_client=True, credential=credential, timeout=timeout)
+                               close_client=True, credential=credential, timeout=timeout,
+                               retain=retain)
 
 
 def from_url(url: str, **options: Any) -> Backend:
     """The store of an `azblob://ACCOUNT/CONTAINER` or `azblob:///CONTAINER` URL, as
-    `tenure.connect` builds it (see open_store): options as keywords, none in the URL.
+    `tenure.connect` builds it (see open_store): options as keywords, and `retain` also in
+    the URL's query (given both ways, they must agree).
 
     Example::
 
@@ -94,7 +101,7 @@ def from_url(url: str, **options: Any) -> Backend:
         note += ("; a connection string is a secret, kept out of URLs: set the environment "
                  "variable AZURE_STORAGE_CONNECTION_STRING, or pass "
                  "connect(url, connection_string=...)")
-    refuse_unknown(parsed.options, (), "azblob:// stores", note=note)
+    refuse_unknown(parsed.options, URL_OPTIONS, "azblob:// stores", note=note)
     refuse_unknown(options, KEYWORDS, "azblob:// stores")
     account, container = parsed.location.split("/")
-    return open_store(account, container, **options)
+    return open_store(account, container, **merged(parsed.options, options))

@@ -8,6 +8,12 @@ is not used for records: it is limited to 8 KiB in all, base64 would cut that to
 holder's description rewrites it. Records need a lock: a semaphore of several slots has no blob
 that one lease guards for the name.
 
+When a name is pruned (see _pruning.py), the record in its lock blob moves to the name's
+`record` blob (a block blob of the UTF-8, with the token of the lock blob it came from in its
+metadata), which is never pruned: reading a name looks at the lock blob first (a record there
+is always the newer one: the record blob only keeps what an earlier, pruned lock blob kept),
+then at the record blob.
+
 Example::
 
     records = Records(container, leases)
@@ -16,6 +22,9 @@ Example::
 
 from __future__ import annotations
 
+from typing import Any
+
+from azure.core import MatchConditions
 from azure.core.exceptions import AzureError, HttpResponseError
 
 from tenure._sync import _shim
@@ -25,11 +34,14 @@ from tenure._sync.stores.azblob._container import Container
 from tenure._sync.stores.azblob._failures import code, container_missing, status
 from tenure._sync.stores.azblob._layout import (
     NAME,
+    RECORD,
     RECORD_BLOB_SIZE,
+    TOKEN,
     blob_name,
     decode,
     listing_prefix,
     parse_record,
+    record_blob_name,
     record_pages,
 )
 from tenure._sync.stores.azblob._leases import Leases
@@ -58,9 +70,13 @@ class Records:
         """
         self._container.refuse_if_closed("reading the record", name)
         with self._container.bounded("reading the record", name):
-            return self._read_blob(blob_name(name, 0, 1), name)
+            found = self._read_blob(blob_name(name, 0, 1), name)
+            if found is None:  # none in the lock blob: one kept when it was pruned, if any
+                found = self._read_blob(record_blob_name(name), name)
+            return found
 
     def _read_blob(self, key: str, name: str) -> str | None:
+        """The record in the lock blob or the record blob `key`; None when it keeps none."""
         try:
             download = self._container.blob(key).download_blob()
             data = download.readall()
@@ -70,6 +86,11 @@ class Records:
             raise self._container.failure("reading the record", name, exc) from None
         except AzureError as exc:
             raise self._container.failure("reading the record", name, exc) from None
+        if key.endswith("/" + RECORD):
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
         return parse_record(data)
 
     def write(self, grant: Grant, record: str) -> bool:
@@ -124,26 +145,75 @@ class Records:
             recorded = records.listing("nightly/")
         """
         self._container.refuse_if_closed("listing the records", prefix)
-        with self._container.bounded("listing the records of", prefix):
-            return self._list(prefix)
+        return self._list(prefix)
 
     def _list(self, prefix: str) -> dict[str, str]:
-        recorded: list[tuple[str, str]] = []  # (blob, name) of lock blobs that were recorded
-        try:
-            for blob in self._container.client.list_blobs(
-                    name_starts_with=listing_prefix(prefix), include=["metadata"]):
+        # (blob, name) of the lock blobs that were recorded and of the record blobs, by page
+        recorded: list[tuple[str, str]] = []
+        token: str | None = None
+        while True:
+            try:
+                blobs, token = self._container.page(
+                    listing_prefix(prefix), token, metadata=True,
+                    operation="listing the records of")
+            except AzureError as exc:
+                if container_missing(exc):
+                    return {}
+                raise self._container.failure("listing the records of", prefix, exc) from None
+            for blob in blobs:
                 name = decode((blob.metadata or {}).get(NAME))
-                if (blob.name.endswith("/lock") and blob.size and name is not None
-                        and name.startswith(prefix)):
+                if name is None or not name.startswith(prefix):
+                    continue
+                if (blob.name.endswith("/lock") and blob.size) or blob.name.endswith(
+                        "/" + RECORD):
                     recorded.append((blob.name, name))
-        except AzureError as exc:
-            if container_missing(exc):
-                return {}
-            raise self._container.failure("listing the records of", prefix, exc) from None
-        recorded.sort(key=lambda listed: listed[1])
+            if token is None:
+                break
+        # Record blobs first, so that a record in the lock blob (always the newer) wins.
+        recorded.sort(key=lambda listed: (listed[1], not listed[0].endswith("/" + RECORD)))
         found = _shim.run_all(self._read_listed, recorded) if recorded else []
-        return {name: record for (_, name), record in zip(recorded, found, strict=True)
-                if record is not None}
+        records: dict[str, str] = {}
+        for (_, name), record in zip(recorded, found, strict=True):
+            if record is not None:
+                records[name] = record
+        return records
 
     def _read_listed(self, listed: tuple[str, str]) -> str | None:
         return self._read_blob(*listed)
+
+
+def keep_record(container: Container, directory: str, metadata: dict[str, str],
+                      record: str, token: int) -> None:
+    """Keep `record`, moved out of the lock blob of `directory` (whose `metadata` names the
+    name) that gave tokens up to `token`, in the name's record blob, unless that keeps a record
+    of a later lock blob (a larger token: another prune got there first). Compare-and-swap on
+    the record blob's ETag; a 409/412 left after three tries is raised (the lock blob is then
+    kept).
+
+    Example::
+
+        keep_record(container, "tenure/jobs-0", metadata, '{"done": 1}', 1764612345000001)
+    """
+    blob = container.blob(f"{directory}/{RECORD}")
+    kept = {NAME: metadata.get(NAME, ""), TOKEN: str(token)}
+    data = record.encode("utf-8")
+    for attempt in range(3):
+        try:
+            properties: Any = blob.get_blob_properties()
+        except HttpResponseError as exc:
+            if status(exc) != 404:
+                raise
+            properties = None
+        condition: dict[str, Any] = {"overwrite": False}  # If-None-Match: *
+        if properties is not None:
+            stored = (properties.metadata or {}).get(TOKEN, "")
+            if stored.isdigit() and int(stored) > token:
+                return
+            condition = {"overwrite": True, "etag": properties.etag,
+                         "match_condition": MatchConditions.IfNotModified}
+        try:
+            blob.upload_blob(data, metadata=kept, **condition)
+            return
+        except HttpResponseError as exc:
+            if status(exc) not in (409, 412) or attempt == 2:
+                raise

@@ -18,14 +18,17 @@ from azure.storage.blob import ContainerClient
 
 from tenure import _forks
 from tenure._sync import _shim
+from tenure._sync.stores._options import DEFAULT_RETAIN, retain_seconds
 from tenure._sync.stores._protocol import Backend, RecordKeeper
 from tenure._sync.stores.azblob._container import Container
 from tenure._sync.stores.azblob._failures import refusal_fix
+from tenure._sync.stores.azblob._layout import directory
 from tenure._sync.stores.azblob._leases import Leases
+from tenure._sync.stores.azblob._pruning import Sweeper, prune
 from tenure._sync.stores.azblob._records import Records
 from tenure._sync.stores.azblob._settings import DEFAULT_TIMEOUT, checked_timeout
 from tenure._sync.stores.azblob._waiting import wait_and_acquire
-from tenure._errors import InvalidArgumentType
+from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
 
@@ -49,15 +52,19 @@ from azure.storage.blob import ContainerClient
 
     def __init__(self, container: ContainerClient, *, create_container: bool = True,
                  fencing: bool = True, close_client: bool = False,
-                 credential: Any = None, timeout: float = DEFAULT_TIMEOUT) -> None:
+                 credential: Any = None, timeout: float = DEFAULT_TIMEOUT,
+                 retain: float | str = DEFAULT_RETAIN) -> None:
         if not isinstance(container, ContainerClient):
             raise InvalidArgumentType(
                 f"container must be an azure.storage.blob.ContainerClient, got "
                 f"{type(container).__module__}.{type(container).__qualname__}"
             )
         self.timeout = checked_timeout(timeout)
+        self.retain = retain_seconds(retain)
         self.container = container  # the SDK's client, as given
         self.url = f"azblob://{container.account_name}/{container.container_name}"
+        if self.retain != DEFAULT_RETAIN:  # the URL reads back as the same store
+            self.url += f"?retain={self.retain:g}"
         # The container as every operation reaches it (bounds, blob clients, failures).
         self._container = Container(container, url=self.url, timeout=self.timeout,
                                     create_container=create_container,
@@ -65,6 +72,7 @@ from azure.storage.blob import ContainerClient
         self._credential = credential
         self._leases = Leases(self._container, fencing=fencing)
         self._records = Records(self._container, self._leases)
+        self._sweeper = Sweeper(self._container, self.retain)
         _forks.in_child_after_fork(self, AzureBlobStore._start_afresh)
 
     def _refusal(self, exc: AzureError) -> str | None:
@@ -76,6 +84,7 @@ from azure.storage.blob import ContainerClient
         of the parent's holder writes, under the parent's leases."""
         self._container.start_afresh()
         self._leases.start_afresh()
+        self._sweeper.start_afresh()
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         return self._leases.try_acquire(name, holder, ttl, limit)
@@ -84,7 +93,26 @@ from azure.storage.blob import ContainerClient
         return self._leases.renew(grants, ttl)
 
     def release(self, grant: Grant) -> bool:
-        return self._leases.release(grant)
+        released = self._leases.release(grant)
+        if self.retain == 0:  # forget the name now, unless it was taken again meanwhile
+            self._sweeper.forget_now(directory(grant.name))
+        else:
+            self._sweeper.after_release()
+        return released
+
+    def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names nobody has held for `idle` seconds: delete their blobs (never a
+        leased one; records move to a blob of their own and stay); how many names were
+        forgotten, or with `dry_run` would be. One listing request per 5,000 blobs, one delete
+        per blob forgotten (see _pruning.py).
+
+        Example::
+
+            forgotten = backend.prune(idle=86400.0)
+        """
+        if isinstance(idle, bool) or not isinstance(idle, (int, float)) or not idle >= 0:
+            raise InvalidArgument(f"idle={idle!r} is out of range: give seconds from 0")
+        return prune(self._container, float(idle), dry_run)
 
     def break_lease(self, name: str) -> int:
         return self._leases.break_lease(name)
