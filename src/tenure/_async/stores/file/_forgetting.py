@@ -175,8 +175,11 @@ class Forgetting(LockDirectory):
     def _forget_locked(self, opened: list[tuple[str, int]], idle_us: int) -> None:
         """On the directory's turn: lock every file of the name, check again, mark and unlink."""
         for path, fd in opened:
-            if os.stat(path).st_ino != os.fstat(fd).st_ino:
-                raise _Busy  # replaced by a break since we opened it
+            try:
+                if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                    raise _Busy  # replaced by a break since we opened it
+            except FileNotFoundError:
+                raise _Busy from None  # forgotten at a release since we opened it
         for _, fd in opened:
             os.pwrite(fd, PRUNING, 0)  # before the flock: a try never sees it locked without it
         locked: list[int] = []
