@@ -46,6 +46,7 @@ from tenure._sync.stores.file._layout import (
 from tenure._sync.stores.file._paths import slot_of, temporary_beside
 from tenure._sync.stores.file._records import FileRecords
 from tenure._hostclock import host_monotonic, wall_us
+from tenure._names import safe_key_prefix
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
@@ -327,29 +328,40 @@ class FileStore(Forgetting, FileRecords, Backend):
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         self._refuse_if_closed("listing", prefix)
         found: list[LeaseInfo] = []
+        start = safe_key_prefix(prefix)  # the files of other names are not opened
         try:
-            entries = sorted(os.scandir(self.directory), key=lambda entry: entry.name)
+            entries = os.scandir(self.directory)
         except FileNotFoundError:  # removed since connect(): nothing is held there
             return []
         except OSError as exc:
             raise self._failure("listing", prefix, exc) from exc
-        for entry in entries:
-            slot = slot_of(entry.name)
-            if slot is None:
-                continue
-            try:
-                fd = self._open(entry.path, READ_FLAGS)
-            except FileNotFoundError:
-                continue
-            try:
-                if probe_free(fd):
-                    continue
-                token, _, replaced, holder, name = parse(os.pread(fd, FILE_SIZE, 0))
-            finally:
-                self._close(fd)
-            if token is not None and not replaced and name.startswith(prefix):
-                found.append(LeaseInfo(name, holder, token, None, slot))
+        try:
+            with entries:
+                for entry in entries:
+                    slot = slot_of(entry.name)
+                    if slot is not None and entry.name.startswith(start):
+                        info = self._listed(entry.path, slot, prefix)
+                        if info is not None:
+                            found.append(info)
+        except OSError as exc:
+            raise self._failure("listing", prefix, exc) from exc
         return sorted(found, key=lambda info: (info.name, info.slot))
+
+    def _listed(self, path: str, slot: int, prefix: str) -> LeaseInfo | None:
+        """The lease held on the lock file at `path`, when its name starts with `prefix`."""
+        try:
+            fd = self._open(path, READ_FLAGS)
+        except FileNotFoundError:
+            return None
+        try:
+            if probe_free(fd):
+                return None
+            token, _, replaced, holder, name = parse(os.pread(fd, FILE_SIZE, 0))
+        finally:
+            self._close(fd)
+        if token is not None and not replaced and name.startswith(prefix):
+            return LeaseInfo(name, holder, token, None, slot)
+        return None
 
     def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
