@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from waiting import wait_until
@@ -209,3 +210,34 @@ def test_processes_hammering_names_while_another_prunes_never_overlap_and_tokens
         pairs = list(itertools.pairwise(tokens))
         assert all(earlier < later for earlier, later in pairs), (
             name, [pair for pair in pairs if pair[0] >= pair[1]][:5])
+
+
+def test_a_break_landing_during_a_retain_0_release_keeps_the_breaks_copy(
+        tmp_path: Path) -> None:
+    # Forced interleaving: the break runs right where the release asks for the directory's
+    # turn (its first step after checking the file is still its own).
+    directory = tmp_path / "locks"
+    store = tenure.connect(f"file://{directory}?retain=0")
+    breaker, third = tenure.connect(f"file://{directory}"), tenure.connect(f"file://{directory}")
+    try:
+        lease = store.lock("invoice", ttl=30).try_acquire()
+        assert lease is not None
+        backend: Any = store.backend
+        guard_path = backend._guard_path
+
+        def break_first() -> str:
+            backend._guard_path = guard_path  # once
+            assert breaker.break_lease("invoice") == 1
+            return guard_path()
+
+        backend._guard_path = break_first
+        backend._next_sweep = float("inf")  # no sweep after it: it would forget the free copy
+        lease.release()
+        assert f"{safe_key('invoice')}.lock" in files(directory), "the break's copy was unlinked"
+        taken = third.lock("invoice", ttl=30).try_acquire()
+        assert taken is not None and taken.token > lease.token
+        assert breaker.lock("invoice", ttl=30).try_acquire() is None
+        assert taken.release()
+    finally:
+        for each in (store, breaker, third):
+            each.close()

@@ -91,6 +91,8 @@ class Forgetting(LockDirectory):
     def _sweep(self, retain: float) -> None:
         """Forget the names idle for `retain` among the next SWEEP_BUDGET entries of the
         directory; best effort (a name whose turn is taken waits for a later sweep)."""
+        if not self._sweep_mutex.acquire(blocking=False):
+            return  # another thread of this store is sweeping
         entries = self._sweep_entries
         budget = None
         try:
@@ -104,6 +106,7 @@ class Forgetting(LockDirectory):
             if entries is not None and (budget is None or budget.exhausted):
                 self._sweep_entries = None
                 entries.close()
+            self._sweep_mutex.release()
 
     def _forget_among(self, entries: Iterator[os.DirEntry[str]], idle: float, dry_run: bool,
                       patience: float) -> int:
@@ -159,11 +162,11 @@ class Forgetting(LockDirectory):
                 name = name or parse(head)[4]
             if name and self._queue.blocks(name):
                 raise _Busy
-            if dry_run:
-                return self._all_free(opened)
             if not self._take_turn(guard, patience):
                 raise _Busy
             try:
+                if dry_run:
+                    return self._all_free(opened)
                 self._forget_locked(opened, idle_us)
             finally:
                 unlock(guard)
@@ -210,7 +213,7 @@ class Forgetting(LockDirectory):
         try:
             if not try_flock(guard):
                 return False  # a break or a prune at work: a later prune or sweep forgets it
-            if os.pread(fd, REPLACED_AT + 1, REPLACED_AT) == REPLACED:
+            if os.pread(fd, 1, REPLACED_AT) == REPLACED:
                 return False  # broken meanwhile: the path is another file now
             os.pwrite(fd, PRUNING, 0)
             os.pwrite(fd, REPLACED, REPLACED_AT)

@@ -195,6 +195,7 @@ class OpenFiles:
         self._opened: set[_LockFile] = set()  # every open lock file: idle, held or in use
         # A sweep's place in the directory (_forgetting.py); a forked child drops its copy
         self._sweep_entries: Generator[os.DirEntry[str], None, None] | None = None
+        self._sweep_mutex = threading.Lock()
         self._fds: set[int] = set()  # the other open files: counters, break guards, probes
         self._idle: dict[str, list[_LockFile]] = {}
         self._idle_count = 0
