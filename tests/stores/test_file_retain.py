@@ -140,14 +140,15 @@ def test_a_bad_retain_is_refused_before_the_directory_is_made(tmp_path: Path, re
     assert list(tmp_path.iterdir()) == []
 
 
-# One hammering process: takes and releases the names in turn until its deadline; while it
-# holds a name it O_EXCL-creates the name's marker (a second holder at once fails to) and
-# appends its token to the name's log, in the order the holds happen.
+# One hammering process: takes and releases the names (locks, or semaphores of 2 when argv[6]
+# says 2) in turn until its deadline; while it holds a slot it O_EXCL-creates the slot's marker
+# (a second holder of it at once fails to) and appends its token to the slot's log, in the order
+# the holds of the slot happen.
 HAMMER = r"""
 import os, sys, time, tenure
 from tenure._sync.stores.file import _handles
 url, marks, names, kind = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[5]
-seconds = float(sys.argv[4])
+seconds, limit = float(sys.argv[4]), int(sys.argv[6])
 if kind == "mapped":
     _handles._LOCK_FILE = _handles._MappedLockFile
 store = tenure.connect(url)
@@ -155,9 +156,10 @@ deadline, taken, turn = time.monotonic() + seconds, 0, 0
 while time.monotonic() < deadline:
     name = names[turn % len(names)]
     turn += 1
-    lease = store.lock(name, ttl=30).try_acquire()
+    lease = store.semaphore(name, limit, ttl=30).try_acquire()
     if lease is None:
         continue
+    name = f"{name}.{lease.grant.slot}"
     marker = os.path.join(marks, name + ".held")
     try:
         fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
@@ -184,17 +186,18 @@ print("forgotten", forgotten, rounds, flush=True)
 """
 
 
-@pytest.mark.parametrize("kind", ["plain", "mapped"])
+@pytest.mark.parametrize(("kind", "limit"), [("plain", 1), ("mapped", 1), ("plain", 2)])
 @pytest.mark.parametrize("retain", ["inf", "0"])
 def test_processes_hammering_names_while_another_prunes_never_overlap_and_tokens_grow(
-        tmp_path: Path, kind: str, retain: str) -> None:
+        tmp_path: Path, kind: str, limit: int, retain: str) -> None:
     url = f"file://{tmp_path}/locks?retain={retain}"
     marks = tmp_path / "marks"
     marks.mkdir()
     names, seconds = ["a", "b", "c"], 3.0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     hammers = [subprocess.Popen([sys.executable, "-c", HAMMER, url, str(marks), ",".join(names),
-                                 str(seconds), kind], stdout=subprocess.PIPE, text=True, env=env)
+                                 str(seconds), kind, str(limit)], stdout=subprocess.PIPE, text=True,
+                                env=env)
                for _ in range(4)]
     pruner = subprocess.Popen([sys.executable, "-c", PRUNER, url, str(seconds)],
                               stdout=subprocess.PIPE, text=True, env=env)
@@ -205,8 +208,13 @@ def test_processes_hammering_names_while_another_prunes_never_overlap_and_tokens
     assert sum(int(output.split()[1]) for output in outputs) > 100, outputs
     assert int(pruned.split()[1]) > 0 or retain == "0", f"the pruner forgot nothing: {pruned}"
     for name in names:
-        tokens = [int(line) for line in (marks / f"{name}.log").read_text().split()]
-        assert tokens, name
+        logs = sorted(marks.glob(f"{name}.*.log"))
+        assert 1 <= len(logs) <= limit, logs
+        tokens = [int(line) for log in logs for line in log.read_text().split()]
+        assert len(set(tokens)) == len(tokens), f"{name}: a token handed out twice"
+    for log in marks.glob("*.log"):
+        tokens = [int(line) for line in log.read_text().split()]
+        name = log.name
         pairs = list(itertools.pairwise(tokens))
         assert all(earlier < later for earlier, later in pairs), (
             name, [pair for pair in pairs if pair[0] >= pair[1]][:5])
