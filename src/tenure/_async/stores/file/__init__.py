@@ -21,8 +21,9 @@ Open files belong to the process that opened them: a forked child closes its cop
 its own (tenure._forks).
 
 Capacity: one open file per held lease, one per name a waiting acquire tries (kept open between
-tries, at most 256 kept per store and closed first when the process runs out), and up to three
-for the moment of a call in flight (a semaphore's counter update, a break, a listing). A process
+tries, at most 256 kept per store and closed first when the process runs out), and up to four
+for the moment of a call in flight (a semaphore's counter update, a break, a listing, a prune:
+two, plus one per slot of a semaphore it forgets). A process
 out of descriptors (EMFILE, ENFILE) gets a StoreRefused naming its limit, the leases held and how
 to raise it.
 
