@@ -14,8 +14,10 @@ again, as after a break_lease). Around that:
   unlink, and no two prunes work on one name at once.
 - While a prune holds a file's flock, the file's magic reads PRUNING: a try that finds the file
   locked and sees it tries again shortly (Locked.FORGETTING) instead of calling a free name
-  busy. The magic is written before the prune's flock, so no moment shows a locked, free file
-  without it; a prune that gives up writes the usual magic back.
+  busy. The magic is written before the prune's flock, and a grant writes its token after the
+  magic, never over it, so no moment shows a file locked by a prune without it (but for a file
+  created and first granted between the prune's two writes of it, for the microsecond between
+  its flock and its second write); a prune that gives up writes the usual magic back.
 - A semaphore's counter file (`.sem`) is marked and unlinked first, while the prune holds every
   slot's flock, so a counter increment can only start on a slot file made after the unlink, and
   meets a new counter file; one that waited on the old counter file sees its mark and opens the
@@ -191,6 +193,7 @@ class Forgetting(LockDirectory):
                 if not try_flock(fd):
                     raise _Busy
                 locked.append(fd)
+                os.pwrite(fd, PRUNING, 0)  # again: a file new since our write may lack it
             now_us = wall_us()
             for _, fd in opened:
                 _raise_if_young(os.pread(fd, FILE_SIZE, 0), fd, idle_us, now_us)
@@ -199,7 +202,6 @@ class Forgetting(LockDirectory):
                 os.pwrite(fd, MAGIC, 0)  # the usual magic back (a try may have written it too)
             raise
         for _, fd in opened:
-            os.pwrite(fd, PRUNING, 0)  # again: a grant between our write and flock rewrote it
             os.pwrite(fd, REPLACED, REPLACED_AT)
         for path, _ in opened:
             os.unlink(path)

@@ -21,6 +21,8 @@ PRUNING = b"TNRP"
 # magic, token, boot digest, replaced flag, holder length, name length; then holder and name
 HEADER = struct.Struct(">4sQ16sBHH")
 COUNTER = struct.Struct(">4sQ16s")  # the header's prefix that acquiring needs
+GRANT = struct.Struct(">Q16s")  # what a grant writes after the magic: token, boot digest
+GRANT_AT = 4
 REPLACED_AT = 28
 HEAD_SIZE = REPLACED_AT + 1  # the counter and the replaced flag: what a lock attempt reads
 REPLACED = b"\x01"

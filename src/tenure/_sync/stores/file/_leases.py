@@ -36,9 +36,13 @@ from tenure._sync.stores.file._layout import (
     BOOT,
     COUNTER,
     FILE_SIZE,
+    GRANT,
+    GRANT_AT,
+    HEAD_SIZE,
     HEADER,
     MAGIC,
     PRUNING,
+    REPLACED,
     REPLACED_AT,
     parse,
     record,
@@ -133,7 +137,12 @@ class FileStore(Forgetting, FileRecords, Backend):
                     tail = self._tail(name, holder)
                     # The record goes around the replaced flag, never over it: a break_lease
                     # may have marked the file since _lock looked, and its mark must stay.
-                    lock_file.write(COUNTER.pack(MAGIC, token, BOOT), 0)
+                    if magic in (MAGIC, PRUNING):
+                        # The magic stays: a prune's, written before its flock, must be there
+                        # while it holds the file (see _forgetting.py)
+                        lock_file.write(GRANT.pack(token, BOOT), GRANT_AT)
+                    else:
+                        lock_file.write(COUNTER.pack(MAGIC, token, BOOT), 0)
                     # Every holder writes a greater counter: finding the counter we wrote last
                     # means nobody wrote since, and our tail is still in place.
                     if lock_file.written != (stored, tail):
@@ -192,7 +201,12 @@ class FileStore(Forgetting, FileRecords, Backend):
             return False
         forgotten = False
         try:
-            still_ours = not lock_file.replaced
+            head = lock_file.read(HEAD_SIZE)  # one read: the magic and the replaced flag
+            still_ours = head[REPLACED_AT:] != REPLACED
+            if head[:4] == PRUNING and still_ours:
+                # A grant keeps the magic it finds: this one is from a prune that found the
+                # name held (it writes the usual one back itself) or was killed midway
+                lock_file.write(MAGIC, 0)
             if still_ours and self._retain == 0 and grant.slot == 0 and (
                     lock_file.path.endswith(".lock")) and not self._queue.blocks(grant.name):
                 forgotten = self._forget_at_release(lock_file.path, lock_file.fd)
