@@ -107,7 +107,7 @@ async def test_bad_admin_arguments(target: Target) -> None:
      "unknown option 'bogus' for sqlite:// stores; accepted: synchronous"),
     ("sqlite:////tmp/x.db?synchronous=off", tenure.InvalidArgument, "synchronous='off'"),
     ("file:///tmp/x?fsync=1", tenure.InvalidArgument,
-     "unknown option 'fsync' for file:// stores; accepted: none"),
+     "unknown option 'fsync' for file:// stores; accepted: retain"),
     (5, tenure.InvalidArgumentType, "url must be a str"),
 ])
 def test_bad_urls(url: Any, error: type[Exception], message: str) -> None:

@@ -126,7 +126,8 @@ def test_an_unknown_option_is_worded_the_same_for_every_local_store(tmp_path: ob
         f"sqlite:///{tmp_path}/x.db?bogus=1": (
             "unknown option 'bogus' for sqlite:// stores; accepted: synchronous, busy_timeout, "
             "retain"),
-        f"file://{tmp_path}/d?bogus=1": "unknown option 'bogus' for file:// stores; accepted: none",
+        f"file://{tmp_path}/d?bogus=1": (
+            "unknown option 'bogus' for file:// stores; accepted: retain"),
         "azblob:///locks?bogus=1": (
             "unknown option 'bogus' for azblob:// stores; accepted: none (in the URL's query; as "
             "keywords: connection_string, blob_url_format, create_container, fencing, timeout)"),

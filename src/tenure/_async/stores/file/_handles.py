@@ -15,14 +15,22 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import mmap
 import os
 import secrets
 import sys
 import threading
+from collections.abc import Generator
 
-from tenure._async.stores.file._layout import FILE_SIZE, HEAD_SIZE, REPLACED, REPLACED_AT
+from tenure._async.stores.file._layout import (
+    FILE_SIZE,
+    HEAD_SIZE,
+    PRUNING,
+    REPLACED,
+    REPLACED_AT,
+)
 
 try:
     import fcntl
@@ -33,6 +41,14 @@ FLOCK_AVAILABLE = fcntl is not None  # not on Windows
 OPEN_FLAGS = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 MAX_IDLE_FILES = 256
+
+
+class Locked(enum.Enum):
+    """What a try met other than a lock of its own or a holder: FORGETTING, a prune holding the
+    file for the microseconds it takes to forget it (try again shortly, see _forgetting.py).
+    """
+
+    FORGETTING = "forgetting"
 OUT_OF_FILES = (errno.EMFILE, errno.ENFILE)
 
 
@@ -112,15 +128,16 @@ _MMAP_OPTIONS: dict[str, bool] = {"trackfd": False} if sys.version_info >= (3, 1
 _LOCK_FILE: type[_LockFile] = _MappedLockFile if _MMAP_OPTIONS else _LockFile
 
 
-def try_flock(fd: int) -> bool:
-    """Lock the open file description of `fd` exclusively; False when someone else holds it.
+def try_flock(fd: int, shared: bool = False) -> bool:
+    """Lock the open file description of `fd` exclusively (or `shared`); False when someone
+    else holds it (exclusively, for a shared lock).
 
     Example::
 
         if try_flock(fd): ...  # ours until unlocked or closed
     """
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         return False
     return True
@@ -176,6 +193,9 @@ class OpenFiles:
 
     def _forget_open_files(self) -> None:
         self._opened: set[_LockFile] = set()  # every open lock file: idle, held or in use
+        # A sweep's place in the directory (_forgetting.py); a forked child drops its copy
+        self._sweep_entries: Generator[os.DirEntry[str], None, None] | None = None
+        self._sweep_mutex = threading.Lock()
         self._fds: set[int] = set()  # the other open files: counters, break guards, probes
         self._idle: dict[str, list[_LockFile]] = {}
         self._idle_count = 0
@@ -252,9 +272,10 @@ class OpenFiles:
                 closed = True
         return closed
 
-    def _lock(self, path: str) -> tuple[_LockFile, bytes] | None:
+    def _lock(self, path: str) -> tuple[_LockFile, bytes] | Locked | None:
         """The file now at `path`, exclusively flocked by us, and its first HEAD_SIZE bytes
-        read after locking it; None when someone holds it.
+        read after locking it; None when someone holds it; Locked.FORGETTING when the one
+        holding it is a prune (which frees it in microseconds: try again).
 
         Each open file has its own open file description, so two holders in one process
         exclude each other too (flock is per description, not per process).
@@ -269,6 +290,9 @@ class OpenFiles:
                 raise
             replaced = head[REPLACED_AT:] == REPLACED
             if not locked:
+                if head[:4] == PRUNING:
+                    lock_file.close()  # soon unlinked, or left in place: open it again then
+                    return Locked.FORGETTING
                 if not replaced:
                     self._park(lock_file)
                     return None
@@ -278,7 +302,8 @@ class OpenFiles:
             elif not replaced:
                 return lock_file, head
             else:
-                # break_lease is replacing this file: let go and lock the file that replaces it
+                # break_lease is replacing this file, or a prune forgot it (unlinked): let go
+                # and lock the file now at the path
                 unlock(lock_file.fd)
                 lock_file.close()
             if attempt < 2:

@@ -56,6 +56,10 @@ class LockPaths:
         """The file whose flock breaks of `name` take turns on."""
         return str(self.directory / f"{safe_key(name)}.break")
 
+    def break_guard_of(self, lock_file: str) -> str:
+        """The break guard of the name whose lock or counter file is at `lock_file`."""
+        return f"{lock_file.rsplit('.', 1)[0]}.break"
+
     def record(self, name: str) -> str:
         """The file of `name`'s record."""
         return str(self.directory / f"{safe_key(name)}{RECORD_SUFFIX}")

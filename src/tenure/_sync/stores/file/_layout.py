@@ -16,9 +16,14 @@ from tenure._hostclock import BOOT_ID
 from tenure._names import name_digest
 
 MAGIC = b"TNR2"
+# The magic while a prune is forgetting the file: the file is free or about to be, so a try
+# that finds it locked tries again shortly rather than report the name busy (_forgetting.py).
+PRUNING = b"TNRP"
 # magic, token, boot digest, replaced flag, holder length, name length; then holder and name
 HEADER = struct.Struct(">4sQ16sBHH")
 COUNTER = struct.Struct(">4sQ16s")  # the header's prefix that acquiring needs
+GRANT = struct.Struct(">Q16s")  # what a grant writes after the magic: token, boot digest
+GRANT_AT = 4
 REPLACED_AT = 28
 HEAD_SIZE = REPLACED_AT + 1  # the counter and the replaced flag: what a lock attempt reads
 REPLACED = b"\x01"
@@ -34,7 +39,7 @@ def parse(data: bytes) -> tuple[int | None, bool, bool, str, str]:
         >>> parse(record(7, b"me", b"job"))
         (7, True, False, 'me', 'job')
     """
-    if len(data) < HEADER.size or data[:4] != MAGIC:
+    if len(data) < HEADER.size or data[:4] not in (MAGIC, PRUNING):
         return None, True, False, "", ""
     _, token, boot, replaced, holder_length, name_length = HEADER.unpack_from(data)
     start = HEADER.size

@@ -13,16 +13,20 @@ Example::
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 
 from tenure._sync import _shim
 from tenure._sync.stores._failures import failure
 from tenure._sync.stores._host_queue import HostQueue
+from tenure._sync.stores._options import DEFAULT_RETAIN, retain_seconds
 from tenure._sync.stores._protocol import Backend
+from tenure._sync.stores.file._forgetting import Forgetting
 from tenure._sync.stores.file._handles import (
     OPEN_FLAGS,
     READ_FLAGS,
+    Locked,
     lock_exclusive,
     probe_free,
     try_flock,
@@ -32,69 +36,113 @@ from tenure._sync.stores.file._layout import (
     BOOT,
     COUNTER,
     FILE_SIZE,
+    GRANT,
+    GRANT_AT,
+    HEAD_SIZE,
     HEADER,
     MAGIC,
+    PRUNING,
+    REPLACED,
     REPLACED_AT,
     parse,
     record,
 )
 from tenure._sync.stores.file._paths import slot_of, temporary_beside
 from tenure._sync.stores.file._records import FileRecords
-from tenure._hostclock import wall_us
+from tenure._hostclock import host_monotonic, wall_us
+from tenure._names import safe_key_prefix
 from tenure._timing import next_token
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
 _BREAK_PATIENCE = 10.0  # seconds a break_lease waits for another break of the same name
+# Seconds a try waits for prunes holding the name's files (each holds them for microseconds;
+# only a prune stopped or killed midway makes a try wait that long, then report it busy)
+_PRUNE_PATIENCE = 1.0
+SWEEP_EVERY = 60.0  # seconds: the longest gap between two sweeps of idle names by one store
 
 
-class FileStore(FileRecords, Backend):
-    """Locks as files in one directory, held by the kernel.
+class FileStore(Forgetting, FileRecords, Backend):
+    """Locks as files in one directory, held by the kernel. `retain` (seconds, default 3600;
+    0 to inf) is how long the files of a name nobody holds are kept: see _forgetting.py.
 
     Example::
 
-        backend = FileStore("/var/lib/app/locks")
+        backend = FileStore("/var/lib/app/locks", retain=600)
         store = tenure.connect(backend)
     """
 
     capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str],
+                 retain: float | str = DEFAULT_RETAIN) -> None:
+        self._retain = retain_seconds(retain)  # before the directory is made
         super().__init__(directory)
+        if self._retain != DEFAULT_RETAIN:  # the URL reads back as the same store
+            self.url += f"?retain={self._retain:g}"
+        self._next_sweep = 0.0  # host monotonic time of the next sweep after a release
         self._queue = HostQueue(str(self.directory))
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        return self._take_now(name, holder, ttl, limit, False)
+        return self._take_patiently(name, holder, ttl, limit, False)
 
     def _take_queued(self, name: str, holder: str, ttl: float, limit: int,
                     queued: bool) -> Grant | None:
-        return self._take_now(name, holder, ttl, limit, queued)
+        return self._take_patiently(name, holder, ttl, limit, queued)
+
+    def _take_patiently(self, name: str, holder: str, ttl: float, limit: int,
+                              queued: bool) -> Grant | None:
+        """A try that, when a prune holds a free slot's file for the moment of forgetting it,
+        tries again (for up to _PRUNE_PATIENCE) rather than report the name busy."""
+        taken = self._take_now(name, holder, ttl, limit, queued)
+        if taken is not Locked.FORGETTING:
+            return taken
+        deadline = _shim.monotonic() + _PRUNE_PATIENCE
+        pause = 0.0001
+        while True:
+            _shim.sleep(pause)
+            taken = self._take_now(name, holder, ttl, limit, queued)
+            if taken is not Locked.FORGETTING:
+                return taken
+            if _shim.monotonic() >= deadline:
+                return None
+            pause = min(pause * 2, 0.01)
 
     def _take_now(self, name: str, holder: str, ttl: float, limit: int,
-                  queued: bool) -> Grant | None:
+                  queued: bool) -> Grant | Locked | None:
         """A try; one from outside the name's queue (not `queued`) leaves the name to the
-        waiters queued for it (see _host_queue)."""
+        waiters queued for it (see _host_queue). Locked.FORGETTING: no slot was free, and a
+        prune held one (free) for the moment of forgetting it."""
         self._refuse_if_closed("acquire", name)
         if not queued and self._queue.blocks(name):
             return None
+        met_prune = False
         try:
             for slot in range(limit):
                 path = self._paths.lock(name, slot, limit)
                 locked = self._lock(path)
                 if locked is None:
                     continue
+                if locked is Locked.FORGETTING:
+                    met_prune = True
+                    continue
                 lock_file, head = locked
                 magic, stored, _ = COUNTER.unpack_from(head.ljust(COUNTER.size, b"\0"))
                 try:
                     if limit > 1:
                         token = self._bump_semaphore_counter(name)
-                    elif magic == MAGIC:
+                    elif magic in (MAGIC, PRUNING):  # PRUNING: a prune gave up on it
                         token = next_token(stored, wall_us())
                     else:
                         token = wall_us()
                     tail = self._tail(name, holder)
                     # The record goes around the replaced flag, never over it: a break_lease
                     # may have marked the file since _lock looked, and its mark must stay.
-                    lock_file.write(COUNTER.pack(MAGIC, token, BOOT), 0)
+                    if magic in (MAGIC, PRUNING):
+                        # The magic stays: a prune's, written before its flock, must be there
+                        # while it holds the file (see _forgetting.py)
+                        lock_file.write(GRANT.pack(token, BOOT), GRANT_AT)
+                    else:
+                        lock_file.write(COUNTER.pack(MAGIC, token, BOOT), 0)
                     # Every holder writes a greater counter: finding the counter we wrote last
                     # means nobody wrote since, and our tail is still in place.
                     if lock_file.written != (stored, tail):
@@ -113,7 +161,7 @@ class FileStore(FileRecords, Backend):
                 lease_id = f"{self._id_prefix}{next(self._ids)}"
                 self._held[lease_id] = lock_file
                 return Grant(name, slot, holder, lease_id, token, path)
-            return None
+            return Locked.FORGETTING if met_prune else None
         except OSError as exc:
             raise self._failure("acquire", name, exc) from exc
 
@@ -122,15 +170,18 @@ class FileStore(FileRecords, Backend):
         # The thread mutex orders this process's threads; flock orders processes. Both are held
         # only for one read and one write.
         with self._counter_mutex:
-            fd = self._open(path)
-            try:
-                lock_exclusive(fd)
-                stored, _, _, _, _ = parse(os.pread(fd, HEADER.size, 0))
-                token = next_token(stored, wall_us())
-                os.pwrite(fd, record(token, b"", name.encode("utf-8")), 0)
-                return token
-            finally:
-                self._close(fd)
+            while True:
+                fd = self._open(path)
+                try:
+                    lock_exclusive(fd)
+                    stored, _, replaced, _, _ = parse(os.pread(fd, HEADER.size, 0))
+                    if replaced:  # a prune forgot this counter file: count on the new one
+                        continue
+                    token = next_token(stored, wall_us())
+                    os.pwrite(fd, record(token, b"", name.encode("utf-8")), 0)
+                    return token
+                finally:
+                    self._close(fd)
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         results: list[Grant | LostReason] = []
@@ -148,57 +199,104 @@ class FileStore(FileRecords, Backend):
         lock_file = self._held.pop(grant.lease_id, None)
         if lock_file is None:
             return False
+        forgotten = False
         try:
-            still_ours = not lock_file.replaced
+            head = lock_file.read(HEAD_SIZE)  # one read: the magic and the replaced flag
+            still_ours = head[REPLACED_AT:] != REPLACED
+            if head[:4] == PRUNING and still_ours:
+                # A grant keeps the magic it finds: this one is from a prune that found the
+                # name held (it writes the usual one back itself) or was killed midway
+                lock_file.write(MAGIC, 0)
+            if still_ours and self._retain == 0 and grant.slot == 0 and (
+                    lock_file.path.endswith(".lock")) and not self._queue.blocks(grant.name):
+                forgotten = self._forget_at_release(lock_file.path, lock_file.fd)
             unlock(lock_file.fd)
         except OSError as exc:
             lock_file.close()
             raise self._failure("release", grant.name, exc) from exc
-        if still_ours:
+        if still_ours and not forgotten:
             self._park(lock_file)
         else:
             lock_file.close()
         self._queue.ring(grant.name)
+        self._sweep_now_and_then()
         return still_ours
+
+    def _sweep_now_and_then(self) -> None:
+        """Forget some names idle for `retain`, at most once per SWEEP_EVERY (every retain / 4
+        when shorter, at least a second apart); best effort, bounded (see Forgetting._sweep)."""
+        if self._retain == math.inf:
+            return
+        now = host_monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + min(max(self._retain / 4, 1.0), SWEEP_EVERY)
+        self._sweep(self._retain)
+
+    def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names nobody has held, with no waiter, for `idle` seconds (their lock,
+        slot, counter and break files; records stay), or with `dry_run` only count them; the
+        number of names.
+
+        Example::
+
+            forgotten = backend.prune(idle=3600.0)
+        """
+        self._refuse_if_closed("prune", "")
+        try:
+            count: int = _shim.offload(self._prune_now, idle, dry_run)
+        except OSError as exc:
+            raise self._failure("prune", "", exc) from exc
+        return count
 
     def break_lease(self, name: str) -> int:
         self._refuse_if_closed("break", name)
-        guard = self._take_break_turn(name, self._paths.break_guard(name))
+        deadline = _shim.monotonic() + _BREAK_PATIENCE
+        # Prunes first, then the name's other breaks: a prune unlinks break files on its turn
+        shared = self._take_break_turn(name, self._guard_path(), deadline, True)
         try:
-            broken = sum(self._break_file(str(path)) for path in self._paths.lock_files(name))
-        except OSError as exc:
-            raise self._failure("break", name, exc) from exc
+            guard = self._take_break_turn(name, self._paths.break_guard(name), deadline,
+                                                False)
+            try:
+                broken = sum(self._break_file(str(path))
+                             for path in self._paths.lock_files(name))
+            except OSError as exc:
+                raise self._failure("break", name, exc) from exc
+            finally:
+                self._close(guard)  # our only descriptor of the guard: closing it unlocks it
         finally:
-            self._close(guard)  # our only descriptor of the guard: closing it unlocks it
+            self._close(shared)
         if broken:
             self._queue.ring(name)
         return broken
 
-    def _take_break_turn(self, name: str, path: str) -> int:
-        """An open descriptor of the name's break guard, exclusively flocked by us.
+    def _take_break_turn(self, name: str, path: str, deadline: float,
+                               shared: bool) -> int:
+        """An open descriptor of the name's break guard, exclusively flocked by us (or of the
+        directory's prune guard, `shared` with the other breaks).
 
         Two breaks of one name must not overlap: the second would copy the file that the
         first is replacing, and rename its copy over the first one's, which a new holder may
-        hold by then (two holders, one token). The kernel frees the guard of a killed break.
+        hold by then (two holders, one token). Nor may a prune run meanwhile (it would unlink
+        the fresh copy: see _forgetting.py). The kernel frees the guard of a killed break.
         """
         try:
             fd = self._open(path)
         except OSError as exc:
             raise self._failure("break", name, exc) from exc
-        deadline = _shim.monotonic() + _BREAK_PATIENCE
         pause = 0.001
         try:
             while True:
                 try:
-                    if try_flock(fd):
+                    if try_flock(fd, shared):
                         return fd
                 except OSError as exc:
                     raise self._failure("break", name, exc) from exc
                 if _shim.monotonic() >= deadline:
                     raise failure(
                         self._where, "break", name, "check for a stopped process that is "
-                        "breaking it", f"another break_lease of it has been running for "
-                        f"over {_BREAK_PATIENCE:g} s")
+                        "breaking or pruning it", f"another break_lease of it (or a prune) has "
+                        f"been running for over {_BREAK_PATIENCE:g} s")
                 _shim.sleep(pause)  # polled: a blocking flock would stall the event loop
                 pause = min(pause * 2, 0.05)
         except BaseException:
@@ -244,29 +342,40 @@ class FileStore(FileRecords, Backend):
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
         self._refuse_if_closed("listing", prefix)
         found: list[LeaseInfo] = []
+        start = safe_key_prefix(prefix)  # the files of other names are not opened
         try:
-            entries = sorted(os.scandir(self.directory), key=lambda entry: entry.name)
+            entries = os.scandir(self.directory)
         except FileNotFoundError:  # removed since connect(): nothing is held there
             return []
         except OSError as exc:
             raise self._failure("listing", prefix, exc) from exc
-        for entry in entries:
-            slot = slot_of(entry.name)
-            if slot is None:
-                continue
-            try:
-                fd = self._open(entry.path, READ_FLAGS)
-            except FileNotFoundError:
-                continue
-            try:
-                if probe_free(fd):
-                    continue
-                token, _, replaced, holder, name = parse(os.pread(fd, FILE_SIZE, 0))
-            finally:
-                self._close(fd)
-            if token is not None and not replaced and name.startswith(prefix):
-                found.append(LeaseInfo(name, holder, token, None, slot))
+        try:
+            with entries:
+                for entry in entries:
+                    slot = slot_of(entry.name)
+                    if slot is not None and entry.name.startswith(start):
+                        info = self._listed(entry.path, slot, prefix)
+                        if info is not None:
+                            found.append(info)
+        except OSError as exc:
+            raise self._failure("listing", prefix, exc) from exc
         return sorted(found, key=lambda info: (info.name, info.slot))
+
+    def _listed(self, path: str, slot: int, prefix: str) -> LeaseInfo | None:
+        """The lease held on the lock file at `path`, when its name starts with `prefix`."""
+        try:
+            fd = self._open(path, READ_FLAGS)
+        except FileNotFoundError:
+            return None
+        try:
+            if probe_free(fd):
+                return None
+            token, _, replaced, holder, name = parse(os.pread(fd, FILE_SIZE, 0))
+        finally:
+            self._close(fd)
+        if token is not None and not replaced and name.startswith(prefix):
+            return LeaseInfo(name, holder, token, None, slot)
+        return None
 
     def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
