@@ -122,15 +122,16 @@ print(json.dumps(sorted(name for name in sys.modules if name.startswith("tenure.
 
 def test_an_unknown_option_is_worded_the_same_for_every_local_store(tmp_path: object) -> None:
     cases = {
-        "memory://?bogus=1": "unknown option 'bogus' for memory:// stores; accepted: none",
+        "memory://?bogus=1": "unknown option 'bogus' for memory:// stores; accepted: retain",
         f"sqlite:///{tmp_path}/x.db?bogus=1": (
             "unknown option 'bogus' for sqlite:// stores; accepted: synchronous, busy_timeout, "
             "retain"),
         f"file://{tmp_path}/d?bogus=1": (
             "unknown option 'bogus' for file:// stores; accepted: retain"),
         "azblob:///locks?bogus=1": (
-            "unknown option 'bogus' for azblob:// stores; accepted: none (in the URL's query; as "
-            "keywords: connection_string, blob_url_format, create_container, fencing, timeout)"),
+            "unknown option 'bogus' for azblob:// stores; accepted: retain (in the URL's query; as "
+            "keywords: connection_string, blob_url_format, create_container, fencing, retain, "
+            "timeout)"),
     }
     for url, message in cases.items():
         for connect in (tenure.connect, tenure.aio.connect):

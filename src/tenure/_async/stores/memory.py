@@ -2,11 +2,12 @@
 
 Expiry uses this process's monotonic clock; release wakes waiters at once. Records live in a
 dict next to the leases, like the counters. Nothing is shared with other processes, and
-everything is gone when the process exits.
+everything is gone when the process exits. The counter of a name nobody holds is forgotten
+after `retain` seconds (default 3600; 0: at its release; inf: never), as on every store.
 
 Example::
 
-    store = tenure.aio.connect("memory://")
+    store = tenure.aio.connect("memory://?retain=0")
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tenure._async import _shim
-from tenure._async.stores._options import only
+from tenure._async.stores._options import DEFAULT_RETAIN, merged, only, retain_seconds
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, record_bytes
 from tenure._errors import InvalidArgument
 from tenure._hostclock import wall_us
@@ -33,20 +34,25 @@ SCHEMES: tuple[str, ...] = ("memory",)
 
 
 def from_url(url: str, **options: Any) -> AsyncBackend:
-    """The store of a `memory://` URL, as `tenure.aio.connect` builds it: it takes no options.
+    """The store of a `memory://` URL, as `tenure.aio.connect` builds it: its one option is
+    `retain` (seconds the counter of a name nobody holds is kept).
 
     Example::
 
-        backend = from_url("memory://")
+        backend = from_url("memory://?retain=0")
     """
-    only({**parse_store_url(url, SCHEMES).options, **options}, store="memory:// stores")
+    given = only(merged(parse_store_url(url, SCHEMES).options, options), "retain",
+                 store="memory:// stores")
     parts = urlsplit(url)
     if parts.netloc or parts.path or parts.fragment:
         # A host or path would read as a name or place of a shared store, which this is not.
         raise InvalidArgument(
             f"url {redact(url)!r}: memory:// takes no host and no path (its leases live in "
             "this process only, one store per connect()); write memory://")
-    return AsyncMemoryStore()
+    return AsyncMemoryStore(retain=given.get("retain", DEFAULT_RETAIN))
+
+
+SWEEP_EVERY = 60.0  # seconds: the longest gap between two sweeps of idle names by one store
 
 
 @dataclass
@@ -66,12 +72,16 @@ class AsyncMemoryStore(AsyncBackend, AsyncRecordKeeper):
 
     capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
 
-    def __init__(self) -> None:
-        self.url = "memory://"
+    def __init__(self, *, retain: float | str = DEFAULT_RETAIN) -> None:
+        self._retain = retain_seconds(retain)
+        self.url = "memory://" if self._retain == DEFAULT_RETAIN else (
+            f"memory://?retain={self._retain:g}")
+        self._next_sweep = 0.0  # monotonic time of the next sweep after a release
         self._mutex = threading.Lock()
         self._held: dict[tuple[str, int], _Held] = {}
         self._counters: dict[str, int] = {}
         self._freed_at: dict[str, float] = {}  # when a release or break last freed the name
+        self._limits: dict[str, int] = {}  # the highest limit a name was taken with
         self._records: dict[str, str] = {}
         self._released: dict[str, _shim.Event] = {}
 
@@ -82,6 +92,8 @@ class AsyncMemoryStore(AsyncBackend, AsyncRecordKeeper):
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
         with self._mutex:
             now = _shim.monotonic()
+            if limit > self._limits.get(name, 1):
+                self._limits[name] = limit
             for slot in range(limit):
                 if self._live(name, slot, now) is None:
                     token = next_token(self._counters.get(name), wall_us())
@@ -115,8 +127,22 @@ class AsyncMemoryStore(AsyncBackend, AsyncRecordKeeper):
             now = _shim.monotonic()
             was_live = held.expires_at > now
             self._freed_at[grant.name] = min(now, held.expires_at)
+            self._forget_now_and_then(grant.name, now)
         self._notify(grant.name)
         return was_live
+
+    def _forget_now_and_then(self, name: str, now: float) -> None:
+        """After a release of `name` (the mutex held): with retain=0 forget it unless another
+        slot of it is held; else forget the names idle for `retain`, at most once per
+        min(max(retain / 4, 1 s), SWEEP_EVERY)."""
+        if self._retain == 0:
+            if all((name, slot) not in self._held for slot in range(self._limits.get(name, 1))):
+                self._counters.pop(name, None)
+                self._freed_at.pop(name, None)
+                self._limits.pop(name, None)
+        elif self._retain < math.inf and now >= self._next_sweep:
+            self._next_sweep = now + min(max(self._retain / 4, 1.0), SWEEP_EVERY)
+            self._forget(self._retain, dry_run=False)
 
     async def break_lease(self, name: str) -> int:
         with self._mutex:
@@ -153,21 +179,26 @@ class AsyncMemoryStore(AsyncBackend, AsyncRecordKeeper):
             forgotten = await backend.prune(idle=0.0)
         """
         with self._mutex:
-            since = _shim.monotonic() - idle
-            busy_until: dict[str, float] = {}  # the latest end of each name's holds
-            for (name, _slot), held in self._held.items():
-                busy_until[name] = max(busy_until.get(name, -math.inf), held.expires_at)
-            idle_names = [name for name in self._counters
-                          if max(busy_until.get(name, -math.inf),
-                                 self._freed_at.get(name, -math.inf)) <= since]
-            if not dry_run:
-                for name in idle_names:
-                    del self._counters[name]
-                    self._freed_at.pop(name, None)
-                forgotten = set(idle_names)
-                self._held = {key: held for key, held in self._held.items()
-                              if key[0] not in forgotten}
-            return len(idle_names)
+            return self._forget(idle, dry_run)
+
+    def _forget(self, idle: float, dry_run: bool) -> int:
+        """prune's work, the mutex held by the caller."""
+        since = _shim.monotonic() - idle
+        busy_until: dict[str, float] = {}  # the latest end of each name's holds
+        for (name, _slot), held in self._held.items():
+            busy_until[name] = max(busy_until.get(name, -math.inf), held.expires_at)
+        idle_names = [name for name in self._counters
+                      if max(busy_until.get(name, -math.inf),
+                             self._freed_at.get(name, -math.inf)) <= since]
+        if not dry_run:
+            for name in idle_names:
+                del self._counters[name]
+                self._freed_at.pop(name, None)
+                self._limits.pop(name, None)
+            forgotten = set(idle_names)
+            self._held = {key: held for key, held in self._held.items()
+                          if key[0] not in forgotten}
+        return len(idle_names)
 
     async def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:
