@@ -124,7 +124,8 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
 
         self._sql_table = table = sql.Identifier(self.schema, self.table)
         self._ddl = _render(self._ddl_template, table)
-        self._upgrade = _render(self._upgrade_template, table)
+        self._upgrade = sql.SQL(self._upgrade_template.strip()).format(
+            t=table, live=sql.Identifier(f"{self.table[:58]}_live")).as_bytes(None)
         self._regclass = f'"{self.schema}"."{self.table}"'
         self._forget_sql = _render(self._forget_template, table)
         # When this store sweeps next (see _sweep_soon): one period after it starts, not at its
