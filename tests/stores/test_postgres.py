@@ -1208,7 +1208,9 @@ def backends_of(server: PostgresServer, application_name: str) -> set[int]:
 
 async def test_10000_advisory_leases_use_at_most_pool_size_connections(
         api: str, postgres_server: PostgresServer, schema: str) -> None:
-    store = advisory_store(api, postgres_server, schema, pool_size=3, notify=False)
+    # retain=inf: no sweep of idle names takes a connection of its own meanwhile
+    store = advisory_store(api, postgres_server, schema, pool_size=3, notify=False,
+                           retain="inf")
     backend = store.backend
     grants = []
     for i in range(10_000):

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
 import os
+import random
 import secrets
 import threading
 from collections.abc import Callable, Sequence
@@ -27,6 +29,7 @@ from tenure._async import _shim
 from tenure._async.stores._protocol import (
     AsyncBackend,
     AsyncRecordKeeper,
+    closed_store,
     record_bytes,
     subject,
 )
@@ -46,11 +49,16 @@ from tenure._async.stores.postgres._table_sql import (
     _READ_RECORD,
     _RECORDS,
 )
-from tenure._errors import StoreRefused, StoreUnavailable
+from tenure._errors import StoreRefused, StoreUnavailable, TenureError
 from tenure._names import name_digest
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
 log = logging.getLogger("tenure")
+
+SWEEP_EVERY = 60.0  # seconds: the longest gap between two sweeps of idle names by one store
+_SWEEP_PAGES = 1024  # pages of the table one sweep looks at (8 MB with 8 kB pages)
+_RANGE_PAGES = 8  # pages one forgetting statement looks at (see _table_sql._FORGET)
+_MOST_FORGOTTEN = 256  # names one forgetting statement forgets at most (a lock each)
 
 
 def _channel(schema: str, table: str) -> str:
@@ -72,7 +80,9 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
     keywords (the keyword wins): schema ("public"), table ("tenure_leases"; "tenure_advisory"
     in advisory mode), timeout (5 s), pool_size (10), notify (True), pgbouncer (False),
     prepare_threshold (psycopg's 5, or None), mode ("table", or "advisory": each lease is a
-    session advisory lock held by one of the pool's connections, freed when that one ends).
+    session advisory lock held by one of the pool's connections, freed when that one ends),
+    retain (3600 s: the rows of a name free that long are deleted by a sweep that releases and
+    renewals start now and then; 0 at its release, inf never; see prune).
 
     Example::
 
@@ -82,8 +92,12 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
 
 
     # What a mode's class says (see _table and _advisory): its tables, the shape of an earlier
-    # version's table (see _MIGRATE), its record statement, and the row keeping a record.
+    # version's table (see _MIGRATE) and the columns added since (_upgrade_template), its record
+    # statement, the row keeping a record, and its forgetting of idle names (_forget_template:
+    # see _table_sql._FORGET).
     _ddl_template: ClassVar[str]
+    _upgrade_template: ClassVar[str]
+    _forget_template: ClassVar[str]
     _shape: ClassVar[tuple[tuple[str, str], ...]]
     _write_record_template: ClassVar[str]
     _record_slot: ClassVar[int]
@@ -104,11 +118,20 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         self._password, self._timeout = settings.password, settings.timeout
         self._notify, self._pgbouncer = settings.notify, settings.pgbouncer
         self._prepare = settings.prepare
+        self.retain = settings.retain
         self.capabilities = Capabilities(min_ttl=0.1, max_ttl=7 * 86400.0)
         self.channel = _channel(self.schema, self.table)
 
         self._sql_table = table = sql.Identifier(self.schema, self.table)
         self._ddl = _render(self._ddl_template, table)
+        self._upgrade = sql.SQL(self._upgrade_template.strip()).format(
+            t=table, live=sql.Identifier(f"{self.table[:58]}_live")).as_bytes(None)
+        self._regclass = f'"{self.schema}"."{self.table}"'
+        self._forget_sql = _render(self._forget_template, table)
+        # When this store sweeps next (see _sweep_soon): one period after it starts, not at its
+        # first release (a short-lived store, a CLI's, sweeps nothing).
+        self._next_sweep = _shim.monotonic() + self._sweep_period()
+        self._sweep_page = -1  # the page its next sweep starts at (-1: a random one)
         self._migrate = sql.SQL(_MIGRATE.strip()).format(
             t=table, regclass=sql.Literal(f'"{self.schema}"."{self.table}"'),
             shape=sql.SQL(", ").join(sql.SQL("({}, {})").format(sql.Literal(column),
@@ -151,6 +174,7 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
         or why it is lost."""
         if not grants:
             return []
+        self._sweep_soon()
         label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
         rows = await self._execute("renewal", label, self._renew_sql, {
             "names": [grant.name.encode() for grant in grants],
@@ -363,6 +387,7 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                     await cursor.execute(self._create_schema)
                     await cursor.execute(self._ddl)
                 await cursor.execute(self._migrate)
+                await cursor.execute(self._upgrade)
                 return
             except errors.WrongObjectType as exc:  # see _MIGRATE: not a table of ours
                 raise StoreRefused(
@@ -375,6 +400,82 @@ class AsyncPostgresStore(AsyncBackend, AsyncRecordKeeper):
                 if attempt >= 5:
                     raise
                 await _shim.sleep(0.01 * (attempt + 1))
+
+    # -- forgetting idle names ----------------------------------------------------------------
+
+    async def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names free, with no waiter, for `idle` seconds: their rows go (a record
+        stays, in its row, with the counter forgotten); how many, or with `dry_run` how many
+        would. Range after range of the table's pages (see _table_sql._FORGET); a name being
+        granted meanwhile is skipped, and one taken again afterwards restarts from the clock.
+
+        Example::
+
+            forgotten = await backend.prune(idle=86400.0)
+        """
+        if self._pool.closed:
+            raise closed_store(self.url, "prune", "")
+        forgotten, page, pages = 0, 0, 1
+        while page < pages:
+            count, pages, done = await self._forget("prune", idle, page, not dry_run)
+            forgotten += count
+            if done:
+                page += _RANGE_PAGES
+        return forgotten
+
+    async def _forget(self, operation: str, idle: float, page: int,
+                      apply: bool) -> tuple[int, int, bool]:
+        """One forgetting statement on the range of pages from `page`: (names forgotten, or
+        counted; the table's size in pages; whether the range is done, i.e. it did not stop
+        at _MOST_FORGOTTEN). No table: (0, 0, True)."""
+        rows = await self._execute(operation, "", self._forget_sql, {
+            "idle": idle, "apply": apply, "regclass": self._regclass,
+            "most": _MOST_FORGOTTEN if apply else None,
+            "low": f"({page},0)", "high": f"({page + _RANGE_PAGES},0)"}, reading=True)
+        if not rows:
+            return 0, 0, True
+        forgotten, found, pages = (int(value) for value in rows[0])
+        return forgotten, pages, found < _MOST_FORGOTTEN or not apply
+
+    def _sweep_soon(self) -> None:
+        """Forget, in the background, the names idle for `retain` in the next _SWEEP_PAGES
+        pages of the table, at most once per min(max(retain/4, 1 s), SWEEP_EVERY) for this
+        store: called by releases and renewals, never waited for. The next sweep goes on from
+        there, round the table; a store starts at a random page, so that several processes
+        sweep different parts."""
+        if not self.retain < math.inf:
+            return
+        now = _shim.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self._sweep_period()
+        _shim.start_soon(self._sweep)
+
+    def _sweep_period(self) -> float:
+        return min(max(self.retain / 4, 1.0), SWEEP_EVERY)
+
+    async def _sweep(self) -> None:
+        page = self._sweep_page
+        if page < 0:  # the first sweep of this store: anywhere, wrapped once the size is known
+            page = random.randrange(1 << 12) * _RANGE_PAGES
+        end = page + _SWEEP_PAGES
+        try:
+            while page < end:
+                _, pages, done = await self._forget("sweep", self.retain, page, True)
+                if page >= pages:  # past the end: the next sweep starts over
+                    if self._sweep_page < 0 < page:  # the first, from a random page too far:
+                        self._sweep_page = random.randrange(max(pages // _RANGE_PAGES, 1))
+                        self._sweep_page *= _RANGE_PAGES
+                        self._next_sweep = 0.0  # at the next call, from a page in the table
+                    else:
+                        self._sweep_page = 0
+                    break
+                if done:
+                    page += _RANGE_PAGES
+            else:
+                self._sweep_page = page
+        except TenureError as exc:  # best effort: the next sweep tries again
+            log.debug("tenure: %s: sweeping idle names failed: %s", self.url, exc)
 
     # -- records and waits ---------------------------------------------------------------------
 

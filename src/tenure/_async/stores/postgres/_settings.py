@@ -1,6 +1,6 @@
 """The options of a PostgreSQL store, read once from its URL and keywords before any I/O: tenure's
-own (schema, table, timeout, pool_size, notify, pgbouncer, prepare_threshold, mode) and libpq's
-parameters, with tenure's defaults for the latter where unset.
+own (schema, table, timeout, pool_size, notify, pgbouncer, prepare_threshold, mode, retain) and
+libpq's parameters, with tenure's defaults for the latter where unset.
 
 Example:
     >>> read_settings("postgresql://app@db/app?mode=advisory&sslmode=disable", {}).table
@@ -19,18 +19,20 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from tenure._async.stores._options import (
+    DEFAULT_RETAIN,
     as_bool,
     as_count,
     as_identifier,
     as_number,
     refuse_unknown,
+    retain_seconds,
 )
 from tenure._async.stores.postgres._failures import clean
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import redact
 
 OPTIONS = ("schema", "table", "timeout", "pool_size", "notify", "pgbouncer",
-           "prepare_threshold", "mode")
+           "prepare_threshold", "mode", "retain")
 MODES = ("table", "advisory")
 _STORES = "postgresql:// stores"
 
@@ -44,7 +46,7 @@ class Settings:
     connections also hold the leases' locks, many leases per connection.
     """
 
-    url: str  # redacted
+    url: str  # redacted; with retain= when not the default
     password: str  # hidden in the driver's messages
     mode: str
     schema: str
@@ -55,6 +57,7 @@ class Settings:
     notify: bool
     prepare: int | None  # psycopg's prepare_threshold
     params: dict[str, Any]  # libpq's
+    retain: float = DEFAULT_RETAIN  # seconds a free name's rows stay (see retain_seconds)
 
 
 def read_settings(url: str, options: dict[str, Any]) -> Settings:
@@ -99,10 +102,13 @@ def read_settings(url: str, options: dict[str, Any]) -> Settings:
         threshold = None
     prepare = None if threshold is None else as_count("prepare_threshold", threshold, 0,
                                                        1_000_000, default=5)
+    retain = retain_seconds(settings.get("retain", DEFAULT_RETAIN))
     params, password = _libpq_params(dsn, redacted, urlsplit(url).password or "", timeout,
                                      pgbouncer)
+    if retain != DEFAULT_RETAIN and "retain=" not in redacted:  # reads back as the same store
+        redacted += f"{'&' if '?' in redacted else '?'}retain={retain:g}"
     return Settings(redacted, password, mode, schema, table, timeout, pool_size, pgbouncer,
-                    notify, prepare, params)
+                    notify, prepare, params, retain)
 
 
 def _split(url: str, redacted: str, keywords: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -34,13 +34,16 @@ from tenure._async.stores.postgres._table_sql import (
     _BREAK,
     _DDL,
     _ENQUEUE,
+    _FORGET,
     _HAND_OVER,
     _LIST,
     _RELEASE,
+    _RELEASE_FORGET,
     _RENEW,
     _RUNNING,
     _TABLE_SHAPE,
     _UNDO_SLOTS,
+    _UPGRADE,
     _WITHDRAW,
     _WRITE_RECORD,
 )
@@ -65,6 +68,8 @@ class AsyncPostgresTableStore(AsyncPostgresStore):
     """
 
     _ddl_template = _DDL
+    _upgrade_template = _UPGRADE
+    _forget_template = _FORGET
     _shape = _TABLE_SHAPE
     _write_record_template = _WRITE_RECORD
     _record_slot = 0
@@ -83,7 +88,10 @@ class AsyncPostgresTableStore(AsyncPostgresStore):
                                               [*lease, ("leave", _BOOL)])
         release = [("name", _BYTEA), ("slot", _INT4), ("lease_id", _TEXT), ("channel", _TEXT),
                    ("key", _TEXT)]
-        self._release_sql = _statement("release", _RELEASE, table, release)
+        # retain=0: a release deletes the lease's row (when it can, see _RELEASE_FORGET)
+        self._release_sql = (_statement("release_forget", _RELEASE_FORGET, table, release)
+                             if self.retain == 0 else
+                             _statement("release", _RELEASE, table, release))
         self._hand_over_sql = _statement("hand_over", _HAND_OVER, table, release)
         self._break_sql = _render(_BREAK, table)
         self._list_sql = _render(_LIST, table)
@@ -194,6 +202,7 @@ class AsyncPostgresTableStore(AsyncPostgresStore):
             raise closed_store(self.url, "release", grant.name)
         params = {"name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,
                   "channel": self.channel, "key": name_digest(grant.name)}
+        self._sweep_soon()
         if grant.sent_at == math.inf:  # not handed over: most likely nobody waits
             result = await self._execute("release", grant.name, self._release_sql, params)
             if result.ntuples:

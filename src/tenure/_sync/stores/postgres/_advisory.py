@@ -25,13 +25,16 @@ from tenure._sync.stores.postgres._advisory_sql import (
     _ADVISORY_ACQUIRE,
     _ADVISORY_BREAK,
     _ADVISORY_DDL,
+    _ADVISORY_FORGET,
     _ADVISORY_LIST,
     _ADVISORY_RELEASE,
+    _ADVISORY_RELEASE_FORGET,
     _ADVISORY_RENEW,
     _ADVISORY_SHAPE,
     _ADVISORY_UNLOCK_AFTER,
     _ADVISORY_UNLOCK_ALL,
     _ADVISORY_UNLOCK_STRAYS,
+    _ADVISORY_UPGRADE,
     _ADVISORY_WAIT,
     _ADVISORY_WRITE_RECORD,
     _advisory_keys,
@@ -96,6 +99,8 @@ class PostgresAdvisoryStore(PostgresStore):
     """
 
     _ddl_template = _ADVISORY_DDL
+    _upgrade_template = _ADVISORY_UPGRADE
+    _forget_template = _ADVISORY_FORGET
     _shape = _ADVISORY_SHAPE
     _write_record_template = _ADVISORY_WRITE_RECORD
     _record_slot = -1
@@ -106,7 +111,9 @@ class PostgresAdvisoryStore(PostgresStore):
         self._advisory_sql = {
             name: _render(template, table) for name, template in (
                 ("acquire", _ADVISORY_ACQUIRE), ("strays", _ADVISORY_UNLOCK_STRAYS),
-                ("release", _ADVISORY_RELEASE), ("unlock after", _ADVISORY_UNLOCK_AFTER),
+                # retain=0: a release deletes the lease's row (see _ADVISORY_RELEASE_FORGET)
+                ("release", _ADVISORY_RELEASE_FORGET if self.retain == 0 else
+                 _ADVISORY_RELEASE), ("unlock after", _ADVISORY_UNLOCK_AFTER),
                 ("break", _ADVISORY_BREAK), ("list", _ADVISORY_LIST))}
         self._renew_sql = _render(_ADVISORY_RENEW, table)
         self._wait_sql = _render(_ADVISORY_WAIT, table)
@@ -320,6 +327,7 @@ class PostgresAdvisoryStore(PostgresStore):
     def release(self, grant: Grant) -> bool:
         if self._pool.closed:  # the lease's pinned connection is gone with the store
             raise closed_store(self.url, "release", grant.name)
+        self._sweep_soon()
         return self._release_held(grant)
 
     def _release_held(self, grant: Grant) -> bool:

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import hashlib
 
-from tenure._sync.stores.postgres._table_sql import _COMMON_SHAPE
+from tenure._sync.stores.postgres._table_sql import (
+    _CLOCK,
+    _COMMON_SHAPE,
+    _CUTOFF,
+    _MAY_FORGET,
+)
 
 # Each lease is a session-level advisory lock, held by one of the pool's connections: a session
 # holds the locks of many leases, so leases cost no connection of their own (at most
@@ -28,6 +33,17 @@ from tenure._sync.stores.postgres._table_sql import _COMMON_SHAPE
 # broken and moves the slot to a new key; the broken holder's lock on the old key binds nobody
 # any more (its store unlocks it at release).
 
+# A table of an earlier version gains the columns added since (see _table_sql._UPGRADE); every
+# table gets the index of live leases ({live}: the table's name + "_live"), which _ADVISORY_LIST
+# reads instead of the whole table, where most rows are the counters and free slots of names
+# used within `retain`. Each grant and release then updates an index entry (lease_id is in its
+# predicate: no HOT update); measured, that costs the advisory cycle nothing beyond noise,
+# which its pg_locks reads dominate (docs/stores/postgres.md, Limits).
+_ADVISORY_UPGRADE = """
+ALTER TABLE {t} ADD COLUMN IF NOT EXISTS used_at timestamptz;
+CREATE INDEX IF NOT EXISTS {live} ON {t} (slot) WHERE lease_id <> ''
+"""
+
 _ADVISORY_DDL = """
 CREATE TABLE IF NOT EXISTS {t} (
     name     bytea   NOT NULL,  -- the lock name in UTF-8
@@ -41,6 +57,7 @@ CREATE TABLE IF NOT EXISTS {t} (
     key      bigint  NOT NULL,  -- the advisory lock's key
     wanted   boolean NOT NULL,  -- slot -1: someone found the name held since its last grant
     record   bytea,             -- slot -1: the name's record (write_record), UTF-8
+    used_at  timestamptz,       -- slot >= 0: its last grant, release or break; -1: see _FORGET
     PRIMARY KEY (digest, slot)
 )
 """
@@ -90,16 +107,18 @@ WITH got AS MATERIALIZED (
 ), counter AS (
     INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
     SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, false FROM got
-    ON CONFLICT (digest, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
+    ON CONFLICT (digest, slot) DO UPDATE SET counter = c.counter + 1, wanted = false,
+        used_at = NULL
     RETURNING c.counter
 ), lease AS (
-    INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, pid, key, wanted)
+    INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, pid, key, wanted,
+                          used_at)
     SELECT %(name)s, got.slot, %(holder)s, %(lease_id)s, counter.counter, got.gen,
-           pg_backend_pid(), got.key, false
+           pg_backend_pid(), got.key, false, clock_timestamp()
     FROM got, counter
     ON CONFLICT (digest, slot) DO UPDATE SET
         holder = excluded.holder, lease_id = excluded.lease_id, token = excluded.token,
-        pid = excluded.pid, key = excluded.key
+        pid = excluded.pid, key = excluded.key, used_at = excluded.used_at
     WHERE l.counter = excluded.counter
     RETURNING l.slot, l.token, l.key
 ), mark AS (
@@ -140,16 +159,18 @@ WITH got AS MATERIALIZED (
 ), counter AS (
     INSERT INTO {t} AS c (name, slot, holder, lease_id, token, counter, pid, key, wanted)
     SELECT %(name)s, -1, '', '', 0, {seed}, 0, 0, false FROM got
-    ON CONFLICT (digest, slot) DO UPDATE SET counter = c.counter + 1, wanted = false
+    ON CONFLICT (digest, slot) DO UPDATE SET counter = c.counter + 1, wanted = false,
+        used_at = NULL
     RETURNING c.counter
 ), lease AS (
-    INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, pid, key, wanted)
+    INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, pid, key, wanted,
+                          used_at)
     SELECT %(name)s, got.slot, %(holder)s, %(lease_id)s, counter.counter, got.gen,
-           pg_backend_pid(), got.key, false
+           pg_backend_pid(), got.key, false, clock_timestamp()
     FROM got, counter
     ON CONFLICT (digest, slot) DO UPDATE SET
         holder = excluded.holder, lease_id = excluded.lease_id, token = excluded.token,
-        pid = excluded.pid, key = excluded.key
+        pid = excluded.pid, key = excluded.key, used_at = excluded.used_at
     WHERE l.counter = excluded.counter
     RETURNING l.slot, l.token, l.key
 )
@@ -184,7 +205,7 @@ WHERE s.key <> ALL(%(mine)s::int8[]) AND h.locktype = 'advisory' AND h.granted
 # row no longer the lease's: the release answered False, a round trip late.
 _ADVISORY_RELEASE = """
 WITH freed AS (
-    UPDATE {t} SET lease_id = ''
+    UPDATE {t} SET lease_id = '', used_at = now()
     WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
       AND pid = pg_backend_pid()
     RETURNING slot
@@ -195,6 +216,39 @@ SELECT pg_advisory_unlock(%(lock)s), f.mine,
                 WHERE c.digest = sha256(%(name)s) AND c.slot = -1)
             THEN pg_notify(%(channel)s, %(key)s) END
 FROM (SELECT count(*) > 0 AS mine FROM freed) AS f
+"""
+
+# The same with retain=0: the lease's row is deleted instead of freed, and the name's counter
+# row with it when no other slot has a row and it keeps no record, unless a grant of the name
+# is under way (_MAY_FORGET, see _table_sql._SEED): then the row is only freed (`freed`, which
+# runs when `deleted` did not), and a later sweep forgets it. Both read the rows as the
+# statement began, so `wanted` still reads the counter row.
+_ADVISORY_RELEASE_FORGET = f"""
+WITH deleted AS (
+    DELETE FROM {{t}} AS l
+    WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
+      AND pid = pg_backend_pid()
+      AND CASE WHEN l.lease_id = %(lease_id)s THEN {_MAY_FORGET.format(digest="l.digest")} END
+    RETURNING slot
+), counter AS (
+    DELETE FROM {{t}} AS c
+    WHERE c.digest = sha256(%(name)s) AND c.slot = -1 AND c.record IS NULL
+      AND EXISTS (SELECT FROM deleted)
+      AND NOT EXISTS (SELECT FROM {{t}} AS o WHERE o.digest = c.digest AND o.slot >= 0
+                      AND o.slot <> %(slot)s)
+), freed AS (
+    UPDATE {{t}} SET lease_id = '', used_at = now()
+    WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
+      AND pid = pg_backend_pid() AND NOT EXISTS (SELECT FROM deleted)
+    RETURNING slot
+)
+SELECT pg_advisory_unlock(%(lock)s), f.mine,
+       CASE WHEN f.mine AND (
+                SELECT c.wanted FROM {{t}} AS c
+                WHERE c.digest = sha256(%(name)s) AND c.slot = -1)
+            THEN pg_notify(%(channel)s, %(key)s) END
+FROM (SELECT count(*) > 0 AS mine FROM (SELECT slot FROM deleted UNION ALL
+                                        SELECT slot FROM freed) AS both_ways) AS f
 """
 
 # After a release that failed or got no answer on a session that lives on (its statement
@@ -237,7 +291,7 @@ WITH live AS (
     SELECT slot, lease_id FROM {t} AS l
     WHERE digest = sha256(%(name)s) AND slot >= 0 AND lease_id <> '' AND {held}
 ), marked AS (
-    UPDATE {t} AS l SET lease_id = '', counter = l.counter + 1 FROM live
+    UPDATE {t} AS l SET lease_id = '', counter = l.counter + 1, used_at = now() FROM live
     WHERE l.digest = sha256(%(name)s) AND l.slot = live.slot AND l.lease_id = live.lease_id
     RETURNING l.slot
 )
@@ -250,6 +304,53 @@ SELECT name, slot, holder, token FROM {t} AS l
 WHERE slot >= 0 AND lease_id <> '' AND substring(name FROM 1 FOR %(length)s) = %(prefix)s
   AND ((l.pid, l.key) IN (SELECT h.pid, h.key FROM held AS h)) IS TRUE  -- hashed, not a join
 ORDER BY name, slot
+"""
+
+# A row idle for %(idle)s seconds: a slot neither held (released, broken, or its session gone:
+# `held` is pg_locks, read once) nor granted, released or broken since; the counter row (-1)
+# by itself (its slots decide).
+_ADVISORY_IDLE_ROW = (f"(({{r}}.slot < 0 OR {{r}}.lease_id = '' OR ({{r}}.pid, {{r}}.key) NOT IN "
+                      f"(SELECT h.pid, h.key FROM held AS h)) AND coalesce({{r}}.used_at, "
+                      f"'-infinity') <= {_CUTOFF})")
+
+# Forget the idle names, as _table_sql._FORGET does: a name's rows go when every one of them is
+# idle; the counter row is kept instead when it keeps a record, its counter raised to the clock
+# (as a new row would start) and marked forgotten (used_at '-infinity', cleared by a grant),
+# so that it is not counted again. A slot's generation
+# goes with its row (its key restarts at generation 0): a broken holder that still holds the
+# key of an earlier generation 0 keeps the name from being taken until it releases, and its
+# renewal finds the row gone (broken), so no two hold it.
+_ADVISORY_FORGET = f"""
+WITH {{held_locks}}, candidate AS (
+    SELECT DISTINCT l.digest FROM {{t}} AS l
+    WHERE l.ctid >= %(low)s::tid AND l.ctid < %(high)s::tid
+      AND {_ADVISORY_IDLE_ROW.format(r="l")}
+      AND (l.slot >= 0 OR l.record IS NULL OR l.used_at IS DISTINCT FROM '-infinity')
+), quiet AS MATERIALIZED (
+    SELECT c.digest FROM candidate AS c
+    WHERE NOT EXISTS (SELECT FROM {{t}} AS o
+                      WHERE o.digest = c.digest AND NOT {_ADVISORY_IDLE_ROW.format(r="o")})
+), idle AS MATERIALIZED (
+    SELECT q.digest FROM quiet AS q
+    WHERE CASE WHEN %(apply)s THEN {_MAY_FORGET.format(digest="q.digest")} ELSE true END
+    LIMIT %(most)s
+), gone AS (
+    DELETE FROM {{t}} AS l USING idle
+    WHERE %(apply)s AND l.digest = idle.digest AND l.record IS NULL
+      AND {_ADVISORY_IDLE_ROW.format(r="l")}
+    RETURNING l.digest
+), kept AS (
+    UPDATE {{t}} AS l SET counter = greatest(l.counter, {_CLOCK}), wanted = false,
+        used_at = '-infinity'
+    FROM idle
+    WHERE %(apply)s AND l.digest = idle.digest AND l.slot = -1 AND l.record IS NOT NULL
+      AND l.used_at IS DISTINCT FROM '-infinity'
+    RETURNING l.digest
+)
+SELECT (SELECT count(*) FROM idle WHERE NOT %(apply)s
+            OR idle.digest IN (SELECT digest FROM gone UNION SELECT digest FROM kept)),
+       (SELECT count(*) FROM idle),
+       pg_relation_size(%(regclass)s::regclass) / current_setting('block_size')::int8
 """
 
 _ADVISORY_SHAPE = (*_COMMON_SHAPE, ("pid", "integer"), ("key", "bigint"))

@@ -35,13 +35,16 @@ from tenure._sync.stores.postgres._table_sql import (
     _BREAK,
     _DDL,
     _ENQUEUE,
+    _FORGET,
     _HAND_OVER,
     _LIST,
     _RELEASE,
+    _RELEASE_FORGET,
     _RENEW,
     _RUNNING,
     _TABLE_SHAPE,
     _UNDO_SLOTS,
+    _UPGRADE,
     _WITHDRAW,
     _WRITE_RECORD,
 )
@@ -66,6 +69,8 @@ class PostgresTableStore(PostgresStore):
     """
 
     _ddl_template = _DDL
+    _upgrade_template = _UPGRADE
+    _forget_template = _FORGET
     _shape = _TABLE_SHAPE
     _write_record_template = _WRITE_RECORD
     _record_slot = 0
@@ -84,7 +89,10 @@ class PostgresTableStore(PostgresStore):
                                               [*lease, ("leave", _BOOL)])
         release = [("name", _BYTEA), ("slot", _INT4), ("lease_id", _TEXT), ("channel", _TEXT),
                    ("key", _TEXT)]
-        self._release_sql = _statement("release", _RELEASE, table, release)
+        # retain=0: a release deletes the lease's row (when it can, see _RELEASE_FORGET)
+        self._release_sql = (_statement("release_forget", _RELEASE_FORGET, table, release)
+                             if self.retain == 0 else
+                             _statement("release", _RELEASE, table, release))
         self._hand_over_sql = _statement("hand_over", _HAND_OVER, table, release)
         self._break_sql = _render(_BREAK, table)
         self._list_sql = _render(_LIST, table)
@@ -195,6 +203,7 @@ class PostgresTableStore(PostgresStore):
             raise closed_store(self.url, "release", grant.name)
         params = {"name": grant.name.encode(), "slot": grant.slot, "lease_id": grant.lease_id,
                   "channel": self.channel, "key": name_digest(grant.name)}
+        self._sweep_soon()
         if grant.sent_at == math.inf:  # not handed over: most likely nobody waits
             result = self._execute("release", grant.name, self._release_sql, params)
             if result.ntuples:

@@ -13,8 +13,13 @@ from __future__ import annotations
 _MOST_WAITERS = 32
 
 # {t} is the lease table (schema-qualified, quoted). Slot 0's row of a name also keeps the
-# name's fencing counter and whether someone waits for the name; that row is never deleted (a
-# released slot is only marked free).
+# name's fencing counter and whether someone waits for the name. A released slot is marked
+# free; the rows of a name free for `retain` are deleted (see _FORGET), at its release with
+# retain=0 (_RELEASE_FORGET).
+
+# A table of an earlier version gains the columns added since (run where the tables are
+# created: a statement that meets the missing column fails, and the store upgrades the table).
+_UPGRADE = "ALTER TABLE {t} ADD COLUMN IF NOT EXISTS freed_at timestamptz"
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS {t} (
@@ -33,6 +38,7 @@ CREATE TABLE IF NOT EXISTS {t} (
     q_holders  bytea[],
     q_ttls     float8[],
     q_until    timestamptz[],         -- when each registration ends (server clock)
+    freed_at   timestamptz,           -- when a release or break last freed the slot
     PRIMARY KEY (digest, slot)
 ) WITH (fillfactor = 50)  -- room for HOT updates: a cycle rewrites no index entry
 """
@@ -88,8 +94,23 @@ _COMMON_SHAPE = (("name", "bytea"), ("slot", "integer"), ("holder", "bytea"),
 _TABLE_SHAPE = (*_COMMON_SHAPE, ("expires_at", "timestamp with time zone"))
 
 # A missing counter starts at the server's clock in microseconds, so tokens keep growing even
-# when the table was dropped or the database restored from an old backup.
-_SEED = "(extract(epoch FROM now()) * 1000000)::bigint"
+# when the table was dropped, the database restored from an old backup, or the name's rows
+# forgotten (retain, prune: see _FORGET). The clock is read when the row is written
+# (clock_timestamp(), not the transaction's start, now()), under a shared transaction lock of
+# the name that every forgetting statement tries to take exclusively (pg_try_, skipping the
+# name when it cannot): an INSERT computes its VALUES before it looks for the conflicting row,
+# so without the lock a grant whose statement stalled there could miss a row deleted meanwhile
+# and restart below the tokens granted in between. With the lock, a forgetting either waits
+# for no one and commits before the clock is read, or skips the name. A row that is kept
+# counts on (counter + 1): it started at the clock and grows by one per grant, far slower
+# than the clock's microseconds, so a restart from the clock is still above it.
+_FORGET_CLASS = 0x74656E66  # "tenf": the class of the names' forgetting locks
+_NAME_KEY = "('x' || encode(substring({digest} FROM 1 FOR 4), 'hex'))::bit(32)::int4"
+_CLOCK = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+_SEED = (f"(CASE WHEN pg_advisory_xact_lock_shared({_FORGET_CLASS}, "
+         f"{_NAME_KEY.format(digest='sha256(%(name)s)')})::text IS NOT NULL THEN {_CLOCK} END)")
+# The exclusive try of a forgetting statement, for the name of the digest `{digest}`.
+_MAY_FORGET = f"pg_try_advisory_xact_lock({_FORGET_CLASS}, {_NAME_KEY})"
 # The slot is free for this acquire: expired or released, or already granted to this very
 # lease id (an acquire retried after its connection broke; the first try may have committed).
 _FREE = "(l.expires_at <= now() OR l.lease_id = excluded.lease_id)"
@@ -111,8 +132,9 @@ _MINE = "(l.expires_at <= now() OR l.lease_id = %(lease_id)s)"  # the same, in a
 # head of _ACQUIRE_LOCK and _ENQUEUE, which add what a held slot gets.
 _GRANT_WHEN_FREE = """
 INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
-VALUES (%(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
-        now() + %(ttl)s * interval '1 second', false)
+SELECT %(name)s, 0, %(holder)s, %(lease_id)s, s.seed, s.seed,
+       now() + %(ttl)s * interval '1 second', false
+FROM (SELECT {seed} AS seed) AS s  -- read once: a new row's token is its counter
 ON CONFLICT (digest, slot) DO UPDATE SET
     holder = CASE WHEN {free} THEN excluded.holder ELSE l.holder END,
     lease_id = CASE WHEN {free} THEN excluded.lease_id ELSE l.lease_id END,
@@ -143,9 +165,9 @@ WITH free AS (
     ORDER BY coalesce(l.lease_id = %(lease_id)s, false) DESC, s.slot LIMIT 1
 ), zero AS (
     INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
-    SELECT %(name)s, 0, %(holder)s, %(lease_id)s, {seed}, {seed},
+    SELECT %(name)s, 0, %(holder)s, %(lease_id)s, s.seed, s.seed,
            now() + %(ttl)s * interval '1 second', false
-    FROM free WHERE free.slot = 0
+    FROM free, (SELECT {seed} AS seed) AS s WHERE free.slot = 0
     ON CONFLICT (digest, slot) DO UPDATE SET
         holder = excluded.holder, lease_id = excluded.lease_id, token = l.counter + 1,
         counter = l.counter + 1, expires_at = excluded.expires_at, wanted = false
@@ -265,7 +287,7 @@ WHERE l.digest = sha256(%(name)s) AND l.slot = 0
 # (delivered at commit). Nothing answers when the lease is not ours, or waiters are registered:
 # then _HAND_OVER runs (a lease that was itself handed over starts there: its name is busy).
 _RELEASE = """
-UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
+UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity', freed_at = now()
 WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
   AND expires_at > now()
   AND l.q_ids IS NULL
@@ -289,6 +311,7 @@ UPDATE {t} AS l SET
     counter = CASE WHEN {head} THEN l.counter + 1 ELSE l.counter END,
     expires_at = CASE WHEN {head} THEN now() + l.q_ttls[1] * interval '1 second'
                       ELSE '-infinity' END,
+    freed_at = now(),
     {pop}
 WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
   AND expires_at > now()
@@ -301,10 +324,74 @@ RETURNING CASE
 END
 """
 
+# Release with retain=0: the lease's row goes, when no waiter is registered, no record is kept
+# in it and no grant of the name is under way (_MAY_FORGET); else nothing answers, and
+# _HAND_OVER frees the row as a release does (a later sweep forgets it). Notifies as _RELEASE.
+_RELEASE_FORGET = f"""
+DELETE FROM {{t}} AS l
+WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
+  AND expires_at > now() AND l.q_ids IS NULL AND l.record IS NULL
+  AND CASE WHEN l.lease_id = %(lease_id)s THEN {_MAY_FORGET.format(digest="l.digest")} END
+RETURNING CASE
+    WHEN l.wanted THEN pg_notify(%(channel)s, %(key)s)
+    WHEN l.slot > 0 AND (SELECT z.wanted FROM {{t}} AS z WHERE z.digest = l.digest AND z.slot = 0)
+        THEN pg_notify(%(channel)s, %(key)s)
+END
+"""
+
+# A row free for %(idle)s seconds (released, broken or expired then) with no registered waiter.
+_CUTOFF = "(now() - %(idle)s::float8 * interval '1 second')"
+_IDLE_ROW = (f"({{r}}.expires_at <= {_CUTOFF} AND coalesce({{r}}.freed_at, '-infinity') <= "
+             f"{_CUTOFF} AND NOT coalesce(now() < ANY({{r}}.q_until), false))")
+
+# Forget the names every row of which is idle (_IDLE_ROW): delete their rows, except slot 0's
+# when it keeps a record, which is reset instead to a row that holds nothing, with its counter
+# raised to the clock (as a new row would start), and is not counted again (_FORGOTTEN). Only
+# the names whose forgetting lock it gets (_MAY_FORGET): a name being granted is skipped.
+# With %(apply)s false (a dry run) it only counts them. It looks at the rows of a range of the
+# table's pages (a TID range scan: a bounded read without an index, which would cost every
+# cycle its HOT update) and forgets at most %(most)s names (each holds a lock until the commit,
+# in the server's shared lock table): a sweep or a prune runs it range after range, again on a
+# range while it finds that many. A row granted meanwhile is looked at again by the DELETE as
+# the grant left it (READ COMMITTED) and stays. Answers how many names it forgot, how many it
+# found idle, and the table's size in pages.
+_FORGOTTEN = "(l.freed_at IS NULL AND l.lease_id = '' AND l.token = 0)"
+_FORGET = f"""
+WITH candidate AS (
+    SELECT DISTINCT l.digest FROM {{t}} AS l
+    WHERE l.ctid >= %(low)s::tid AND l.ctid < %(high)s::tid AND {_IDLE_ROW.format(r="l")}
+      AND (l.record IS NULL OR NOT {_FORGOTTEN})
+), quiet AS MATERIALIZED (
+    SELECT c.digest FROM candidate AS c
+    WHERE NOT EXISTS (SELECT FROM {{t}} AS o
+                      WHERE o.digest = c.digest AND NOT {_IDLE_ROW.format(r="o")})
+), idle AS MATERIALIZED (
+    SELECT q.digest FROM quiet AS q
+    WHERE CASE WHEN %(apply)s THEN {_MAY_FORGET.format(digest="q.digest")} ELSE true END
+    LIMIT %(most)s
+), gone AS (
+    DELETE FROM {{t}} AS l USING idle
+    WHERE %(apply)s AND l.digest = idle.digest AND l.record IS NULL AND {_IDLE_ROW.format(r="l")}
+    RETURNING l.digest
+), kept AS (
+    UPDATE {{t}} AS l SET holder = '', lease_id = '', token = 0, wanted = false,
+        counter = greatest(l.counter, {_CLOCK}), expires_at = '-infinity', freed_at = NULL,
+        q_ids = NULL, q_holders = NULL, q_ttls = NULL, q_until = NULL
+    FROM idle
+    WHERE %(apply)s AND l.digest = idle.digest AND l.record IS NOT NULL AND NOT {_FORGOTTEN}
+      AND {_IDLE_ROW.format(r="l")}
+    RETURNING l.digest
+)
+SELECT (SELECT count(*) FROM idle WHERE NOT %(apply)s
+            OR idle.digest IN (SELECT digest FROM gone UNION SELECT digest FROM kept)),
+       (SELECT count(*) FROM idle),
+       pg_relation_size(%(regclass)s::regclass) / current_setting('block_size')::int8
+"""
+
 # Break frees every live slot of the name and always notifies.
 _BREAK = """
 WITH freed AS (
-    UPDATE {t} SET lease_id = '', expires_at = '-infinity'
+    UPDATE {t} SET lease_id = '', expires_at = '-infinity', freed_at = now()
     WHERE digest = sha256(%(name)s) AND expires_at > now()
     RETURNING slot
 )
@@ -316,7 +403,7 @@ SELECT pg_notify(%(channel)s, %(key)s) FROM freed
 # (for a lock, _HAND_OVER frees slot 0 as a release does).
 _RUNNING = "SELECT pid FROM pg_stat_activity WHERE pid = ANY(%(pids)s::int4[])"
 _UNDO_SLOTS = """
-UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity'
+UPDATE {t} AS l SET lease_id = '', expires_at = '-infinity', freed_at = now()
 WHERE digest = sha256(%(name)s) AND lease_id = %(lease_id)s AND expires_at > now()
 RETURNING CASE WHEN (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
     THEN pg_notify(%(channel)s, %(key)s) END
