@@ -42,9 +42,19 @@ CREATE TABLE IF NOT EXISTS `{table}` (
     sleepers   VARBINARY(1024) NOT NULL DEFAULT ',',  -- slot 0: <> ',' when waiters (see WAIT)
     record     BLOB,                      -- slot 0 only: the name's record (UTF-8)
     record_writes BIGINT       NOT NULL DEFAULT 0,  -- slot 0: counts writes (see WRITE_RECORD)
-    PRIMARY KEY (name_key, slot)
+    PRIMARY KEY (name_key, slot),
+    KEY tenure_expiry (expires_at, counter)  -- the live leases, and the idle names (see IDLE)
 ) ENGINE=InnoDB
 """
+# Tables made before the index: it is added once per store, at its first listing, prune or
+# sweep (not on the hot path; both servers build it online). A missing table is left missing
+# (created with the index at first use). Answers (the table exists, it has the index).
+# Parameters: table name twice.
+HAS_INDEX = ("SELECT COUNT(*), (SELECT COUNT(*) FROM information_schema.STATISTICS "
+             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s "
+             "AND INDEX_NAME = 'tenure_expiry') FROM information_schema.TABLES "
+             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s")
+ADD_INDEX = "ALTER TABLE `{table}` ADD INDEX tenure_expiry (expires_at, counter)"
 
 # A lock (limit 1): take slot 0 when it is free (or already ours: a retry of this same grant
 # after a lost answer). The name's counter moves to max(counter + 1, server clock in µs), so
@@ -260,6 +270,53 @@ LIST = (f"SELECT name, slot, holder, token, TIMESTAMPDIFF(MICROSECOND, {NOW}, ex
          f"FROM `{{table}}` WHERE expires_at > {NOW} AND LEFT(name, %s) = UNHEX(%s) "
          "ORDER BY name, slot")
 
+# Forgetting idle names (retain, prune). A name is idle for `idle` seconds when every row of it
+# is free since then (released: expires_at is FREED; expired: expires_at that long ago) and it
+# was not granted since (slot 0's counter, the name's last token, is at least the server clock
+# in µs at its grant, so a counter older than the window is a grant older than it). A free name
+# has no waiter worth keeping: a waiter takes a free name at its next try. Its next grant
+# restarts the counter from the server clock in µs (the upserts' insert branch), above every
+# token of the name unless that clock stepped back by more than the window. Records stay: a
+# name with one keeps slot 0's row, its counter set to 0 (forgotten all the same, and out of
+# CANDIDATES' range: counters are >= 1). Other slots' rows keep counter 0, so the index range
+# below holds slot 0's rows of the idle names and expired rows only, whatever `retain` keeps.
+# Parameters: idle_us three times, batch size, rows to skip (idle names not forgotten).
+CANDIDATES = (f"SELECT HEX(name_key) FROM `{{table}}` WHERE slot = 0 "
+              f"AND counter BETWEEN 1 AND {NOW_US} - %s "
+              f"AND (expires_at = {FREED} OR (expires_at > {FREED} "
+              f"AND expires_at <= {NOW} - INTERVAL %s MICROSECOND)) "
+              "ORDER BY expires_at, counter LIMIT %s OFFSET %s")
+# The idle names among `keys`, decided on every row of each (a semaphore with a slot held is
+# not idle); `kept` when the name has a record. In a derived table, which the server
+# materializes, so that a DELETE or UPDATE of the same table may use it.
+IDLE = ("SELECT name_key, MAX(slot = 0 AND record IS NOT NULL) AS kept FROM `{table}` "
+        "WHERE name_key IN ({keys}) GROUP BY name_key HAVING MIN(slot) = 0 "
+        "AND MAX(expires_at) <= @tenure_before "
+        "AND MAX(IF(slot = 0, counter, 0)) BETWEEN 1 AND @tenure_cut")
+_WINDOW = (f"SET @tenure_before = {NOW} - INTERVAL %s MICROSECOND, "
+           f"@tenure_cut = {NOW_US} - %s")
+# One transaction in one round trip: lock the rows of `keys` (primary key order, slot 0 of each
+# name first, as everywhere in this store), decide which names are idle while no grant can
+# change them, delete those (slot 0 of a name with a record stays, its counter forgotten),
+# answer how many names. A grant of one of them waits for the COMMIT, then finds no row (or
+# counter 0) and starts from the clock. Parameters: idle_us twice.
+FORGET_NAMES = f"""START TRANSACTION;
+{_WINDOW};
+SELECT COUNT(*) INTO @tenure_locked FROM `{{table}}` WHERE name_key IN ({{keys}}) FOR UPDATE;
+SELECT COUNT(*) INTO @tenure_idle FROM ({IDLE}) AS idle;
+DELETE FROM `{{table}}` WHERE name_key IN (SELECT name_key FROM ({IDLE}) AS idle)
+    AND (slot > 0 OR record IS NULL);
+UPDATE `{{table}}` SET counter = 0, sleepers = ','
+    WHERE slot = 0 AND name_key IN (SELECT name_key FROM ({IDLE}) AS idle);
+COMMIT;
+SELECT @tenure_idle"""
+# A dry run counts the idle names in one statement, without locks. Parameters: idle_us four
+# times.
+COUNT_IDLE = f"""{_WINDOW};
+SELECT COUNT(*) FROM ({IDLE.format(table="{table}", keys=
+    "SELECT c.name_key FROM (" + CANDIDATES.split(" ORDER BY")[0].replace(
+        "SELECT HEX(name_key)", "SELECT name_key") + ") AS c")}) AS idle"""
+
 # Records live in slot 0's row (never deleted). A write takes effect only while the writer's
 # lease row is live; it also counts the write, so that rewriting the same record still changes
 # the row (affected rows count changed rows). Parameters: slot, lease_id, record (hex: the
@@ -303,6 +360,9 @@ class Statements:
             "write record": WRITE_RECORD.format(table=table),
             "read record": READ_RECORD.format(table=table),
             "records": RECORDS.format(table=table),
+            "candidates": CANDIDATES.format(table=table),
+            "count idle": COUNT_IDLE.format(table=table),
+            "add index": ADD_INDEX.format(table=table),
         }
         self.schema = SCHEMA.format(table=table)
         # The PREPAREs (one multi-statement) and their texts, and per statement the start of
@@ -342,6 +402,12 @@ class Statements:
         has `limit` live slots."""
         return WAIT.format(table=self.table, key=key) % (
             f"'{key}'", f"'{key}'", limit, limit, f"{seconds:.3f}", f"'{key}'")
+
+    def forget(self, keys: list[str]) -> str:
+        """The transaction that forgets the idle names among `keys` (hex digests, see
+        FORGET_NAMES) and answers how many it forgot."""
+        listed = ", ".join(f"UNHEX('{key}')" for key in keys)
+        return FORGET_NAMES.format(table=self.table, keys=listed)
 
     def renew(self, count: int) -> str:
         """The renewal of `count` leases in one statement (see RENEW)."""

@@ -1,0 +1,164 @@
+# GENERATED from src/tenure/_async/stores/mysql/_forgetting.py by scripts/unasync.py: do not edit.
+"""Forgetting the names nobody holds, in both modes of the mysql:// store: the `retain`
+sweeps that releases run now and then, retain=0's forgetting at the release, and `prune`.
+
+The SQL is the mode's (Forgetful: _sql's CANDIDATES, FORGET_NAMES, COUNT_IDLE for the lease
+table; _getlock_sql's for the counters table): the candidates come from an index range of
+slot 0's rows, and each batch is forgotten in one transaction that locks the names' rows
+first and decides on them while no grant can change them.
+
+Example::
+
+    forgetting = Forgetting(url, retain, connections.call, Forgetful(...))
+    forgotten = forgetting.prune(idle=3600.0, dry_run=False)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tenure._sync import _shim
+from tenure._errors import StoreRefused, StoreUnavailable
+
+log = logging.getLogger("tenure")
+
+SWEEP_EVERY = 60.0  # seconds: the longest gap between two sweeps of idle names by one store
+SWEEP_BATCH = 500  # names a sweep (or one transaction of a prune) looks at
+
+
+@dataclass(frozen=True)
+class Forgetful:
+    """A mode's statements for forgetting: `candidates` (parameters: idle_us as many times as
+    `candidates_idle`, then batch size and rows to skip), `forget(keys)` (idle_us twice),
+    `count_idle` (idle_us `count_idle_idle` times), and the index's check (`has_index`,
+    parameters: the table's name twice) and addition (`add_index`).
+
+    Example::
+
+        Forgetful(table, candidates, 2, statements.forget, count_idle, 4, HAS_INDEX, add)
+    """
+
+    table: str
+    candidates: str
+    candidates_idle: int
+    forget: Callable[[list[str]], str]
+    count_idle: str
+    count_idle_idle: int
+    has_index: str
+    add_index: str
+
+
+def _rows(connection: Any, statement: str,
+                arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The rows of the last answer of `statement` (one statement or several)."""
+    with connection.cursor() as cursor:
+        cursor.execute(statement, arguments)
+        rows = list(cursor.fetchall())
+        while cursor.nextset():
+            rows = list(cursor.fetchall())
+        return rows
+
+
+class Forgetting:
+    """One store's forgetting: `call(operation, label, work, *args)` runs
+    `work(connection, *args)` on one of the store's connections (with its retries and
+    errors). `retain` is the store's option (see retain_seconds).
+
+    Example::
+
+        forgetting.after_release(key)   # retain=0: forget it; else sweep now and then
+    """
+
+    def __init__(self, url: str, retain: float, call: Callable[..., Any],
+                 statements: Forgetful) -> None:
+        self.url, self.retain, self._call, self._sql = url, retain, call, statements
+        # monotonic time of the next sweep after a release: one interval after the start
+        self._next_sweep = _shim.monotonic() + self._interval()
+        self._skip = 0  # idle names the last sweep could not forget (e.g. a slot held)
+        self._indexed = False  # the table's index was checked (see ensure_index)
+
+    def _interval(self) -> float:
+        return min(max(self.retain / 4, 1.0), SWEEP_EVERY)
+
+    def after_release(self, key: str) -> None:
+        """After a release of the name of `key` (a hex digest) that nobody waits for: with
+        retain=0 forget that name now, with a finite retain sweep now and then; best effort
+        (errors are logged: a later sweep or prune forgets what this left)."""
+        try:
+            if self.retain == 0:
+                self._forget([key], 0.0)
+            elif self.retain < math.inf:
+                self._sweep_now_and_then()
+        except StoreUnavailable as exc:
+            log.debug("tenure: %s: forgetting idle names failed: %s", self.url, exc)
+
+    def _sweep_now_and_then(self) -> None:
+        """Forget up to SWEEP_BATCH names idle for `retain`, at most once per min(retain / 4,
+        SWEEP_EVERY) seconds, and again at the next release while sweeps find full batches."""
+        now = _shim.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self._interval()
+        self.ensure_index()
+        keys = self._candidates(self.retain, self._skip)
+        forgotten = self._forget(keys, self.retain) if keys else 0
+        full = len(keys) == SWEEP_BATCH
+        self._skip = self._skip + len(keys) - forgotten if full else 0
+        if full:
+            self._next_sweep = now
+
+    def prune(self, idle: float, dry_run: bool) -> int:
+        """Forget the names idle for `idle` seconds, in transactions of SWEEP_BATCH names, or
+        with `dry_run` count them in one statement; the number of names."""
+        self.ensure_index()
+        if dry_run:
+            idle_us = round(idle * 1_000_000)
+            rows = self._call("prune", "", _rows, self._sql.count_idle,
+                                    (idle_us,) * self._sql.count_idle_idle)
+            return int(rows[0][0])
+        total = skip = 0
+        while True:
+            keys = self._candidates(idle, skip)
+            forgotten = self._forget(keys, idle) if keys else 0
+            total += forgotten
+            skip += len(keys) - forgotten
+            if len(keys) < SWEEP_BATCH:
+                return total
+
+    def _candidates(self, idle: float, skip: int) -> list[str]:
+        """Up to SWEEP_BATCH keys (hex) of names that may be idle for `idle`, past `skip`."""
+        idle_us = round(idle * 1_000_000)
+        rows = self._call("prune", "", _rows, self._sql.candidates,
+                                (*(idle_us,) * self._sql.candidates_idle, SWEEP_BATCH, skip))
+        return [str(key) for (key,) in rows]
+
+    def _forget(self, keys: list[str], idle: float) -> int:
+        """Forget those of `keys` idle for `idle` (one transaction); how many."""
+        idle_us = round(idle * 1_000_000)
+        rows = self._call("prune", f"{len(keys)} names", _rows, self._sql.forget(keys),
+                                (idle_us, idle_us))
+        return int(rows[0][0])
+
+    def ensure_index(self) -> None:
+        """Add the mode's index to a table made before it, once per store (a missing table is
+        left missing: it is made with the index). Without it (no ALTER privilege) listings
+        and sweeps still work, reading every row."""
+        if self._indexed:
+            return
+        table = self._sql.table
+        try:
+            [(exists, indexed)] = self._call("checking the index", table, _rows,
+                                                   self._sql.has_index, (table, table))
+            if exists and not indexed:
+                self._call("adding the index", table, _rows, self._sql.add_index, ())
+            self._indexed = bool(exists)
+        except StoreRefused as exc:
+            self._indexed = True  # not again: everything works without it, only slower
+            log.warning("tenure: %s: table %s has no index for listings and sweeps and it "
+                        "could not be added (%s): they read every row", self.url, table, exc)
+        except StoreUnavailable as exc:  # e.g. another store added it meanwhile (1061)
+            log.debug("tenure: %s: checking the index of %s failed: %s", self.url, table, exc)
