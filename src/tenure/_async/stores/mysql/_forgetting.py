@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure._async import _shim
+from tenure._async.stores.mysql._driver import CONFLICTS, aiomysql, error_code
 from tenure._errors import StoreRefused, StoreUnavailable
 
 log = logging.getLogger("tenure")
@@ -54,12 +55,20 @@ class Forgetful:
 async def _rows(connection: Any, statement: str,
                 arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """The rows of the last answer of `statement` (one statement or several)."""
-    async with connection.cursor() as cursor:
-        await cursor.execute(statement, arguments)
-        rows = list(await cursor.fetchall())
-        while await cursor.nextset():
+    try:
+        async with connection.cursor() as cursor:
+            await cursor.execute(statement, arguments)
             rows = list(await cursor.fetchall())
-        return rows
+            while await cursor.nextset():
+                rows = list(await cursor.fetchall())
+            return rows
+    except aiomysql.Error:
+        # A transaction cut short by the server's error must not stay open on a session
+        # that serves other calls (getlock mode keeps such sessions).
+        if "START TRANSACTION" in statement:
+            async with connection.cursor() as cursor:
+                await cursor.execute("ROLLBACK")
+        raise
 
 
 class AsyncForgetting:
@@ -138,9 +147,17 @@ class AsyncForgetting:
     async def _forget(self, keys: list[str], idle: float) -> int:
         """Forget those of `keys` idle for `idle` (one transaction); how many."""
         idle_us = round(idle * 1_000_000)
-        rows = await self._call("prune", f"{len(keys)} names", _rows, self._sql.forget(keys),
-                                (idle_us, idle_us))
-        return int(rows[0][0])
+        for attempt in range(3):
+            try:
+                rows = await self._call("prune", f"{len(keys)} names", _rows,
+                                        self._sql.forget(keys), (idle_us, idle_us))
+                return int(rows[0][0])
+            except StoreUnavailable as exc:  # a deadlock with a grant: its rows are busy
+                cause = exc.__context__
+                if attempt == 2 or cause is None or error_code(cause) not in CONFLICTS:
+                    raise
+                await _shim.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def ensure_index(self) -> None:
         """Add the mode's index to a table made before it, once per store (a missing table is

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure._sync import _shim
+from tenure._sync.stores.mysql._driver import CONFLICTS, pymysql, error_code
 from tenure._errors import StoreRefused, StoreUnavailable
 
 log = logging.getLogger("tenure")
@@ -55,12 +56,20 @@ class Forgetful:
 def _rows(connection: Any, statement: str,
                 arguments: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     """The rows of the last answer of `statement` (one statement or several)."""
-    with connection.cursor() as cursor:
-        cursor.execute(statement, arguments)
-        rows = list(cursor.fetchall())
-        while cursor.nextset():
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(statement, arguments)
             rows = list(cursor.fetchall())
-        return rows
+            while cursor.nextset():
+                rows = list(cursor.fetchall())
+            return rows
+    except pymysql.Error:
+        # A transaction cut short by the server's error must not stay open on a session
+        # that serves other calls (getlock mode keeps such sessions).
+        if "START TRANSACTION" in statement:
+            with connection.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+        raise
 
 
 class Forgetting:
@@ -139,9 +148,17 @@ class Forgetting:
     def _forget(self, keys: list[str], idle: float) -> int:
         """Forget those of `keys` idle for `idle` (one transaction); how many."""
         idle_us = round(idle * 1_000_000)
-        rows = self._call("prune", f"{len(keys)} names", _rows, self._sql.forget(keys),
-                                (idle_us, idle_us))
-        return int(rows[0][0])
+        for attempt in range(3):
+            try:
+                rows = self._call("prune", f"{len(keys)} names", _rows,
+                                        self._sql.forget(keys), (idle_us, idle_us))
+                return int(rows[0][0])
+            except StoreUnavailable as exc:  # a deadlock with a grant: its rows are busy
+                cause = exc.__context__
+                if attempt == 2 or cause is None or error_code(cause) not in CONFLICTS:
+                    raise
+                _shim.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def ensure_index(self) -> None:
         """Add the mode's index to a table made before it, once per store (a missing table is

@@ -27,8 +27,11 @@ FREED = "'1970-01-01'"  # expires_at of a released or broken lease
 # DUPLICATE KEY UPDATE) go left to right, each seeing the ones before it, as ACQUIRE_LOCK
 # needs. MariaDB's sql_mode SIMULTANEOUS_ASSIGNMENT would make them all see the old row; MySQL
 # has no such mode.
+# The session's time zone is UTC, so that SYSDATE(6) (the time it is evaluated, not the
+# statement's start: see _getlock_sql.CLOCK_US) reads as UTC_TIMESTAMP(6) does.
 SESSION = ("SET SESSION sql_mode = TRIM(BOTH ',' FROM REPLACE("
-            "CONCAT(',', @@SESSION.sql_mode, ','), ',SIMULTANEOUS_ASSIGNMENT,', ','))")
+            "CONCAT(',', @@SESSION.sql_mode, ','), ',SIMULTANEOUS_ASSIGNMENT,', ',')), "
+            "time_zone = '+00:00'")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS `{table}` (
@@ -294,7 +297,7 @@ IDLE = ("SELECT name_key, MAX(slot = 0 AND record IS NOT NULL) AS kept FROM `{ta
         "WHERE name_key IN ({keys}) GROUP BY name_key HAVING MIN(slot) = 0 "
         "AND MAX(expires_at) <= @tenure_before "
         "AND MAX(IF(slot = 0, counter, 0)) BETWEEN 1 AND @tenure_cut")
-_WINDOW = (f"SET @tenure_before = {NOW} - INTERVAL %s MICROSECOND, "
+WINDOW = (f"SET @tenure_before = {NOW} - INTERVAL %s MICROSECOND, "
            f"@tenure_cut = {NOW_US} - %s")
 # One transaction in one round trip: lock the rows of `keys` (primary key order, slot 0 of each
 # name first, as everywhere in this store), decide which names are idle while no grant can
@@ -302,7 +305,7 @@ _WINDOW = (f"SET @tenure_before = {NOW} - INTERVAL %s MICROSECOND, "
 # answer how many names. A grant of one of them waits for the COMMIT, then finds no row (or
 # counter 0) and starts from the clock. Parameters: idle_us twice.
 FORGET_NAMES = f"""START TRANSACTION;
-{_WINDOW};
+{WINDOW};
 SELECT COUNT(*) INTO @tenure_locked FROM `{{table}}` WHERE name_key IN ({{keys}}) FOR UPDATE;
 SELECT COUNT(*) INTO @tenure_idle FROM ({IDLE}) AS idle;
 DELETE FROM `{{table}}` WHERE name_key IN (SELECT name_key FROM ({IDLE}) AS idle)
@@ -313,7 +316,7 @@ COMMIT;
 SELECT @tenure_idle"""
 # A dry run counts the idle names in one statement, without locks. Parameters: idle_us four
 # times.
-COUNT_IDLE = f"""{_WINDOW};
+COUNT_IDLE = f"""{WINDOW};
 SELECT COUNT(*) FROM ({IDLE.format(table="{table}", keys=
     "SELECT c.name_key FROM (" + CANDIDATES.split(" ORDER BY")[0].replace(
         "SELECT HEX(name_key)", "SELECT name_key") + ") AS c")}) AS idle"""
