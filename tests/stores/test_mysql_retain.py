@@ -146,3 +146,15 @@ def test_a_bad_retain_is_refused_before_any_connection(retain: str, message: str
     # Port 9 (discard): nothing listens, so any I/O would fail otherwise.
     with pytest.raises(tenure.InvalidArgument, match=message):
         tenure.connect(f"mysql://127.0.0.1:9/tenure?retain={retain}")
+
+
+def test_a_prune_of_a_store_never_used_makes_no_table(
+        mariadb_server: MariaDBServer, table: str, mode: str, rows: Any) -> None:
+    store = tenure.connect(url_of(mariadb_server, table, mode))
+    try:
+        assert store.prune(0) == 0
+        assert store.prune(0, dry_run=True) == 0
+        assert store.leases() == []
+    finally:
+        store.close()
+    assert sql(mariadb_server, f"SHOW TABLES LIKE '{table}%'") == []

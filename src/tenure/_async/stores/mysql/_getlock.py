@@ -87,9 +87,9 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
         self._id_prefix = secrets.token_hex(6)
         self._closing = False
         self._forgetting = AsyncForgetting(settings.url, settings.retain, self._call, Forgetful(
-            self.table, sql.CANDIDATES.replace("{table}", self.table), 1,
+            self.table, sql.CANDIDATES.replace("{table}", self.table), 1, sql.FIRST,
             lambda keys: sql.forget(self.table, keys),
-            sql.COUNT_IDLE.replace("{table}", self.table), 3, sql.HAS_INDEX,
+            lambda keys: sql.forget(self.table, keys, sql.COUNT_NAMES), sql.HAS_INDEX,
             sql.ADD_INDEX.replace("{table}", self.table)))
         _forks.in_child_after_fork(self, AsyncMySQLGetLockStore._start_afresh)
 

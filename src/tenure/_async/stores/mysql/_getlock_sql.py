@@ -169,9 +169,12 @@ WHERE z.name_key = UNHEX(%s) AND z.slot = 0 AND s.token = %s
 # granted since (slot 0's counter, its last token, is at least the server clock in µs at the
 # grant; other slots' rows have counter 0, out of the index range). No row says when a lock was
 # freed, so a name released a moment ago but granted before the window is idle. Parameters:
-# idle_us, batch size, rows to skip.
-CANDIDATES = (f"SELECT HEX(name_key) FROM `{{table}}` WHERE slot = 0 "
-              f"AND counter BETWEEN 1 AND {NOW_US} - %s ORDER BY counter LIMIT %s OFFSET %s")
+# idle_us, the position of the batch before (counter twice, key), batch size.
+CANDIDATES = (f"SELECT HEX(name_key), counter FROM `{{table}}` WHERE slot = 0 "
+              f"AND counter BETWEEN 1 AND {NOW_US} - %s "
+              "AND (counter > %s OR (counter = %s AND name_key > UNHEX(%s))) "
+              "ORDER BY counter, name_key LIMIT %s")
+FIRST = (0, "")  # a position before every candidate
 IDLE = ("SELECT name_key, MAX(slot = 0 AND record IS NOT NULL) AS kept FROM `{table}` "
         "WHERE name_key IN ({keys}) GROUP BY name_key HAVING MIN(slot) = 0 "
         "AND MAX(IS_USED_LOCK(lock_name) IS NOT NULL) = 0 "
@@ -190,23 +193,20 @@ UPDATE `{{table}}` SET counter = 0
     WHERE slot = 0 AND name_key IN (SELECT name_key FROM ({IDLE}) AS idle);
 COMMIT;
 SELECT @tenure_idle"""
-# Parameters: idle_us three times.
-COUNT_IDLE = f"""{WINDOW};
-SELECT COUNT(*) FROM ({IDLE.format(table="{table}", keys=
-    "SELECT c.name_key FROM (" + CANDIDATES.split(" ORDER BY")[0].replace(
-        "SELECT HEX(name_key)", "SELECT name_key") + ") AS c")}) AS idle"""
+# Parameters: idle_us twice.
+COUNT_NAMES = f"{WINDOW};\nSELECT COUNT(*) FROM ({IDLE}) AS idle"
 
 
-def forget(table: str, keys: list[str]) -> str:
+def forget(table: str, keys: list[str], template: str = FORGET_NAMES) -> str:
     """The transaction that forgets the idle names among `keys` (hex digests) of `table` (see
-    FORGET_NAMES) and answers how many it forgot.
+    FORGET_NAMES) and answers how many it forgot; with `template` COUNT_NAMES, their count.
 
     Example:
         >>> forget("t_counters", ["00"]).count("UNHEX('00')")
         4
     """
     listed = ", ".join(f"UNHEX('{key}')" for key in keys)
-    return FORGET_NAMES.format(table=table, keys=listed)
+    return template.format(table=table, keys=listed)
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -9,6 +9,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Sequence
@@ -33,7 +34,7 @@ from tenure._async.stores.mysql._driver import (
 )
 from tenure._async.stores.mysql._forgetting import AsyncForgetting, Forgetful
 from tenure._async.stores.mysql._options import Settings
-from tenure._async.stores.mysql._sql import HAS_INDEX, Statements
+from tenure._async.stores.mysql._sql import FIRST, HAS_INDEX, Statements
 from tenure._async.stores.mysql._undo import AsyncUndos, Undo
 from tenure._async.stores.mysql._waking import (
     TRY_ALLOWANCE,
@@ -109,10 +110,11 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
         self._head_start = HeadStart()
         self._closing = False  # close() began: waits end, and what they take is freed
-        self._forgetting = AsyncForgetting(settings.url, settings.retain,
-                                           self._connections.call, Forgetful(
-            settings.table, self._statements.text["candidates"], 2, self._statements.forget,
-            self._statements.text["count idle"], 4, HAS_INDEX,
+        # reading: a missing table is no names to forget (and a prune makes no table)
+        self._forgetting = AsyncForgetting(settings.url, settings.retain, functools.partial(
+            self._connections.call, reading=True), Forgetful(
+            settings.table, self._statements.text["candidates"], 2, FIRST,
+            self._statements.forget, self._statements.count_idle, HAS_INDEX,
             self._statements.text["add index"]))
         _forks.in_child_after_fork(self, AsyncMySQLStore._start_afresh)
 

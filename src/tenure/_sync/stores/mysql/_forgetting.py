@@ -2,7 +2,7 @@
 """Forgetting the names nobody holds, in both modes of the mysql:// store: the `retain`
 sweeps that releases run now and then, retain=0's forgetting at the release, and `prune`.
 
-The SQL is the mode's (Forgetful: _sql's CANDIDATES, FORGET_NAMES, COUNT_IDLE for the lease
+The SQL is the mode's (Forgetful: _sql's CANDIDATES, FORGET_NAMES, COUNT_NAMES for the lease
 table; _getlock_sql's for the counters table): the candidates come from an index range of
 slot 0's rows, and each batch is forgotten in one transaction that locks the names' rows
 first and decides on them while no grant can change them.
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tenure._sync import _shim
-from tenure._sync.stores.mysql._driver import CONFLICTS, pymysql, error_code
+from tenure._sync.stores.mysql._driver import CONFLICTS, ER, pymysql, error_code
 from tenure._errors import StoreRefused, StoreUnavailable
 
 log = logging.getLogger("tenure")
@@ -33,22 +33,24 @@ SWEEP_BATCH = 500  # names a sweep (or one transaction of a prune) looks at
 
 @dataclass(frozen=True)
 class Forgetful:
-    """A mode's statements for forgetting: `candidates` (parameters: idle_us as many times as
-    `candidates_idle`, then batch size and rows to skip), `forget(keys)` (idle_us twice),
-    `count_idle` (idle_us `count_idle_idle` times), and the index's check (`has_index`,
-    parameters: the table's name twice) and addition (`add_index`).
+    """A mode's statements for forgetting: `candidates` (parameters: idle_us
+    `candidates_idle` times, then a position, then the batch size; answers a key (hex) and
+    the position after it per name), the position `first` before every candidate,
+    `forget(keys)` and `count(keys)` (parameters: idle_us twice), and the index's check
+    (`has_index`, parameters: the table's name twice) and addition (`add_index`).
 
     Example::
 
-        Forgetful(table, candidates, 2, statements.forget, count_idle, 4, HAS_INDEX, add)
+        Forgetful(table, candidates, 2, FIRST, statements.forget, statements.count_idle,
+                  HAS_INDEX, add_index)
     """
 
     table: str
     candidates: str
     candidates_idle: int
+    first: tuple[Any, ...]
     forget: Callable[[list[str]], str]
-    count_idle: str
-    count_idle_idle: int
+    count: Callable[[list[str]], str]
     has_index: str
     add_index: str
 
@@ -63,12 +65,14 @@ def _rows(connection: Any, statement: str,
             while cursor.nextset():
                 rows = list(cursor.fetchall())
             return rows
-    except pymysql.Error:
+    except pymysql.Error as exc:
         # A transaction cut short by the server's error must not stay open on a session
         # that serves other calls (getlock mode keeps such sessions).
         if "START TRANSACTION" in statement:
             with connection.cursor() as cursor:
                 cursor.execute("ROLLBACK")
+        if error_code(exc) == ER.NO_SUCH_TABLE:
+            return []  # nothing to forget yet (and a prune makes no table)
         raise
 
 
@@ -87,7 +91,7 @@ class Forgetting:
         self.url, self.retain, self._call, self._sql = url, retain, call, statements
         # monotonic time of the next sweep after a release: one interval after the start
         self._next_sweep = _shim.monotonic() + self._interval()
-        self._skip = 0  # idle names the last sweep could not forget (e.g. a slot held)
+        self._resume = statements.first  # where the next sweep starts (see _sweep_now_and_then)
         self._indexed = False  # the table's index was checked (see ensure_index)
 
     def _interval(self) -> float:
@@ -107,43 +111,53 @@ class Forgetting:
 
     def _sweep_now_and_then(self) -> None:
         """Forget up to SWEEP_BATCH names idle for `retain`, at most once per min(retain / 4,
-        SWEEP_EVERY) seconds, and again at the next release while sweeps find full batches."""
+        SWEEP_EVERY) seconds; after a full batch, the next release's sweep goes on from where
+        this one stopped (past names it could not forget, e.g. a semaphore with a slot held)."""
         now = _shim.monotonic()
         if now < self._next_sweep:
             return
         self._next_sweep = now + self._interval()
         self.ensure_index()
-        keys = self._candidates(self.retain, self._skip)
-        forgotten = self._forget(keys, self.retain) if keys else 0
-        full = len(keys) == SWEEP_BATCH
-        self._skip = self._skip + len(keys) - forgotten if full else 0
-        if full:
-            self._next_sweep = now
+        keys, after = self._candidates(self.retain, self._resume)
+        if keys:
+            self._forget(keys, self.retain)
+        if len(keys) == SWEEP_BATCH:
+            self._resume, self._next_sweep = after, now
+        else:
+            self._resume = self._sql.first
 
     def prune(self, idle: float, dry_run: bool) -> int:
-        """Forget the names idle for `idle` seconds, in transactions of SWEEP_BATCH names, or
-        with `dry_run` count them in one statement; the number of names."""
+        """Forget the names idle for `idle` seconds, or with `dry_run` count them, in batches
+        of SWEEP_BATCH names in the index's order (each forgotten in one transaction); the
+        number of names."""
         self.ensure_index()
-        if dry_run:
-            idle_us = round(idle * 1_000_000)
-            rows = self._call("prune", "", _rows, self._sql.count_idle,
-                                    (idle_us,) * self._sql.count_idle_idle)
-            return int(rows[0][0])
-        total = skip = 0
+        total, after = 0, self._sql.first
         while True:
-            keys = self._candidates(idle, skip)
-            forgotten = self._forget(keys, idle) if keys else 0
-            total += forgotten
-            skip += len(keys) - forgotten
+            keys, after = self._candidates(idle, after)
+            if keys:
+                total += (self._count(keys, idle) if dry_run else self._forget(keys, idle))
             if len(keys) < SWEEP_BATCH:
                 return total
 
-    def _candidates(self, idle: float, skip: int) -> list[str]:
-        """Up to SWEEP_BATCH keys (hex) of names that may be idle for `idle`, past `skip`."""
+    def _candidates(self, idle: float,
+                          after: tuple[Any, ...]) -> tuple[list[str], tuple[Any, ...]]:
+        """Up to SWEEP_BATCH keys (hex) of names that may be idle for `idle`, past the
+        position `after`; and the position after them."""
         idle_us = round(idle * 1_000_000)
+        position = [value for value in after[:-1] for _ in (0, 1)] + [after[-1]]
         rows = self._call("prune", "", _rows, self._sql.candidates,
-                                (*(idle_us,) * self._sql.candidates_idle, SWEEP_BATCH, skip))
-        return [str(key) for (key,) in rows]
+                                (*(idle_us,) * self._sql.candidates_idle, *position,
+                                 SWEEP_BATCH))
+        if not rows:
+            return [], after
+        return [str(row[0]) for row in rows], (*rows[-1][1:], str(rows[-1][0]))
+
+    def _count(self, keys: list[str], idle: float) -> int:
+        """How many of `keys` are idle for `idle` (without locks)."""
+        idle_us = round(idle * 1_000_000)
+        rows = self._call("prune", f"{len(keys)} names", _rows, self._sql.count(keys),
+                                (idle_us, idle_us))
+        return int(rows[0][0]) if rows else 0
 
     def _forget(self, keys: list[str], idle: float) -> int:
         """Forget those of `keys` idle for `idle` (one transaction); how many."""
@@ -152,7 +166,7 @@ class Forgetting:
             try:
                 rows = self._call("prune", f"{len(keys)} names", _rows,
                                         self._sql.forget(keys), (idle_us, idle_us))
-                return int(rows[0][0])
+                return int(rows[0][0]) if rows else 0
             except StoreUnavailable as exc:  # a deadlock with a grant: its rows are busy
                 cause = exc.__context__
                 if attempt == 2 or cause is None or error_code(cause) not in CONFLICTS:
@@ -168,8 +182,9 @@ class Forgetting:
             return
         table = self._sql.table
         try:
-            [(exists, indexed)] = self._call("checking the index", table, _rows,
-                                                   self._sql.has_index, (table, table))
+            rows = self._call("checking the index", table, _rows, self._sql.has_index,
+                                    (table, table))
+            exists, indexed = rows[0] if rows else (0, 0)  # no rows: the table is missing
             if exists and not indexed:
                 self._call("adding the index", table, _rows, self._sql.add_index, ())
             self._indexed = bool(exists)

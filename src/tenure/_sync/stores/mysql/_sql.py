@@ -284,12 +284,18 @@ LIST = (f"SELECT name, slot, holder, token, TIMESTAMPDIFF(MICROSECOND, {NOW}, ex
 # name with one keeps slot 0's row, its counter set to 0 (forgotten all the same, and out of
 # CANDIDATES' range: counters are >= 1). Other slots' rows keep counter 0, so the index range
 # below holds slot 0's rows of the idle names and expired rows only, whatever `retain` keeps.
-# Parameters: idle_us three times, batch size, rows to skip (idle names not forgotten).
-CANDIDATES = (f"SELECT HEX(name_key) FROM `{{table}}` WHERE slot = 0 "
+# Batches follow the index's order, each from the position (expires_at, counter, key) of
+# the last candidate before it. Parameters: idle_us twice, the position's (expires_at twice,
+# counter twice, key), batch size.
+CANDIDATES = (f"SELECT HEX(name_key), expires_at, counter FROM `{{table}}` WHERE slot = 0 "
               f"AND counter BETWEEN 1 AND {NOW_US} - %s "
               f"AND (expires_at = {FREED} OR (expires_at > {FREED} "
               f"AND expires_at <= {NOW} - INTERVAL %s MICROSECOND)) "
-              "ORDER BY expires_at, counter LIMIT %s OFFSET %s")
+              # past the last candidate of the batch before (the index's order)
+              "AND (expires_at > %s OR (expires_at = %s AND (counter > %s "
+              "OR (counter = %s AND name_key > UNHEX(%s))))) "
+              "ORDER BY expires_at, counter, name_key LIMIT %s")
+FIRST = ("1000-01-01 00:00:00", 0, "")  # a position before every candidate
 # The idle names among `keys`, decided on every row of each (a semaphore with a slot held is
 # not idle); `kept` when the name has a record. In a derived table, which the server
 # materializes, so that a DELETE or UPDATE of the same table may use it.
@@ -314,12 +320,13 @@ UPDATE `{{table}}` SET counter = 0, sleepers = ','
     WHERE slot = 0 AND name_key IN (SELECT name_key FROM ({IDLE}) AS idle);
 COMMIT;
 SELECT @tenure_idle"""
-# A dry run counts the idle names in one statement, without locks. Parameters: idle_us four
-# times.
-COUNT_IDLE = f"""{WINDOW};
-SELECT COUNT(*) FROM ({IDLE.format(table="{table}", keys=
-    "SELECT c.name_key FROM (" + CANDIDATES.split(" ORDER BY")[0].replace(
-        "SELECT HEX(name_key)", "SELECT name_key") + ") AS c")}) AS idle"""
+# A dry run counts the idle names of each batch, without locks. Parameters: idle_us twice.
+COUNT_NAMES = f"{WINDOW};\nSELECT COUNT(*) FROM ({IDLE}) AS idle"
+
+
+def _listed(keys: list[str]) -> str:
+    return ", ".join(f"UNHEX('{key}')" for key in keys)
+
 
 # Records live in slot 0's row (never deleted). A write takes effect only while the writer's
 # lease row is live; it also counts the write, so that rewriting the same record still changes
@@ -365,7 +372,6 @@ class Statements:
             "read record": READ_RECORD.format(table=table),
             "records": RECORDS.format(table=table),
             "candidates": CANDIDATES.format(table=table),
-            "count idle": COUNT_IDLE.format(table=table),
             "add index": ADD_INDEX.format(table=table),
         }
         self.schema = SCHEMA.format(table=table)
@@ -410,8 +416,11 @@ class Statements:
     def forget(self, keys: list[str]) -> str:
         """The transaction that forgets the idle names among `keys` (hex digests, see
         FORGET_NAMES) and answers how many it forgot."""
-        listed = ", ".join(f"UNHEX('{key}')" for key in keys)
-        return FORGET_NAMES.format(table=self.table, keys=listed)
+        return FORGET_NAMES.format(table=self.table, keys=_listed(keys))
+
+    def count_idle(self, keys: list[str]) -> str:
+        """The count of the idle names among `keys` (see COUNT_NAMES)."""
+        return COUNT_NAMES.format(table=self.table, keys=_listed(keys))
 
     def renew(self, count: int) -> str:
         """The renewal of `count` leases in one statement (see RENEW)."""

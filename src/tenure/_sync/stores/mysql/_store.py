@@ -10,6 +10,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from tenure._sync.stores.mysql._driver import (
 )
 from tenure._sync.stores.mysql._forgetting import Forgetting, Forgetful
 from tenure._sync.stores.mysql._options import Settings
-from tenure._sync.stores.mysql._sql import HAS_INDEX, Statements
+from tenure._sync.stores.mysql._sql import FIRST, HAS_INDEX, Statements
 from tenure._sync.stores.mysql._undo import Undos, Undo
 from tenure._sync.stores.mysql._waking import (
     TRY_ALLOWANCE,
@@ -110,10 +111,11 @@ class MySQLStore(Backend, RecordKeeper):
         self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
         self._head_start = HeadStart()
         self._closing = False  # close() began: waits end, and what they take is freed
-        self._forgetting = Forgetting(settings.url, settings.retain,
-                                           self._connections.call, Forgetful(
-            settings.table, self._statements.text["candidates"], 2, self._statements.forget,
-            self._statements.text["count idle"], 4, HAS_INDEX,
+        # reading: a missing table is no names to forget (and a prune makes no table)
+        self._forgetting = Forgetting(settings.url, settings.retain, functools.partial(
+            self._connections.call, reading=True), Forgetful(
+            settings.table, self._statements.text["candidates"], 2, FIRST,
+            self._statements.forget, self._statements.count_idle, HAS_INDEX,
             self._statements.text["add index"]))
         _forks.in_child_after_fork(self, MySQLStore._start_afresh)
 
