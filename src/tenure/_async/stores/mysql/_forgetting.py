@@ -35,13 +35,15 @@ class Forgetful:
     """A mode's statements for forgetting: `candidates` (parameters: idle_us
     `candidates_idle` times, then a position, then the batch size; answers a key (hex) and
     the position after it per name), the position `first` before every candidate,
-    `forget(keys)` and `count(keys)` (parameters: idle_us twice), and the index's check
+    `forget(keys)` (the transaction's start, answering the idle ones: (key, has a record))
+    and `count(keys)` (parameters: idle_us twice), `drop(idle, kept)` (the transaction's
+    end: the deletes and COMMIT), and the index's check
     (`has_index`, parameters: the table's name twice) and addition (`add_index`).
 
     Example::
 
         Forgetful(table, candidates, 2, FIRST, statements.forget, statements.count_idle,
-                  HAS_INDEX, add_index)
+                  statements.drop, HAS_INDEX, add_index)
     """
 
     table: str
@@ -50,6 +52,7 @@ class Forgetful:
     first: tuple[Any, ...]
     forget: Callable[[list[str]], str]
     count: Callable[[list[str]], str]
+    drop: Callable[[list[str], list[str]], str]
     has_index: str
     add_index: str
 
@@ -67,12 +70,22 @@ async def _rows(connection: Any, statement: str,
     except aiomysql.Error as exc:
         # A transaction cut short by the server's error must not stay open on a session
         # that serves other calls (getlock mode keeps such sessions).
-        if "START TRANSACTION" in statement:
+        if "START TRANSACTION" in statement or "COMMIT" in statement:
             async with connection.cursor() as cursor:
                 await cursor.execute("ROLLBACK")
         if error_code(exc) == ER.NO_SUCH_TABLE:
             return []  # nothing to forget yet (and a prune makes no table)
         raise
+
+
+async def _forget_in(connection: Any, decide: str, arguments: tuple[Any, ...],
+                     drop: Callable[[list[str], list[str]], str]) -> int:
+    """The forgetting transaction: its start (`decide`, which locks the rows and answers the
+    idle names), then `drop` of those; how many names it forgot."""
+    rows = await _rows(connection, decide, arguments)
+    idle = [str(key) for key, _ in rows]
+    await _rows(connection, drop(idle, [str(key) for key, kept in rows if kept]), ())
+    return len(idle)
 
 
 class AsyncForgetting:
@@ -163,9 +176,10 @@ class AsyncForgetting:
         idle_us = round(idle * 1_000_000)
         for attempt in range(3):
             try:
-                rows = await self._call("prune", f"{len(keys)} names", _rows,
-                                        self._sql.forget(keys), (idle_us, idle_us))
-                return int(rows[0][0]) if rows else 0
+                forgotten: int = await self._call(
+                    "prune", f"{len(keys)} names", _forget_in, self._sql.forget(keys),
+                    (idle_us, idle_us), self._sql.drop)
+                return forgotten
             except StoreUnavailable as exc:  # a deadlock with a grant: its rows are busy
                 cause = exc.__context__
                 if attempt == 2 or cause is None or error_code(cause) not in CONFLICTS:

@@ -39,7 +39,7 @@ from tenure._sync.stores.mysql._driver import (
 from tenure._sync.stores.mysql._forgetting import Forgetting, Forgetful
 from tenure._sync.stores.mysql._getlock_sessions import Sessions, Session
 from tenure._sync.stores.mysql._options import Settings
-from tenure._sync.stores.mysql._sql import Statements
+from tenure._sync.stores.mysql._sql import Statements, drop
 from tenure._errors import StoreUnavailable
 from tenure._names import name_digest
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -90,7 +90,10 @@ class MySQLGetLockStore(Backend, RecordKeeper):
         self._forgetting = Forgetting(settings.url, settings.retain, self._call, Forgetful(
             self.table, sql.CANDIDATES.replace("{table}", self.table), 1, sql.FIRST,
             lambda keys: sql.forget(self.table, keys),
-            lambda keys: sql.forget(self.table, keys, sql.COUNT_NAMES), sql.HAS_INDEX,
+            lambda keys: sql.forget(self.table, keys, sql.COUNT_NAMES),
+            lambda idle, kept: drop(
+                sql.forget(self.table, idle, sql.DROP_NAMES) if idle else "",
+                sql.forget(self.table, kept, sql.DROP_KEPT) if kept else ""), sql.HAS_INDEX,
             sql.ADD_INDEX.replace("{table}", self.table)))
         _forks.in_child_after_fork(self, MySQLGetLockStore._start_afresh)
 

@@ -180,27 +180,25 @@ IDLE = ("SELECT name_key, MAX(slot = 0 AND record IS NOT NULL) AS kept FROM `{ta
         "WHERE name_key IN ({keys}) GROUP BY name_key HAVING MIN(slot) = 0 "
         "AND MAX(IS_USED_LOCK(lock_name) IS NOT NULL) = 0 "
         "AND MAX(IF(slot = 0, counter, 0)) BETWEEN 1 AND @tenure_cut")
-# As _sql.FORGET_NAMES: lock the names' rows, then decide and delete. A grant that took a
-# name's lock after the decision waits for the COMMIT at its upsert, finds no row (or counter
-# 0) and takes its token from the clock read after its GET_LOCK (CLOCK_US). Parameters:
-# idle_us twice.
-FORGET_NAMES = f"""START TRANSACTION;
+# As _sql.DECIDE, DROP_NAMES and DROP_KEPT: lock the names' rows, decide, then delete. A grant
+# that took a name's lock after the decision waits for the COMMIT at its upsert, finds no row
+# (or counter 0) and takes its token from the clock read after its GET_LOCK (CLOCK_US).
+# Parameters: idle_us twice.
+DECIDE = f"""START TRANSACTION;
 {WINDOW};
 SELECT COUNT(*) INTO @tenure_locked FROM `{{table}}` WHERE name_key IN ({{keys}}) FOR UPDATE;
-SELECT COUNT(*) INTO @tenure_idle FROM ({IDLE}) AS idle;
-DELETE FROM `{{table}}` WHERE name_key IN (SELECT name_key FROM ({IDLE}) AS idle)
-    AND (slot > 0 OR record IS NULL);
-UPDATE `{{table}}` SET counter = 0
-    WHERE slot = 0 AND name_key IN (SELECT name_key FROM ({IDLE}) AS idle);
-COMMIT;
-SELECT @tenure_idle"""
+SELECT HEX(name_key), kept FROM ({IDLE}) AS idle"""
+DROP_NAMES = ("DELETE FROM `{table}` WHERE name_key IN ({keys}) "
+              "AND (slot > 0 OR record IS NULL)")
+DROP_KEPT = "UPDATE `{table}` SET counter = 0 WHERE slot = 0 AND name_key IN ({keys})"
 # Parameters: idle_us twice.
 COUNT_NAMES = f"{WINDOW};\nSELECT COUNT(*) FROM ({IDLE}) AS idle"
 
 
-def forget(table: str, keys: list[str], template: str = FORGET_NAMES) -> str:
-    """The transaction that forgets the idle names among `keys` (hex digests) of `table` (see
-    FORGET_NAMES) and answers how many it forgot; with `template` COUNT_NAMES, their count.
+def forget(table: str, keys: list[str], template: str = DECIDE) -> str:
+    """The start of the transaction that forgets the idle names among `keys` (hex digests) of
+    `table` (see DECIDE); with `template` COUNT_NAMES, their count; with DROP_NAMES or
+    DROP_KEPT, those statements for `keys`.
 
     Example:
         >>> forget("t_counters", ["00"]).count("UNHEX('00')")

@@ -115,7 +115,8 @@ class MySQLStore(Backend, RecordKeeper):
         self._forgetting = Forgetting(settings.url, settings.retain, functools.partial(
             self._connections.call, reading=True), Forgetful(
             settings.table, self._statements.text["candidates"], 2, FIRST,
-            self._statements.forget, self._statements.count_idle, HAS_INDEX,
+            self._statements.forget, self._statements.count_idle, self._statements.drop,
+            HAS_INDEX,
             self._statements.text["add index"]))
         _forks.in_child_after_fork(self, MySQLStore._start_afresh)
 
