@@ -35,9 +35,10 @@ from tenure._async.stores.mysql._driver import (
     deadline,
     error_code,
 )
+from tenure._async.stores.mysql._forgetting import AsyncForgetting, Forgetful
 from tenure._async.stores.mysql._getlock_sessions import AsyncSessions, Session
 from tenure._async.stores.mysql._options import Settings
-from tenure._async.stores.mysql._sql import Statements
+from tenure._async.stores.mysql._sql import Statements, drop
 from tenure._errors import StoreUnavailable
 from tenure._names import name_digest
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -85,6 +86,14 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
         self._ids = itertools.count(1)
         self._id_prefix = secrets.token_hex(6)
         self._closing = False
+        self._forgetting = AsyncForgetting(settings.url, settings.retain, self._call, Forgetful(
+            self.table, sql.CANDIDATES.replace("{table}", self.table), 1, sql.FIRST,
+            lambda keys: sql.forget(self.table, keys),
+            lambda keys: sql.forget(self.table, keys, sql.COUNT_NAMES),
+            lambda idle, kept: drop(
+                sql.forget(self.table, idle, sql.DROP_NAMES) if idle else "",
+                sql.forget(self.table, kept, sql.DROP_KEPT) if kept else ""), sql.HAS_INDEX,
+            sql.ADD_INDEX.replace("{table}", self.table)))
         _forks.in_child_after_fork(self, AsyncMySQLGetLockStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -329,7 +338,6 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
                 return False
             freed: int | None = await self._on(session, "release", grant.name,
                                                self._release_in, lock)
-            return freed == 1
         except StoreUnavailable:
             if session.gone:
                 return False  # the session ended: the server freed its locks
@@ -339,6 +347,20 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
                 session.leases.pop(grant.lease_id, None)
                 self._holding.pop(grant.lease_id, None)
             self._sessions.give_back(session)
+        if freed == 1:
+            await self._forgetting.after_release(name_digest(grant.name))
+        return freed == 1
+
+    async def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names not granted for `idle` seconds whose locks nobody holds (their
+        rows of the counters table; a record stays, see _getlock_sql.CANDIDATES), or with
+        `dry_run` only count them; the number of names.
+
+        Example::
+
+            forgotten = await backend.prune(idle=3600.0)
+        """
+        return await self._forgetting.prune(idle, dry_run)
 
     @staticmethod
     async def _release_in(connection: Any, lock: str) -> int | None:

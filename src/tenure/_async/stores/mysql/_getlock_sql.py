@@ -17,7 +17,14 @@ from __future__ import annotations
 import hashlib
 import re
 
-from tenure._async.stores.mysql._sql import NOW_US
+from tenure._async.stores.mysql._sql import NOW_US, WINDOW
+
+# The server's clock in µs when evaluated (SYSDATE), not at the statement's start (UTC_TIMESTAMP,
+# NOW): a grant's GET_LOCK may have waited seconds in its WHERE, meanwhile the name's counter
+# may have been forgotten, and the token must still be above every earlier one. The session's
+# time zone is UTC (_sql.SESSION). A server run with --sysdate-is-now reads the statement's
+# start instead (see docs/stores/mysql.md).
+CLOCK_US = "TIMESTAMPDIFF(MICROSECOND, TIMESTAMP '1970-01-01 00:00:00', SYSDATE(6))"
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS `{table}` (
@@ -31,9 +38,16 @@ CREATE TABLE IF NOT EXISTS `{table}` (
     lock_name VARBINARY(64)   NOT NULL,  -- the slot's GET_LOCK name
     record    BLOB,                      -- slot 0 only: the name's record (UTF-8)
     record_writes BIGINT      NOT NULL DEFAULT 0,  -- slot 0: counts writes (see WRITE_RECORD)
-    PRIMARY KEY (name_key, slot)
+    PRIMARY KEY (name_key, slot),
+    KEY tenure_counter (counter)  -- the idle names (see CANDIDATES)
 ) ENGINE=InnoDB
 """
+# As _sql.HAS_INDEX and ADD_INDEX, for this table's index.
+HAS_INDEX = ("SELECT COUNT(*), (SELECT COUNT(*) FROM information_schema.STATISTICS "
+             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s "
+             "AND INDEX_NAME = 'tenure_counter') FROM information_schema.TABLES "
+             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s")
+ADD_INDEX = "ALTER TABLE `{table}` ADD INDEX tenure_counter (counter)"
 
 # A lock (limit 1): ONE autocommit statement, the lock and the token's bump together. The
 # WHERE takes the lock without waiting; a session lock is re-entrant within its session, so a
@@ -44,12 +58,14 @@ CREATE TABLE IF NOT EXISTS `{table}` (
 # left to right (the session turns MariaDB's SIMULTANEOUS_ASSIGNMENT off, see _sql.SESSION).
 # LAST_INSERT_ID(x) puts the token into the OK packet; affected rows 0: not taken. Parameters:
 # key, name, holder (name and holder as hex of their UTF-8), the lock name three times.
+# The clock is read after the WHERE took the lock (see CLOCK_US), once (the derived table,
+# kept apart from the outer query by its LIMIT, is evaluated once): the insert branch is the
+# grant of a name with no row, its token from that clock.
 _UPSERT = f"""
 INSERT INTO `{{table}}` (name_key, slot, name, holder, token, counter, conn, lock_name)
-SELECT UNHEX(%s), 0, UNHEX(%s), UNHEX(%s), LAST_INSERT_ID({NOW_US}), {NOW_US},
-       CONNECTION_ID(), %s FROM DUAL
-WHERE {{taken}}
-ON DUPLICATE KEY UPDATE counter = LAST_INSERT_ID(GREATEST(counter + 1, {NOW_US})),
+SELECT UNHEX(%s), 0, UNHEX(%s), UNHEX(%s), LAST_INSERT_ID(clock.us), clock.us,
+       CONNECTION_ID(), %s FROM (SELECT {CLOCK_US} AS us FROM DUAL WHERE {{taken}} LIMIT 1) AS clock
+ON DUPLICATE KEY UPDATE counter = LAST_INSERT_ID(GREATEST(counter + 1, VALUES(counter))),
     token = counter, holder = VALUES(holder), conn = VALUES(conn),
     lock_name = VALUES(lock_name)"""
 TRY_LOCK = _UPSERT.replace("{taken}", "IF(IS_USED_LOCK(%s) IS NULL, GET_LOCK(%s, 0), 0) = 1")
@@ -147,6 +163,49 @@ WRITE_RECORD = """UPDATE `{table}` AS z JOIN `{table}` AS s
 SET z.record = UNHEX(%s), z.record_writes = z.record_writes + 1
 WHERE z.name_key = UNHEX(%s) AND z.slot = 0 AND s.token = %s
   AND IS_USED_LOCK(s.lock_name) = s.conn"""
+
+# Forgetting idle names (retain, prune; see _sql.CANDIDATES for the lease table's): a name is
+# idle for `idle` seconds when no session holds the lock of any of its rows and it was not
+# granted since (slot 0's counter, its last token, is at least the server clock in µs at the
+# grant; other slots' rows have counter 0, out of the index range). No row says when a lock was
+# freed, so a name released a moment ago but granted before the window is idle. Parameters:
+# idle_us, the position of the batch before (counter twice, key), batch size.
+CANDIDATES = (f"SELECT HEX(name_key), counter FROM `{{table}}` WHERE slot = 0 "
+              f"AND counter BETWEEN 1 AND {NOW_US} - %s "
+              "AND (counter > %s OR (counter = %s AND name_key > UNHEX(%s))) "
+              "ORDER BY counter, name_key LIMIT %s")
+FIRST = (0, "")  # a position before every candidate
+IDLE = ("SELECT name_key, MAX(slot = 0 AND record IS NOT NULL) AS kept FROM `{table}` "
+        "WHERE name_key IN ({keys}) GROUP BY name_key HAVING MIN(slot) = 0 "
+        "AND MAX(IS_USED_LOCK(lock_name) IS NOT NULL) = 0 "
+        "AND MAX(IF(slot = 0, counter, 0)) BETWEEN 1 AND @tenure_cut")
+# As _sql.DECIDE, DROP_NAMES and DROP_KEPT: lock the names' rows, decide, then delete. A grant
+# that took a name's lock after the decision waits for the COMMIT at its upsert, finds no row
+# (or counter 0) and takes its token from the clock read after its GET_LOCK (CLOCK_US).
+# Parameters: idle_us twice.
+DECIDE = f"""START TRANSACTION;
+{WINDOW};
+SELECT COUNT(*) INTO @tenure_locked FROM `{{table}}` WHERE name_key IN ({{keys}}) FOR UPDATE;
+SELECT HEX(name_key), kept FROM ({IDLE}) AS idle"""
+DROP_NAMES = ("DELETE FROM `{table}` WHERE name_key IN ({keys}) "
+              "AND (slot > 0 OR record IS NULL)")
+DROP_KEPT = "UPDATE `{table}` SET counter = 0 WHERE slot = 0 AND name_key IN ({keys})"
+# Parameters: idle_us twice.
+COUNT_NAMES = f"{WINDOW};\nSELECT COUNT(*) FROM ({IDLE}) AS idle"
+
+
+def forget(table: str, keys: list[str], template: str = DECIDE) -> str:
+    """The start of the transaction that forgets the idle names among `keys` (hex digests) of
+    `table` (see DECIDE); with `template` COUNT_NAMES, their count; with DROP_NAMES or
+    DROP_KEPT, those statements for `keys`.
+
+    Example:
+        >>> forget("t_counters", ["00"]).count("UNHEX('00')")
+        4
+    """
+    listed = ", ".join(f"UNHEX('{key}')" for key in keys)
+    return template.format(table=table, keys=listed)
+
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _READABLE = 20

@@ -4,6 +4,9 @@ Example:
     >>> settings = Settings.parse("mysql://app:secret@db:3307/locks?table=app_leases", {})
     >>> settings.table, settings.timeout, settings.pool_size, settings.connect_options["port"]
     ('app_leases', 5.0, 10, 3307)
+    >>> Settings.parse("mysql://db/locks", {"retain": 60}).url
+    'mysql://db/locks?retain=60'
+
 """
 
 from __future__ import annotations
@@ -12,13 +15,20 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from tenure._async.stores._options import as_count, as_identifier, as_number, refuse_unknown
+from tenure._async.stores._options import (
+    DEFAULT_RETAIN,
+    as_count,
+    as_identifier,
+    as_number,
+    refuse_unknown,
+    retain_seconds,
+)
 from tenure._async.stores.mysql._driver import CLIENT, driver_options
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._urls import redact
 
 SCHEMES: tuple[str, ...] = ("mysql", "mariadb")
-OPTIONS = ("table", "timeout", "pool_size", "unix_socket", "mode")
+OPTIONS = ("table", "timeout", "pool_size", "unix_socket", "mode", "retain")
 MODES = ("table", "getlock")  # a lease row per (name, slot); a session GET_LOCK per lease
 DEFAULT_TABLE = "tenure_leases"
 DEFAULT_TIMEOUT = 5.0
@@ -46,6 +56,7 @@ class Settings:
     password: str
     connect_options: dict[str, Any]
     mode: str = "table"
+    retain: float = DEFAULT_RETAIN  # seconds a name nobody holds is kept (see retain_seconds)
 
     @classmethod
     def parse(cls, url: str, options: dict[str, Any]) -> Settings:
@@ -70,6 +81,9 @@ class Settings:
             raise InvalidArgument(
                 f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}: 'table' "
                 "(the default) keeps leases in a table, 'getlock' as session locks (GET_LOCK)")
+        retain = retain_seconds(given.get("retain", DEFAULT_RETAIN))
+        if retain != DEFAULT_RETAIN and "retain" not in dict(parse_qsl(parts.query)):
+            redacted += f"{'&' if '?' in redacted else '?'}retain={retain:g}"  # reads back
         unix_socket = given.get("unix_socket") or None
         if unix_socket is not None and not isinstance(unix_socket, str):
             raise InvalidArgumentType(
@@ -94,7 +108,7 @@ class Settings:
             **driver_options(database, timeout),
         }
         return cls(redacted, table, timeout, pool_size, database, password, connect_options,
-                   mode)
+                   mode, retain)
 
     @property
     def where(self) -> str:

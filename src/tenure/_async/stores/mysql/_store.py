@@ -9,6 +9,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 from collections.abc import Sequence
@@ -31,8 +32,9 @@ from tenure._async.stores.mysql._driver import (
     deadline,
     error_code,
 )
+from tenure._async.stores.mysql._forgetting import AsyncForgetting, Forgetful
 from tenure._async.stores.mysql._options import Settings
-from tenure._async.stores.mysql._sql import Statements
+from tenure._async.stores.mysql._sql import FIRST, HAS_INDEX, Statements
 from tenure._async.stores.mysql._undo import AsyncUndos, Undo
 from tenure._async.stores.mysql._waking import (
     TRY_ALLOWANCE,
@@ -81,7 +83,10 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
     "tenure_leases"), `timeout` (seconds for connecting and for every call, default 5),
     `pool_size` (the most connections opened for lease calls, default 10; waits have their
     own, at most as many kept idle), `unix_socket` (a socket path, used instead of host and
-    port), `mode` ("table", the default; "getlock" is AsyncMySQLGetLockStore's).
+    port), `mode` ("table", the default; "getlock" is AsyncMySQLGetLockStore's), `retain`
+    (seconds the rows of a name nobody holds are kept, default 3600, 0 to inf: see `prune`;
+    with 0 a release deletes them, otherwise releases sweep the names idle that long, at most
+    SWEEP_BATCH of them once per min(retain / 4, SWEEP_EVERY) seconds).
 
     Example::
 
@@ -105,6 +110,13 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         self._contended: set[str] = set()  # keys whose releases here wake the next sleeper
         self._head_start = HeadStart()
         self._closing = False  # close() began: waits end, and what they take is freed
+        # reading: a missing table is no names to forget (and a prune makes no table)
+        self._forgetting = AsyncForgetting(settings.url, settings.retain, functools.partial(
+            self._connections.call, reading=True), Forgetful(
+            settings.table, self._statements.text["candidates"], 2, FIRST,
+            self._statements.forget, self._statements.count_idle, self._statements.drop,
+            HAS_INDEX,
+            self._statements.text["add index"]))
         _forks.in_child_after_fork(self, AsyncMySQLStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -225,6 +237,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                 self._head_start.give(key)
         elif contended:
             self._contended.discard(key)
+        if released and not flagged:
+            await self._forgetting.after_release(key)
         return bool(released)
 
     async def _release_in(self, connection: Any, key: str, slot: int, lease_id: int,
@@ -255,6 +269,17 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             self._contended.clear()
         self._contended.add(key)
 
+    async def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names idle for `idle` seconds (their rows; a record stays, see
+        _sql.CANDIDATES), or with `dry_run` only count them; the number of names. Runs in
+        transactions of SWEEP_BATCH names, each atomic against the grants of its names.
+
+        Example::
+
+            forgotten = await backend.prune(idle=3600.0)
+        """
+        return await self._forgetting.prune(idle, dry_run)
+
     async def break_lease(self, name: str) -> int:
         key = name_digest(name)
         broken: int
@@ -280,6 +305,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
     # -- listing and records -----------------------------------------------------------------
 
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        await self._forgetting.ensure_index()
         encoded = prefix.encode()
         rows: list[tuple[Any, ...]] = await self._connections.call(
             "listing", prefix, self._query, "list", (len(encoded), encoded.hex()),

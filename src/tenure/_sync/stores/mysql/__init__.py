@@ -2,8 +2,9 @@
 """`mysql://user:password@host:3306/database` (or `mariadb://`): leases in a MySQL or MariaDB table.
 
 One InnoDB row per (name, slot) in `tenure_leases` (option `table`), created on first use and
-never deleted. Expiry is the SERVER's clock in microseconds since the epoch (UTC_TIMESTAMP(6),
-which no session time zone affects), never this host's. The row of slot 0 also keeps the name's
+deleted once the name has been idle for `retain` seconds (default an hour; see _forgetting).
+Expiry is the SERVER's clock in microseconds since the epoch (UTC_TIMESTAMP(6), which no
+session time zone affects), never this host's. The row of slot 0 also keeps the name's
 fencing counter, so a lock is taken with ONE autocommit `INSERT ... ON DUPLICATE KEY UPDATE`
 whose answer (affected rows and LAST_INSERT_ID, both in the OK packet) says whether it won and
 with which token. A semaphore is one round trip too: a short transaction sent as one
@@ -26,6 +27,7 @@ Where things are:
 - `_connections`: the connection pool and the calls on it, with their errors
 - `_waking`: the sleep on the server, the try behind it, the KILL QUERY that wakes it
 - `_undo`: freeing what an acquire cut short may have taken
+- `_forgetting`: forgetting idle names (`retain`'s sweeps, retain=0, `prune`), both modes
 - `_store`: MySQLStore, the operations and the wait that returns a grant
 - `_getlock_sql`, `_getlock_sessions`, `_getlock`: `mode=getlock` (MySQLGetLockStore)
 

@@ -36,9 +36,10 @@ from tenure._sync.stores.mysql._driver import (
     deadline,
     error_code,
 )
+from tenure._sync.stores.mysql._forgetting import Forgetting, Forgetful
 from tenure._sync.stores.mysql._getlock_sessions import Sessions, Session
 from tenure._sync.stores.mysql._options import Settings
-from tenure._sync.stores.mysql._sql import Statements
+from tenure._sync.stores.mysql._sql import Statements, drop
 from tenure._errors import StoreUnavailable
 from tenure._names import name_digest
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
@@ -86,6 +87,14 @@ class MySQLGetLockStore(Backend, RecordKeeper):
         self._ids = itertools.count(1)
         self._id_prefix = secrets.token_hex(6)
         self._closing = False
+        self._forgetting = Forgetting(settings.url, settings.retain, self._call, Forgetful(
+            self.table, sql.CANDIDATES.replace("{table}", self.table), 1, sql.FIRST,
+            lambda keys: sql.forget(self.table, keys),
+            lambda keys: sql.forget(self.table, keys, sql.COUNT_NAMES),
+            lambda idle, kept: drop(
+                sql.forget(self.table, idle, sql.DROP_NAMES) if idle else "",
+                sql.forget(self.table, kept, sql.DROP_KEPT) if kept else ""), sql.HAS_INDEX,
+            sql.ADD_INDEX.replace("{table}", self.table)))
         _forks.in_child_after_fork(self, MySQLGetLockStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -330,7 +339,6 @@ class MySQLGetLockStore(Backend, RecordKeeper):
                 return False
             freed: int | None = self._on(session, "release", grant.name,
                                                self._release_in, lock)
-            return freed == 1
         except StoreUnavailable:
             if session.gone:
                 return False  # the session ended: the server freed its locks
@@ -340,6 +348,20 @@ class MySQLGetLockStore(Backend, RecordKeeper):
                 session.leases.pop(grant.lease_id, None)
                 self._holding.pop(grant.lease_id, None)
             self._sessions.give_back(session)
+        if freed == 1:
+            self._forgetting.after_release(name_digest(grant.name))
+        return freed == 1
+
+    def prune(self, idle: float, dry_run: bool = False) -> int:
+        """Forget the names not granted for `idle` seconds whose locks nobody holds (their
+        rows of the counters table; a record stays, see _getlock_sql.CANDIDATES), or with
+        `dry_run` only count them; the number of names.
+
+        Example::
+
+            forgotten = backend.prune(idle=3600.0)
+        """
+        return self._forgetting.prune(idle, dry_run)
 
     @staticmethod
     def _release_in(connection: Any, lock: str) -> int | None:

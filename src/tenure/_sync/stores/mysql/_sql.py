@@ -27,8 +27,11 @@ FREED = "'1970-01-01'"  # expires_at of a released or broken lease
 # DUPLICATE KEY UPDATE) go left to right, each seeing the ones before it, as ACQUIRE_LOCK
 # needs. MariaDB's sql_mode SIMULTANEOUS_ASSIGNMENT would make them all see the old row; MySQL
 # has no such mode.
+# The session's time zone is UTC, so that SYSDATE(6) (the time it is evaluated, not the
+# statement's start: see _getlock_sql.CLOCK_US) reads as UTC_TIMESTAMP(6) does.
 SESSION = ("SET SESSION sql_mode = TRIM(BOTH ',' FROM REPLACE("
-            "CONCAT(',', @@SESSION.sql_mode, ','), ',SIMULTANEOUS_ASSIGNMENT,', ','))")
+            "CONCAT(',', @@SESSION.sql_mode, ','), ',SIMULTANEOUS_ASSIGNMENT,', ',')), "
+            "time_zone = '+00:00'")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS `{table}` (
@@ -43,9 +46,19 @@ CREATE TABLE IF NOT EXISTS `{table}` (
     sleepers   VARBINARY(1024) NOT NULL DEFAULT ',',  -- slot 0: <> ',' when waiters (see WAIT)
     record     BLOB,                      -- slot 0 only: the name's record (UTF-8)
     record_writes BIGINT       NOT NULL DEFAULT 0,  -- slot 0: counts writes (see WRITE_RECORD)
-    PRIMARY KEY (name_key, slot)
+    PRIMARY KEY (name_key, slot),
+    KEY tenure_expiry (expires_at, counter)  -- the live leases, and the idle names (see IDLE)
 ) ENGINE=InnoDB
 """
+# Tables made before the index: it is added once per store, at its first listing, prune or
+# sweep (not on the hot path; both servers build it online). A missing table is left missing
+# (created with the index at first use). Answers (the table exists, it has the index).
+# Parameters: table name twice.
+HAS_INDEX = ("SELECT COUNT(*), (SELECT COUNT(*) FROM information_schema.STATISTICS "
+             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s "
+             "AND INDEX_NAME = 'tenure_expiry') FROM information_schema.TABLES "
+             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s")
+ADD_INDEX = "ALTER TABLE `{table}` ADD INDEX tenure_expiry (expires_at, counter)"
 
 # A lock (limit 1): take slot 0 when it is free (or already ours: a retry of this same grant
 # after a lost answer). The name's counter moves to max(counter + 1, server clock in µs), so
@@ -261,6 +274,71 @@ LIST = (f"SELECT name, slot, holder, token, TIMESTAMPDIFF(MICROSECOND, {NOW}, ex
          f"FROM `{{table}}` WHERE expires_at > {NOW} AND LEFT(name, %s) = UNHEX(%s) "
          "ORDER BY name, slot")
 
+# Forgetting idle names (retain, prune). A name is idle for `idle` seconds when every row of it
+# is free since then (released: expires_at is FREED; expired: expires_at that long ago) and it
+# was not granted since (slot 0's counter, the name's last token, is at least the server clock
+# in µs at its grant, so a counter older than the window is a grant older than it). A free name
+# has no waiter worth keeping: a waiter takes a free name at its next try. Its next grant
+# restarts the counter from the server clock in µs (the upserts' insert branch), above every
+# token of the name unless that clock stepped back by more than the window. Records stay: a
+# name with one keeps slot 0's row, its counter set to 0 (forgotten all the same, and out of
+# CANDIDATES' range: counters are >= 1). Other slots' rows keep counter 0, so the index range
+# below holds slot 0's rows of the idle names and expired rows only, whatever `retain` keeps.
+# Batches follow the index's order, each from the position (expires_at, counter, key) of
+# the last candidate before it. Parameters: idle_us twice, the position's (expires_at twice,
+# counter twice, key), batch size.
+CANDIDATES = (f"SELECT HEX(name_key), expires_at, counter FROM `{{table}}` WHERE slot = 0 "
+              f"AND counter BETWEEN 1 AND {NOW_US} - %s "
+              f"AND (expires_at = {FREED} OR (expires_at > {FREED} "
+              f"AND expires_at <= {NOW} - INTERVAL %s MICROSECOND)) "
+              # past the last candidate of the batch before (the index's order)
+              "AND (expires_at > %s OR (expires_at = %s AND (counter > %s "
+              "OR (counter = %s AND name_key > UNHEX(%s))))) "
+              "ORDER BY expires_at, counter, name_key LIMIT %s")
+FIRST = ("1000-01-01 00:00:00", 0, "")  # a position before every candidate
+# The idle names among `keys`, decided on every row of each (a semaphore with a slot held is
+# not idle); `kept` when the name has a record. In a derived table, which the server
+# materializes, so that a DELETE or UPDATE of the same table may use it.
+IDLE = ("SELECT name_key, MAX(slot = 0 AND record IS NOT NULL) AS kept FROM `{table}` "
+        "WHERE name_key IN ({keys}) GROUP BY name_key HAVING MIN(slot) = 0 "
+        "AND MAX(expires_at) <= @tenure_before "
+        "AND MAX(IF(slot = 0, counter, 0)) BETWEEN 1 AND @tenure_cut")
+WINDOW = (f"SET @tenure_before = {NOW} - INTERVAL %s MICROSECOND, "
+           f"@tenure_cut = {NOW_US} - %s")
+# One transaction in two round trips: lock the rows of `keys` (primary key order, slot 0 of
+# each name first, as everywhere in this store) and answer which names are idle, decided while
+# no grant can change them (DECIDE); then delete those, by their keys (slot 0 of a name with a
+# record stays, its counter forgotten), and COMMIT (DROP_NAMES, DROP_KEPT). A grant of one of
+# them waits for the COMMIT, then finds no row (or counter 0) and starts from the clock. The
+# keys are literals: a DELETE whose IN reads a subquery is a scan of the whole table on
+# MariaDB 10.11 (no semi-join for single-table DELETE), 2.7 s a batch at 1,000,000 rows.
+# Parameters: idle_us twice.
+DECIDE = f"""START TRANSACTION;
+{WINDOW};
+SELECT COUNT(*) INTO @tenure_locked FROM `{{table}}` WHERE name_key IN ({{keys}}) FOR UPDATE;
+SELECT HEX(name_key), kept FROM ({IDLE}) AS idle"""
+DROP_NAMES = ("DELETE FROM `{table}` WHERE name_key IN ({keys}) "
+              "AND (slot > 0 OR record IS NULL)")
+DROP_KEPT = ("UPDATE `{table}` SET counter = 0, sleepers = ',' "
+             "WHERE slot = 0 AND name_key IN ({keys})")
+# A dry run counts the idle names of each batch, without locks. Parameters: idle_us twice.
+COUNT_NAMES = f"{WINDOW};\nSELECT COUNT(*) FROM ({IDLE}) AS idle"
+
+
+def _listed(keys: list[str]) -> str:
+    return ", ".join(f"UNHEX('{key}')" for key in keys)
+
+
+def drop(*statements: str) -> str:
+    """The given statements (empty ones left out), then COMMIT, as one multi-statement.
+
+    Example:
+        >>> drop("", "DELETE FROM t")
+        'DELETE FROM t; COMMIT'
+    """
+    return "; ".join([*filter(None, statements), "COMMIT"])
+
+
 # Records live in slot 0's row (never deleted). A write takes effect only while the writer's
 # lease row is live; it also counts the write, so that rewriting the same record still changes
 # the row (affected rows count changed rows). Parameters: slot, lease_id, record (hex: the
@@ -304,6 +382,8 @@ class Statements:
             "write record": WRITE_RECORD.format(table=table),
             "read record": READ_RECORD.format(table=table),
             "records": RECORDS.format(table=table),
+            "candidates": CANDIDATES.format(table=table),
+            "add index": ADD_INDEX.format(table=table),
         }
         self.schema = SCHEMA.format(table=table)
         # The PREPAREs (one multi-statement) and their texts, and per statement the start of
@@ -343,6 +423,21 @@ class Statements:
         has `limit` live slots."""
         return WAIT.format(table=self.table, key=key) % (
             f"'{key}'", f"'{key}'", limit, limit, f"{seconds:.3f}", f"'{key}'")
+
+    def forget(self, keys: list[str]) -> str:
+        """The start of the transaction that forgets the idle names among `keys` (hex
+        digests): it locks their rows and answers the idle ones (see DECIDE)."""
+        return DECIDE.format(table=self.table, keys=_listed(keys))
+
+    def drop(self, idle: list[str], kept: list[str]) -> str:
+        """The end of a forgetting transaction: delete the `idle` names (keeping slot 0 of
+        the `kept` ones, their counter reset) and COMMIT (see DECIDE)."""
+        return drop(DROP_NAMES.format(table=self.table, keys=_listed(idle)) if idle else "",
+                    DROP_KEPT.format(table=self.table, keys=_listed(kept)) if kept else "")
+
+    def count_idle(self, keys: list[str]) -> str:
+        """The count of the idle names among `keys` (see COUNT_NAMES)."""
+        return COUNT_NAMES.format(table=self.table, keys=_listed(keys))
 
     def renew(self, count: int) -> str:
         """The renewal of `count` leases in one statement (see RENEW)."""
