@@ -42,7 +42,7 @@ def test_several_unknown_options_are_named_in_order_and_a_note_is_added() -> Non
 
 
 def test_a_store_without_options_says_none_are_accepted() -> None:
-    with pytest.raises(tenure.InvalidArgument, match=r"for memory:// stores; accepted: none$"):
+    with pytest.raises(tenure.InvalidArgument, match=r"for memory:// stores; accepted: retain$"):
         only({"bogus": "1"}, store="memory:// stores")
     assert only({}, store="memory:// stores") == {}
 

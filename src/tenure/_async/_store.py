@@ -301,8 +301,9 @@ class AsyncStore:
             raise closed_store(self.url, "prune")
         prune = prunes(self.backend)
         if prune is None:
-            raise StoreRefused(f"{self.url}: prune is not available on this store yet; its "
-                               "names stay (sqlite:// and memory:// can prune)")
+            raise StoreRefused(f"{self.url}: prune is not available on this store: its backend "
+                               "has no prune(idle, dry_run) method (every built-in store has "
+                               "one); its names stay")
         return await prune(seconds, dry_run)
 
     async def close(self) -> None:

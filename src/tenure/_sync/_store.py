@@ -302,8 +302,9 @@ class Store:
             raise closed_store(self.url, "prune")
         prune = prunes(self.backend)
         if prune is None:
-            raise StoreRefused(f"{self.url}: prune is not available on this store yet; its "
-                               "names stay (sqlite:// and memory:// can prune)")
+            raise StoreRefused(f"{self.url}: prune is not available on this store: its backend "
+                               "has no prune(idle, dry_run) method (every built-in store has "
+                               "one); its names stay")
         return prune(seconds, dry_run)
 
     def close(self) -> None:
