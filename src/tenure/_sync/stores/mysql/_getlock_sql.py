@@ -202,7 +202,7 @@ def forget(table: str, keys: list[str], template: str = DECIDE) -> str:
 
     Example:
         >>> forget("t_counters", ["00"]).count("UNHEX('00')")
-        4
+        2
     """
     listed = ", ".join(f"UNHEX('{key}')" for key in keys)
     return template.format(table=table, keys=listed)
