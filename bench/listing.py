@@ -88,12 +88,15 @@ def _fill_postgres(url: str, dead: int) -> None:
     query = _query(url)
     schema, table = query.get("schema", "public"), query.get("table", "tenure_leases")
     with psycopg.connect(url.split("?")[0], autocommit=True) as connection:
-        columns = [row[0] for row in connection.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_schema = %s "
-            "AND table_name = %s ORDER BY ordinal_position", (schema, table))]
-        chosen = ", ".join("'dead-' || n" if column == "name" else f'"{column}"'
-                           for column in columns)
-        listed = ", ".join(f'"{column}"' for column in columns)
+        types = dict(connection.execute(  # type: ignore[arg-type]
+            "SELECT column_name, data_type FROM information_schema.columns WHERE "
+            "table_schema = %s AND table_name = %s AND is_generated = 'NEVER' "
+            "ORDER BY ordinal_position", (schema, table)))  # generated columns compute themselves
+        named = "'dead-' || n"
+        if types.get("name") == "bytea":
+            named = f"convert_to({named}, 'UTF8')"
+        chosen = ", ".join(named if column == "name" else f'"{column}"' for column in types)
+        listed = ", ".join(f'"{column}"' for column in types)
         for start in range(0, dead, CHUNK):
             connection.execute(
                 f'INSERT INTO "{schema}"."{table}" ({listed}) SELECT {chosen} '
@@ -116,14 +119,18 @@ def _fill_mysql(url: str, dead: int) -> None:
                            "table_schema = DATABASE() AND table_name = %s "
                            "ORDER BY ordinal_position", (table,))
             columns = [row[0] for row in cursor.fetchall()]
-            chosen = ", ".join("CONCAT('dead-', seq.n + %s)" if column == "name"
-                               else f"`{column}`" for column in columns)
+            # The primary key is a digest of the name (blake2b-128 in the store); MD5 of the
+            # dead name gives each copy a unique key of the same width.
+            computed = {"name": "CONCAT('dead-', seq.n + %s)",
+                        "name_key": "UNHEX(MD5(CONCAT('dead-', seq.n + %s)))"}
+            chosen = ", ".join(computed.get(column, f"`{column}`") for column in columns)
             listed = ", ".join(f"`{column}`" for column in columns)
             for start in range(0, dead, CHUNK):
                 cursor.execute(
                     f"INSERT INTO `{table}` ({listed}) SELECT {chosen} FROM `{table}`, "
                     f"{_digits(CHUNK)} seq WHERE name = %s AND seq.n < %s",
-                    (start, TEMPLATE, min(CHUNK, dead - start)))
+                    (*[start] * sum(column in computed for column in columns), TEMPLATE,
+                     min(CHUNK, dead - start)))
             cursor.execute(f"ANALYZE TABLE `{table}`")
     finally:
         connection.close()
