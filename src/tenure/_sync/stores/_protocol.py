@@ -55,9 +55,13 @@ def subject(operation: str, name: str) -> str:
     Example:
         >>> subject("acquire", "jobs"), subject("listing", ""), subject("listing", "job:")
         ("acquire of 'jobs'", 'listing of all leases', "listing of the leases named 'job:...'")
+        >>> subject("prune", "")
+        'prune of the idle names'
     """
     if operation == "listing":
         return f"listing of the leases named {name + '...'!r}" if name else "listing of all leases"
+    if not name:  # a call on the whole store (names are never empty)
+        return f"{operation} of the idle names" if operation == "prune" else operation
     return f"{operation} of {name!r}"
 
 
