@@ -28,7 +28,9 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
+
+from state import mysql_connection, url_options
 
 import tenure
 
@@ -53,10 +55,6 @@ class Listing:
     api_seconds: float
     cli_seconds: float
     error: str = ""
-
-
-def _query(url: str) -> dict[str, str]:
-    return {key: values[-1] for key, values in parse_qs(urlsplit(url).query).items()}
 
 
 def _digits(count: int) -> str:
@@ -85,7 +83,7 @@ def _fill_sqlite(url: str, dead: int) -> None:
 def _fill_postgres(url: str, dead: int) -> None:
     import psycopg
 
-    query = _query(url)
+    query = url_options(url)
     schema, table = query.get("schema", "public"), query.get("table", "tenure_leases")
     with psycopg.connect(url.split("?")[0], autocommit=True) as connection:
         types = dict(connection.execute(  # type: ignore[arg-type]
@@ -106,13 +104,8 @@ def _fill_postgres(url: str, dead: int) -> None:
 
 
 def _fill_mysql(url: str, dead: int) -> None:
-    import pymysql
-
-    parts = urlsplit(url)
-    table = _query(url).get("table", "tenure_leases")
-    connection = pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
-                                 user=parts.username or "root", password=parts.password or "",
-                                 database=parts.path.lstrip("/"), autocommit=True)
+    table = url_options(url).get("table", "tenure_leases")
+    connection = mysql_connection(url)
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT column_name FROM information_schema.columns WHERE "
@@ -149,7 +142,7 @@ return 1
 def _fill_redis(url: str, dead: int) -> None:
     import redis
 
-    prefix = _query(url).get("prefix", "tenure:")
+    prefix = url_options(url).get("prefix", "tenure:")
     client = redis.Redis.from_url(url.split("?")[0])
     try:
         for start in range(0, dead, CHUNK):

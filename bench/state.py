@@ -25,6 +25,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import tenure
@@ -69,7 +70,13 @@ class StateResult:
         return (self.after.size - self.before.size) / self.names
 
 
-def _query(url: str) -> dict[str, str]:
+def url_options(url: str) -> dict[str, str]:
+    """The query options of a store URL, the last value of each.
+
+    Example:
+        >>> url_options("redis://h/0?prefix=a:&retain=2")
+        {'prefix': 'a:', 'retain': '2'}
+    """
     return {key: values[-1] for key, values in parse_qs(urlsplit(url).query).items()}
 
 
@@ -112,7 +119,7 @@ def _file(url: str) -> Footprint:
 def _postgres(url: str) -> Footprint:
     import psycopg
 
-    query = _query(url)
+    query = url_options(url)
     table = f"{query.get('schema', 'public')}.{query.get('table', 'tenure_leases')}"
     with psycopg.connect(url.split("?")[0], autocommit=True) as connection:
         exists = connection.execute("SELECT to_regclass(%s)", (table,)).fetchone()
@@ -124,14 +131,24 @@ def _postgres(url: str) -> Footprint:
     return Footprint(int(rows[0]), int(size[0]), "rows")
 
 
-def _mysql(url: str) -> Footprint:
+def mysql_connection(url: str) -> Any:
+    """An autocommit PyMySQL connection to the database of a mysql:// store URL.
+
+    Example::
+
+        connection = mysql_connection("mysql://root@127.0.0.1:3306/test?table=t")
+    """
     import pymysql
 
     parts = urlsplit(url)
-    table = _query(url).get("table", "tenure_leases")
-    connection = pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
-                                 user=parts.username or "root", password=parts.password or "",
-                                 database=parts.path.lstrip("/"), autocommit=True)
+    return pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
+                           user=parts.username or "root", password=parts.password or "",
+                           database=parts.path.lstrip("/"), autocommit=True)
+
+
+def _mysql(url: str) -> Footprint:
+    table = url_options(url).get("table", "tenure_leases")
+    connection = mysql_connection(url)
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT data_length + index_length FROM information_schema.tables "
