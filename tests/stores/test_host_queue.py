@@ -90,6 +90,24 @@ def test_a_releaser_that_asks_again_goes_behind_the_queued_waiter(
         assert queued(url, NAME) == []
 
 
+def test_the_queue_is_gone_once_the_waiter_that_took_the_name_releases_it(
+        url: str, processes: list[subprocess.Popen[str]]) -> None:
+    with tenure.connect(url) as store:
+        lock = store.lock(NAME, ttl=30)
+        lease = lock.acquire(timeout=5)
+        waiter = spawn_waiter(url, processes)
+        wait_for_queue(url, 1)
+        lease.release()
+        held(waiter)
+        assert waiter.stdin is not None
+        waiter.stdin.close()  # it releases and exits
+        assert waiter.wait(60) == 0
+        assert not queue_of(url, NAME).exists(), "the release of a queued waiter left its queue"
+        again = lock.try_acquire()  # and nothing blocks the name
+        assert again is not None
+        again.release()
+
+
 def test_a_killed_waiter_does_not_block_the_queue(
         url: str, processes: list[subprocess.Popen[str]]) -> None:
     with tenure.connect(url) as store:
