@@ -9,7 +9,9 @@ timeout (tooz's `blocking=True`), `timeout` is ignored and the caller bounds the
 Libraries: "tenure", "filelock", "portalocker-file", "portalocker-redis", "redis-py",
 "python-redis-lock", "pottery", "tooz", "azure-sdk"; two server floors, no library at all:
 "pg-advisory-lock" (a blocking `pg_advisory_lock` on one psycopg connection) and "get-lock"
-(a blocking `GET_LOCK` on one PyMySQL connection), the servers' own lock waits; and two floors
+(a blocking `GET_LOCK` on one PyMySQL connection), the servers' own lock waits; "flock" (a
+blocking `flock` on a file per name: the kernel's own lock wait, the floor of a hand-off
+between the processes of one host); and two floors
 of a hand-off on a lease row, the least a lease table can do per hand-off (no expiry check
 beyond the row's, no fencing, no timeouts): "pg-notify-handover" (tenure's PostgreSQL design
 bare: the release hands the row to the first queued waiter and NOTIFYs that waiter alone) and
@@ -32,6 +34,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import time
 from collections.abc import Callable
@@ -117,6 +120,8 @@ def open_library(library: str, url: str, ttl: float, options: dict[str, Any] | N
         return _tenure(url, ttl, options, connect)
     if library in ("filelock", "portalocker-file"):
         return _file(library, url)
+    if library == "flock":
+        return _flock(url)
     if library == "tooz":
         return _tooz(url, options, connect)
     if library == "azure-sdk":
@@ -184,6 +189,28 @@ def _file(library: str, url: str) -> Library:
         return _Calls(take, portalock.release)
 
     return Library(lock, lambda: None)
+
+
+def _flock(url: str) -> Library:
+    """The kernel's own blocking `flock` on a file per name in the directory of `url`: the
+    waiter sleeps in the kernel, which wakes it at the unlock (no expiry, no fencing, no
+    timeout: the caller bounds the wait)."""
+    directory = Path(urlsplit(url).path)
+    directory.mkdir(parents=True, exist_ok=True)
+    held: dict[str, int] = {}
+
+    def take(name: str, timeout: float) -> bool:
+        fd = os.open(directory / f"{name}.flock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        held[name] = fd
+        return True
+
+    def give(name: str) -> None:
+        fd = held.pop(name)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    return Library(_by_name(take, give), lambda: None)
 
 
 def _redis(library: str, url: str, ttl: float, options: dict[str, Any]) -> Library:

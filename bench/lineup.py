@@ -45,6 +45,7 @@ class Entry(Row):
     memory_connect: dict[str, Any] = field(default_factory=dict)
     tenure: bool = False
     kill: bool = True  # False where no other process can reach the store (memory://)
+    floor: bool = False  # the bare mechanism (takeover only: the floor of a single hand-off)
 
 
 def takers(entries: list[Entry], ttl: float = TAKEOVER_TTL) -> list[Taker]:
@@ -56,7 +57,7 @@ def takers(entries: list[Entry], ttl: float = TAKEOVER_TTL) -> list[Taker]:
     """
     return [Taker(entry.label, entry.library, entry.url, ttl, entry.options, entry.connect,
                   entry.expires, ("kill", "release") if entry.kill else ("release",),
-                  in_process=not entry.kill, tenure=entry.tenure)
+                  in_process=not entry.kill, tenure=entry.tenure, floor=entry.floor)
             for entry in entries]
 
 
@@ -73,4 +74,4 @@ def footprints(entries: list[Entry], ttl: float = MEMORY_TTL,
                                else entry.renewal),
                       options={**entry.options, **entry.memory_options},
                       connect={**entry.connect, **entry.memory_connect})
-            for entry in entries]
+            for entry in entries if not entry.floor]

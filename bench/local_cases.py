@@ -194,15 +194,18 @@ def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
                   tenure=True),
             *(Entry(label, library, peers, expires=False,
                     renewal="nothing to renew (no expiry)") for label, library in FILE_PEERS),
+            Entry(FLOCK_FLOOR, "flock", peers, expires=False, floor=True),
         ]
         # the contended peers lock files in the store's own directory
         contended = [Contender(entries[0].label, "tenure", url, fair=True),
-                     *file_peers(entries[1:], url)]
+                     *file_peers([entry for entry in entries[1:] if not entry.floor], url)]
         found.append(ServerSection("file://", url, [], contended, takers=takers(entries),
                                    footprints=footprints(entries)))
     if "sqlite" in stores:
         url = f"sqlite:///{directory / 'multi-store.db'}"
-        entries = [Entry(f"tenure ({waits})", "tenure", url, tenure=True)]
+        entries = [Entry(f"tenure ({waits})", "tenure", url, tenure=True),
+                   Entry(FLOCK_FLOOR, "flock", f"file://{directory / 'multi-peers'}",
+                         expires=False, floor=True)]
         peers = [Entry(label, library, "") for label, library in FILE_PEERS]
         found.append(ServerSection("sqlite:// (synchronous=normal)", url, [],
                                    [Contender(entries[0].label, "tenure", url, fair=True),
@@ -211,6 +214,8 @@ def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
     return found
 
 
+FLOCK_FLOOR = ("floor: a bare blocking `flock` (the kernel wakes the waiter at the unlock; no "
+               "expiry, no fencing)")
 FILE_PEERS = (("filelock `FileLock` (polls every 0.05 s)", "filelock"),
               ("portalocker `Lock` (polls every 0.25 s)", "portalocker-file"),
               ("tooz file driver (`fasteners` lock, polls)", "tooz"))

@@ -121,6 +121,8 @@ def lineup(url: str) -> list[Entry]:
         Entry("tooz mysql driver (`blocking=30`: GET_LOCK waits on the server; no expiry: "
               "ends with its connection)", "tooz", url, {"blocking": 30}, expires=False,
               renewal="nothing to renew (a connection per lock)"),
+        Entry("floor: bare blocking `GET_LOCK` + `RELEASE_LOCK` (PyMySQL; no expiry, no "
+              "fencing)", "get-lock", url, expires=False, floor=True),
     ]
 
 

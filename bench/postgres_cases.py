@@ -138,6 +138,9 @@ def lineup(url: str) -> list[Entry]:
     entries.append(Entry("tooz postgresql driver (`blocking=True`: pg_advisory_lock waits on "
                          "the server; no expiry: ends with its connection)", "tooz", url,
                          expires=False, renewal="nothing to renew (a connection per lock)"))
+    entries.append(Entry("floor: bare blocking `pg_advisory_lock` + `pg_advisory_unlock` "
+                         "(psycopg; no expiry, no fencing)", "pg-advisory-lock", url,
+                         expires=False, floor=True))
     return entries
 
 

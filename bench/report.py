@@ -279,6 +279,35 @@ def contended_goals(section: ServerSection) -> list[GoalRow]:
                                 f"{p50 * 1e3:.2f} ms",
                                 _against(release.median / p50, 1.0, at_least=False),
                                 _ms_range(release.seconds) + " ms", release.median <= p50))
+            if release.median > p50:
+                rows += _single_floor_rows(section, result, release)
+    return rows
+
+
+def _single_floor_rows(section: ServerSection, result: HandOff,
+                       release: Takeover) -> list[GoalRow]:
+    """Under a single-waiter goal that is not met: the same clean-release hand-off of each bare
+    floor (the kernel's or the server's own blocking lock, Taker.floor) in the same run, and,
+    where that floor also ran contended, its contended p50: the floor's own single ÷ contended
+    is what waking an idle waiter costs on this machine, whatever the lock."""
+    rows: list[GoalRow] = []
+    for floor in (taker for taker in section.takers if taker.floor):
+        measured = _result(section, floor.label, "release")
+        if not isinstance(measured, Takeover) or math.isnan(measured.median):
+            continue
+        crowd = next((one for one in section.handoffs
+                      if one.library == floor.library and one.handoffs), None)
+        name = floor.label.split("(")[0].removeprefix("floor: ").strip()
+        figures = (f"tenure single {release.median * 1e3:.2f} ms; {name}: single "
+                   f"{measured.median * 1e3:.2f} ms")
+        if crowd is not None:
+            crowd_p50 = percentile(crowd.handoffs, 0.5)
+            figures += (f", contended p50 {crowd_p50 * 1e3:.2f} ms (its single ÷ contended "
+                        f"{measured.median / crowd_p50:.2f}x)")
+        rows.append(FloorRow(f"{section.title}: floor of a single waiter's hand-off after a "
+                             "clean release (no goal: the bare lock, same run)", result.label,
+                             figures, f"tenure ÷ floor {release.median / measured.median:.2f}x",
+                             _ms_range(measured.seconds) + " ms", None))
     return rows
 
 

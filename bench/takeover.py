@@ -65,6 +65,7 @@ class Taker(Row):
     modes: tuple[str, ...] = MODES
     in_process: bool = False
     tenure: bool = False  # a tenure row: the takeover goals apply
+    floor: bool = False  # the bare mechanism: the floor of the single-waiter hand-off goal
 
 
 @dataclass

@@ -287,17 +287,21 @@ class HostQueue:
             _shim.sleep(timeout)
             return _sent(take, name, holder, ttl, limit, False)
         grant = None
+        rung = False
         try:
             poll = timeout
             while True:
-                if self._turn(ticket, limit):
+                # A ring picked this ticket: the first live one not rung yet, so its turn
+                # (the listdir() of _turn would only delay the hand-off).
+                if rung or self._turn(ticket, limit):
                     grant = _sent(take, name, holder, ttl, limit, True)
                     if grant is not None:
                         return grant
                 left = until - _shim.monotonic()
                 if left <= 0:
                     return None
-                if _shim.wait_readable(ticket.reader, min(poll, left)):
+                rung = _shim.wait_readable(ticket.reader, min(poll, left))
+                if rung:
                     _drain(ticket.reader)
                 else:  # no release rang: a try now and then finds a lease that expired
                     poll = max(poll, min(2 * poll, _POLL_CAP))
