@@ -22,7 +22,8 @@ from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
-import anyio.to_thread
+
+from tenure import _io_threads
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -127,7 +128,7 @@ async def offload(function: Callable[..., T], *args: Any) -> T:
             pass
         finally:
             _inline.on = False
-    return await anyio.to_thread.run_sync(function, *args)
+    return await _io_threads.run(function, *args)
 
 
 async def run_all(function: Callable[[T], Awaitable[R]], items: Sequence[T]) -> list[R]:
