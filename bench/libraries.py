@@ -8,10 +8,11 @@ timeout (tooz's `blocking=True`), `timeout` is ignored and the caller bounds the
 
 Libraries: "tenure", "filelock", "portalocker-file", "portalocker-redis", "redis-py",
 "python-redis-lock", "pottery", "tooz", "azure-sdk"; two server floors, no library at all:
-"pg-advisory-lock" (a blocking `pg_advisory_lock` on one psycopg connection) and "get-lock"
+"pg-advisory-lock" (a blocking `pg_advisory_lock` on one psycopg connection), "get-lock"
 (a blocking `GET_LOCK` on one PyMySQL connection), the servers' own lock waits; "flock" (a
 blocking `flock` on a file per name: the kernel's own lock wait, the floor of a hand-off
-between the processes of one host); and two floors
+between the processes of one host), "redis-blpop" (SET NX, a waiter's BLPOP with a SET NX
+pipelined behind it, a release's DEL + LPUSH: a notified Redis hand-off, bare); and two floors
 of a hand-off on a lease row, the least a lease table can do per hand-off (no expiry check
 beyond the row's, no fencing, no timeouts): "pg-notify-handover" (tenure's PostgreSQL design
 bare: the release hands the row to the first queued waiter and NOTIFYs that waiter alone) and
@@ -122,6 +123,8 @@ def open_library(library: str, url: str, ttl: float, options: dict[str, Any] | N
         return _file(library, url)
     if library == "flock":
         return _flock(url)
+    if library == "redis-blpop":
+        return _redis_blpop(url)
     if library == "tooz":
         return _tooz(url, options, connect)
     if library == "azure-sdk":
@@ -211,6 +214,35 @@ def _flock(url: str) -> Library:
         os.close(fd)
 
     return Library(_by_name(take, give), lambda: None)
+
+
+def _redis_blpop(url: str) -> Library:
+    """The least a notified Redis hand-off does: a key taken with SET NX; a waiter blocks in
+    BLPOP on the key's signal list with a SET NX pipelined behind it (the server runs it as
+    the BLPOP returns, on the same connection), and the release deletes the key and pushes
+    one signal. No expiry, no fencing, no timeout (the caller bounds the wait); a signal
+    pushed while nobody waits only makes the next waiter's BLPOP return at once."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+
+    def take(name: str, timeout: float) -> bool:
+        if client.set(name, b"1", nx=True):
+            return True
+        while True:
+            pipe = client.pipeline(transaction=False)
+            pipe.blpop([f"{name}:signal"], timeout=0)
+            pipe.set(name, b"1", nx=True)
+            if pipe.execute()[1]:
+                return True
+
+    def give(name: str) -> None:
+        pipe = client.pipeline(transaction=False)
+        pipe.delete(name)
+        pipe.lpush(f"{name}:signal", b"1")
+        pipe.execute()
+
+    return Library(_by_name(take, give), client.close)
 
 
 def _redis(library: str, url: str, ttl: float, options: dict[str, Any]) -> Library:

@@ -46,6 +46,7 @@ class Entry(Row):
     tenure: bool = False
     kill: bool = True  # False where no other process can reach the store (memory://)
     floor: bool = False  # the bare mechanism (takeover only: the floor of a single hand-off)
+    release_only: bool = False  # no SIGKILL run (a lock its holder's death does not free)
 
 
 def takers(entries: list[Entry], ttl: float = TAKEOVER_TTL) -> list[Taker]:
@@ -56,7 +57,8 @@ def takers(entries: list[Entry], ttl: float = TAKEOVER_TTL) -> list[Taker]:
         takers([Entry("tenure", "tenure", "sqlite:////tmp/x.db", tenure=True)])
     """
     return [Taker(entry.label, entry.library, entry.url, ttl, entry.options, entry.connect,
-                  entry.expires, ("kill", "release") if entry.kill else ("release",),
+                  entry.expires,
+                  ("kill", "release") if entry.kill and not entry.release_only else ("release",),
                   in_process=not entry.kill, tenure=entry.tenure, floor=entry.floor)
             for entry in entries]
 

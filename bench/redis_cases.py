@@ -292,6 +292,10 @@ def lineup(url: str) -> list[Entry]:
         Entry("tooz redis driver (redis-py `Lock` inside: polls every 0.1 s)", "tooz",
               f"{url}?lock_timeout={seconds}", renewal="tooz's heartbeat thread",
               memory_connect={"start_heart": True}),
+        Entry("floor: a bare BLPOP hand-off (`SET NX`; a waiter's `BLPOP` with `SET NX` "
+              "pipelined behind it; the release's `DEL` + `LPUSH`; redis-py, no expiry, no "
+              "fencing)", "redis-blpop",
+              url, expires=False, floor=True, release_only=True),
     ]
 
 

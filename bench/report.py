@@ -497,7 +497,8 @@ def takeover_table(section: ServerSection) -> str:
                                                                        "release")
         cells = [f"{taker.ttl:g} s" if taker.expires else "none"]
         if "kill" not in taker.modes:
-            cells += ["not meaningful: one process", "", ""]
+            cells += ["not meaningful: " + ("one process" if taker.in_process else
+                                            "its holder's death does not free it"), "", ""]
         elif isinstance(kill, Takeover):
             cells += _kill_cells(kill)
         else:
