@@ -21,6 +21,7 @@ import pytest
 from waiting import eventually
 
 import tenure.aio
+from tenure import _io_threads
 
 pytestmark = pytest.mark.anyio
 
@@ -38,15 +39,19 @@ sys.stdin.readline()
 
 @asynccontextmanager
 async def no_worker_thread() -> AsyncIterator[None]:
-    """While in the block, a call that needs one of anyio's worker threads waits for it: the
-    one token of the loop's default thread limiter is taken."""
+    """While in the block, a call that needs a worker thread waits for one: tenure's own
+    (tenure._io_threads) are all taken, so the call goes to anyio's, and the one token of the
+    loop's default thread limiter is taken."""
     limiter = anyio.to_thread.current_default_thread_limiter()
     total, borrower = limiter.total_tokens, object()
     limiter.total_tokens = 1
     await limiter.acquire_on_behalf_of(borrower)
+    take = _io_threads._pool.take
+    _io_threads._pool.take = lambda: None  # type: ignore[method-assign]
     try:
         yield
     finally:
+        _io_threads._pool.take = take  # type: ignore[method-assign]
         limiter.release_on_behalf_of(borrower)
         limiter.total_tokens = total
 
@@ -55,8 +60,13 @@ async def no_worker_thread() -> AsyncIterator[None]:
 async def opened(tmp_path: Path, query: str = "") -> AsyncIterator[
         tuple[tenure.aio.AsyncStore, tenure.aio.AsyncLock]]:
     """The lock "job" (ttl 30 s) of an async sqlite:// store at `tmp_path`, taken and released
-    once first, so the database, its tables and the loop's connection exist; closed after."""
-    store = tenure.aio.connect(f"sqlite:///{tmp_path}/locks.db{query}")
+    once first, so the database, its tables and the loop's connection exist; closed after.
+
+    retain=inf: no sweep of idle names, which is a worker thread's write transaction by design;
+    one started by that first release could make a statement of the test meet the write lock
+    (SQLITE_BUSY on the loop) and go to a worker thread, which no_worker_thread() holds up."""
+    options = f"{query}&retain=inf" if query else "?retain=inf"
+    store = tenure.aio.connect(f"sqlite:///{tmp_path}/locks.db{options}")
     try:
         lock = store.lock("job", ttl=30)
         async with lock.acquire():
