@@ -181,6 +181,8 @@ def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
     """
     found = []
     waits = "waiters queued FIFO, woken by the release; a try every 10 ms .. 1 s"
+    peers = f"file://{directory / 'multi-peers'}"  # the file-lock peers' and floor's directory
+    flock_floor = Entry(FLOCK_FLOOR, "flock", peers, expires=False, floor=True)
     if "memory" in stores:
         entries = [Entry("tenure (two threads of one process)", "tenure", "memory://",
                          tenure=True, kill=False)]
@@ -188,13 +190,12 @@ def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
                                    footprints=footprints(entries)))
     if "file" in stores:
         url = f"file://{directory / 'multi-file-store'}"
-        peers = f"file://{directory / 'multi-peers'}"
         entries = [
             Entry(f"tenure (kernel `flock`; {waits})", "tenure", url,
                   tenure=True),
             *(Entry(label, library, peers, expires=False,
                     renewal="nothing to renew (no expiry)") for label, library in FILE_PEERS),
-            Entry(FLOCK_FLOOR, "flock", peers, expires=False, floor=True),
+            flock_floor,
         ]
         # the contended peers lock files in the store's own directory
         contended = [Contender(entries[0].label, "tenure", url, fair=True),
@@ -203,13 +204,11 @@ def sections(directory: Path, stores: set[str]) -> list[ServerSection]:
                                    footprints=footprints(entries)))
     if "sqlite" in stores:
         url = f"sqlite:///{directory / 'multi-store.db'}"
-        entries = [Entry(f"tenure ({waits})", "tenure", url, tenure=True),
-                   Entry(FLOCK_FLOOR, "flock", f"file://{directory / 'multi-peers'}",
-                         expires=False, floor=True)]
-        peers = [Entry(label, library, "") for label, library in FILE_PEERS]
+        entries = [Entry(f"tenure ({waits})", "tenure", url, tenure=True), flock_floor]
+        file_locks = [Entry(label, library, "") for label, library in FILE_PEERS]
         found.append(ServerSection("sqlite:// (synchronous=normal)", url, [],
                                    [Contender(entries[0].label, "tenure", url, fair=True),
-                                    *file_peers(peers, f"file://{directory}")],
+                                    *file_peers(file_locks, f"file://{directory}")],
                                    takers=takers(entries), footprints=footprints(entries)))
     return found
 

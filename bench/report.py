@@ -27,10 +27,11 @@ FAIRNESS_GOAL = 0.8  # acquisitions per process, least-served ÷ most-served, at
 WAITER_P99_GOAL = 0.025  # a waiter's p99 wait, seconds, at most
 VERSUS_BLOCKING_FLOOR = 0.9  # advisory/getlock modes: acquisitions/s ÷ the bare blocking lock's
 ASYNC_VS_SYNC_GOAL = 0.5  # async SQLite and file cycles/s ÷ sync, at least
-FAIR_FLOOR_NAMES = {"ring-pipe": "FIFO ring", "ring-flock": "FIFO + flock ring",
-                    "ring-redis": "pub/sub ring", "pg-advisory-lock": "blocking pg_advisory_lock",
-                    "get-lock": "blocking GET_LOCK", "pg-notify-handover": "NOTIFY hand-off",
-                    "get-lock-bell": "GET_LOCK doorbell"}
+FLOOR_NAMES = {"ring-pipe": "FIFO ring", "ring-flock": "FIFO + flock ring",
+               "ring-redis": "pub/sub ring", "pg-advisory-lock": "blocking pg_advisory_lock",
+               "get-lock": "blocking GET_LOCK", "pg-notify-handover": "NOTIFY hand-off",
+               "get-lock-bell": "GET_LOCK doorbell", "flock": "blocking flock",
+               "redis-blpop": "bare BLPOP hand-off"}
 
 
 @dataclass
@@ -297,7 +298,7 @@ def _single_floor_rows(section: ServerSection, result: HandOff,
             continue
         crowd = next((one for one in section.handoffs
                       if one.library == floor.library and one.handoffs), None)
-        name = floor.label.split("(")[0].removeprefix("floor: ").strip()
+        name = FLOOR_NAMES.get(floor.library, floor.library)
         figures = (f"tenure single {release.median * 1e3:.2f} ms; {name}: single "
                    f"{measured.median * 1e3:.2f} ms")
         if crowd is not None:
@@ -319,7 +320,7 @@ def _fair_floor_rows(section: ServerSection, result: HandOff, best: HandOff) -> 
     floors = sorted((one for one in section.handoffs if one.library in FLOORS),
                     key=lambda one: one.library not in FAIR_FLOORS)
     for ring in floors:
-        name = FAIR_FLOOR_NAMES.get(ring.library, ring.library)
+        name = FLOOR_NAMES.get(ring.library, ring.library)
         floor_rate = ring.acquisitions_per_second
         rows.append(FloorRow(
             f"{section.title}: floor of "
