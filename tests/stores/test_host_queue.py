@@ -77,14 +77,22 @@ def held(process: subprocess.Popen[str]) -> None:
     assert process.stdout.readline() == "HELD\n", "the waiter did not get the lock"
 
 
+def released_to_a_waiter(store: tenure.Store, url: str, processes: list[subprocess.Popen[str]]
+                         ) -> tuple[tenure.Lock, subprocess.Popen[str]]:
+    """NAME taken through `store`, a waiter process queued for it, then released: the lock
+    and the waiter (woken by the release, its next poll 20 s away)."""
+    lock = store.lock(NAME, ttl=30)
+    lease = lock.acquire(timeout=5)
+    waiter = spawn_waiter(url, processes)
+    wait_for_queue(url, 1)
+    lease.release()
+    return lock, waiter
+
+
 def test_a_releaser_that_asks_again_goes_behind_the_queued_waiter(
         url: str, processes: list[subprocess.Popen[str]]) -> None:
     with tenure.connect(url) as store:
-        lock = store.lock(NAME, ttl=30)
-        lease = lock.acquire(timeout=5)
-        waiter = spawn_waiter(url, processes)
-        wait_for_queue(url, 1)
-        lease.release()
+        lock, waiter = released_to_a_waiter(store, url, processes)
         assert lock.try_acquire() is None, "the releaser took the lock back from its waiter"
         held(waiter)  # woken by the release: its next poll would be 20 s away
         assert queued(url, NAME) == []
@@ -93,11 +101,7 @@ def test_a_releaser_that_asks_again_goes_behind_the_queued_waiter(
 def test_the_queue_is_gone_once_the_waiter_that_took_the_name_releases_it(
         url: str, processes: list[subprocess.Popen[str]]) -> None:
     with tenure.connect(url) as store:
-        lock = store.lock(NAME, ttl=30)
-        lease = lock.acquire(timeout=5)
-        waiter = spawn_waiter(url, processes)
-        wait_for_queue(url, 1)
-        lease.release()
+        lock, waiter = released_to_a_waiter(store, url, processes)
         held(waiter)
         assert waiter.stdin is not None
         waiter.stdin.close()  # it releases and exits
