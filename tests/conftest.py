@@ -24,7 +24,6 @@ from servers import (
     RedisServer,
     start_or_skip,
 )
-from waiting import wait_until
 
 S = TypeVar("S", bound=LocalServer)
 
@@ -84,8 +83,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     """redis-server without persistence; URL in TENURE_TEST_REDIS_URL."""
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     for started in _serve(server, "TENURE_TEST_REDIS_URL", lambda server: server.url):
-        # A new server grants no unknown name for its first 2 s (the store's restart_grace).
-        wait_until(lambda: server.uptime() >= 2, timeout=10, what="redis restart grace")
+        server.wait_past_restart_grace()
         yield started
 
 
@@ -99,9 +97,8 @@ def redis_masters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Red
             start_or_skip(server)
         hosts = ",".join(f"127.0.0.1:{server.port}" for server in servers)
         os.environ["TENURE_TEST_REDIS_QUORUM_URL"] = f"redis://{hosts}/0"
-        # Each grants no unknown name for its first 2 s.
-        wait_until(lambda: min(server.uptime() for server in servers) >= 2, timeout=10,
-                   what="redis restart grace")
+        for server in servers:
+            server.wait_past_restart_grace()
         yield servers
     finally:
         for server in servers:

@@ -79,9 +79,12 @@ class StoreKind:
         return max(seconds, self.min_ttl)
 
     def start_service(self, request: pytest.FixtureRequest) -> None:
-        """Start this store's server (once per test process), or skip/fail without it."""
+        """Start this store's server (once per test process), or skip/fail without it; a
+        server that another test restarted a moment ago is waited for until it grants again."""
         if self.service is not None:
-            request.getfixturevalue(self.service)
+            served = request.getfixturevalue(self.service)
+            for server in served if isinstance(served, list) else [served]:
+                getattr(server, "wait_past_restart_grace", lambda: None)()
 
 
 def azure_container(tmp: Path) -> str:

@@ -40,7 +40,7 @@ from faketime import (
     stop_all,
 )
 from servers import ServiceMissing, service_missing
-from waiting import wait_until
+from waiting import eventually, wait_until
 
 from tenure._async.stores._protocol import prunes
 
@@ -156,6 +156,12 @@ class ServerClocked:
 
     async def release(self, name: str) -> None:
         assert await call(self.held.pop(name).release()) is True
+        # The quorum store's release returns at its quorum and goes on at the other masters:
+        # a step of the clock before one of them ran the release would make that master keep
+        # the name (its counter is then ahead of its clock, see the Redis scripts' KEEP).
+        masters = getattr(self.store.backend, "_masters", None)
+        if masters is not None:
+            await eventually(lambda: masters.unfinished() == 0, 10, "the release at every master")
 
     def prunes(self) -> bool:
         return prunes(self.store.backend) is not None

@@ -70,6 +70,16 @@ class Masters:
         # on: the next call of that name to that master waits (within its bound) for them.
         self._lagging: dict[tuple[int, str], _shim.Event] = {}
 
+    def unfinished(self) -> int:
+        """Calls still running, or whose late outcome is still being handled (a release that
+        returned at its quorum goes on at the slower masters).
+
+        Example::
+
+            masters.unfinished()  # 0 once every master answered every call
+        """
+        return sum(map(len, self._running)) + len(self._lagging)
+
     def first(self, on: Callable[[int], Any], masters: Sequence[int],
                      enough: Callable[[dict[int, Any]], bool], bound: float,
                      late: Callable[[int, Any], Any] | None = None,
