@@ -37,10 +37,12 @@ import tenure
 TITLE = "postgresql://"
 GOAL_VS_ROW_FLOOR = 1.1  # row floor cycles/s ÷ tenure sync cycles/s at most this
 SCHEMA = "bench"
-STATEMENTS = {  # what pg_stat_statements' query text starts with -> label
+# What pg_stat_statements' query text starts with (its whitespace runs read as one space) ->
+# label.
+STATEMENTS = {
     f'INSERT INTO "{SCHEMA}"."tenure_leases"': "tenure acquire (lock: one upsert)",
-    f'UPDATE "{SCHEMA}"."tenure_leases" AS l SET lease_id':
-        "tenure release (UPDATE, NOTIFY if wanted)",
+    f'UPDATE "{SCHEMA}"."tenure_leases" AS l SET lease_id = CASE WHEN':
+        "tenure release (UPDATE: frees, or hands over to a registered waiter; NOTIFY if wanted)",
     "INSERT INTO bench_floor": "floor upsert",
     "DELETE FROM bench_floor": "floor DELETE",
     "INSERT INTO bench_kept": "row-kept floor upsert",
@@ -263,7 +265,8 @@ def statement_table(url: str) -> str:
              "uncontended rounds; executor only, no parse, commit or network):", "",
              "| statement | calls | µs |", "|---|---:|---:|"]
     for prefix, label in STATEMENTS.items():
-        found = [(calls, mean) for query, calls, mean in rows if query.startswith(prefix)]
+        found = [(calls, mean) for query, calls, mean in rows
+                 if " ".join(query.split()).startswith(prefix)]
         if found:
             calls, mean = max(found)
             lines.append(f"| {label} | {int(calls):,} | {float(mean) * 1000:.1f} |")
