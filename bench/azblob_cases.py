@@ -19,7 +19,15 @@ import asyncio
 import uuid
 from contextlib import ExitStack
 
-from cases import LOCK_NAME, Case, Extras, ServerSection, async_case, tenure_cases
+from cases import (
+    LOCK_NAME,
+    Case,
+    Extras,
+    ServerSection,
+    async_case,
+    kept_names_case,
+    tenure_cases,
+)
 from handoff import Contender
 from libraries import AZURE_POLL_SECONDS
 from lineup import Entry, footprints, takers
@@ -124,7 +132,8 @@ def _rows(secret: str, stack: ExitStack, extras: Extras) -> list[Case]:
     for row in (on_try, on_with):
         row.floor, row.also = three, [two]
         row.goal, row.goal_limit = FENCING_ON_GOAL, GOAL_VS_FLOOR
-    rows = [on_try, three, on_with]
+    rows = [on_try, three, on_with,
+            kept_names_case(TITLE, on_try, url, stack, connection_string=secret)]
     try:
         unfenced = tenure.connect(url, connection_string=secret, fencing=False)
     except (TypeError, ValueError) as exc:  # InvalidArgument: the store has no such option

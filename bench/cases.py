@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,9 @@ class Case:
     goal_limit: float | None = None  # ...and the largest floor ÷ this that meets it
     peer_goal: str = ""  # the peer goal's wording...
     peer_limit: float | None = None  # ...and the smallest this ÷ peer (every peer) that meets it
+    baseline: Case | None = None  # the retain goal's reference (see kept_names_case)...
+    baseline_goal: str = ""  # ...its wording...
+    baseline_limit: float | None = None  # ...and the smallest this ÷ baseline that meets it
     scale: float = 1.0  # a round of this case lasts scale x --seconds
     fragile: bool = False  # an error drops its section from the report instead of the run
     cycles: list[int] = field(default_factory=list)  # per round
@@ -147,6 +151,38 @@ def tenure_cases(section: str, lock: tenure.Lock, suffix: str = "") -> list[Case
         Case(section, "tenure", f"tenure: `with lock.acquire(): pass`{suffix}",
              timed_loop(with_acquire)),
     ]
+
+
+RETAIN_GOAL_LIMIT = 0.95  # the default retain's cycle ÷ retain=inf's: "within noise"
+
+
+def kept_names_case(section: str, default: Case, url: str, stack: ExitStack,
+                    ttl: float = 30.0, **options: Any) -> Case:
+    """The cost of forgetting names: `lock.try_acquire().release()` on a second store of the
+    same URL (keyword `options` to connect; the lock's `ttl`) with `retain=inf`, which keeps
+    every name as the stores did before `retain`; it becomes `default`'s baseline (the
+    default retain's cycle ÷ this, per round, at least RETAIN_GOAL_LIMIT) and takes its
+    floor.
+
+    Example::
+
+        kept = kept_names_case("redis://", try_row, url, stack)
+    """
+    store = tenure.connect(url, retain=math.inf, **options)
+    stack.callback(store.close)
+    lock = store.lock(LOCK_NAME + "-kept", ttl=ttl)
+
+    def try_release() -> None:
+        lock.try_acquire().release()  # type: ignore[union-attr]  # None would raise: good
+
+    kept = Case(section, "tenure", "tenure: `lock.try_acquire().release()`, `retain=inf` (no "
+                "name forgotten: the cycle before `retain`)", timed_loop(try_release),
+                floor=default.floor, short="retain=inf")
+    default.baseline, default.baseline_limit = kept, RETAIN_GOAL_LIMIT
+    default.baseline_goal = (f"{section}: the default retain's cycle ÷ `retain=inf`'s >= "
+                             f"{RETAIN_GOAL_LIMIT:g} (forgetting names costs the cycle no "
+                             "more than noise)")
+    return kept
 
 
 def async_case(section: str, url: str, options: dict[str, Any] | None = None,

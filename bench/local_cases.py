@@ -35,6 +35,7 @@ from cases import (
     Extras,
     ServerSection,
     async_case,
+    kept_names_case,
     optional_case,
     tenure_cases,
 )
@@ -91,7 +92,9 @@ def cases(directory: Path, stack: ExitStack, stores: set[str],
             row.peer_limit = GOAL_FILE_VS_FILELOCK
         for other in others:
             other.floor = flock
-        rows += [try_row, flock, with_row, peer, async_row, *others]  # compared rows side by side
+        kept = kept_names_case("file://", try_row, file_url, stack)
+        # compared rows side by side
+        rows += [try_row, flock, with_row, peer, async_row, kept, *others]
     if "sqlite" in stores:
         for synchronous, query in (("NORMAL", ""), ("FULL", "?synchronous=full")):
             section = f"sqlite:// (synchronous={synchronous.lower()})"
@@ -106,7 +109,8 @@ def cases(directory: Path, stack: ExitStack, stores: set[str],
             for row in (try_row, with_row):
                 row.goal = f"SQLite floor ÷ tenure <= {GOAL_SQLITE_VS_FLOOR:g}"
                 row.goal_limit = GOAL_SQLITE_VS_FLOOR
-            rows += [try_row, floor, with_row, async_row]
+            rows += [try_row, floor, with_row, async_row,
+                     kept_names_case(section, try_row, url, stack)]
     return rows
 
 

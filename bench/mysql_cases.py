@@ -23,7 +23,16 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from cases import LOCK_NAME, Case, Extras, ServerSection, async_case, optional_case, tenure_cases
+from cases import (
+    LOCK_NAME,
+    Case,
+    Extras,
+    ServerSection,
+    async_case,
+    kept_names_case,
+    optional_case,
+    tenure_cases,
+)
 from handoff import Contender
 from libraries import pymysql_connection
 from lineup import Entry, footprints, takers
@@ -68,7 +77,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
         row.peer_goal, row.peer_limit = "MySQL: tenure ÷ tooz >= 1 (ahead of the peer)", 1.0
     for row in (try_row, with_row, aio_row, *peers):
         row.floor = floor
-    cases = [try_row, floor, with_row, kept, get_lock, aio_row, *peers]
+    kept_names = kept_names_case(TITLE, try_row, url, stack)
+    cases = [try_row, floor, with_row, kept, get_lock, aio_row, kept_names, *peers]
     for case in cases:
         case.fragile = True
     contended = [

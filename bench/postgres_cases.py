@@ -25,7 +25,16 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-from cases import LOCK_NAME, Case, Extras, ServerSection, async_case, optional_case, tenure_cases
+from cases import (
+    LOCK_NAME,
+    Case,
+    Extras,
+    ServerSection,
+    async_case,
+    kept_names_case,
+    optional_case,
+    tenure_cases,
+)
 from handoff import Contender
 from libraries import psycopg_connection
 from lineup import Entry, footprints, takers
@@ -84,7 +93,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
         row.peer_goal, row.peer_limit = "PostgreSQL: tenure ÷ tooz >= 1 (ahead of the peer)", 1.0
     for row in (try_row, with_row, aio_row, *peers):
         row.floor = row.floor or floor
-    cases = [try_row, floor, with_row, advisory, aio_row, kept, *peers]
+    kept_names = kept_names_case(TITLE, try_row, f"{url}?schema={SCHEMA}", stack)
+    cases = [try_row, floor, with_row, advisory, aio_row, kept, kept_names, *peers]
     cases += advisory_mode_cases(url, advisory, stack, extras)
     for case in cases:
         case.fragile = True

@@ -30,6 +30,7 @@ from cases import (
     Extras,
     ServerSection,
     async_case,
+    kept_names_case,
     optional_case,
     tenure_cases,
 )
@@ -86,7 +87,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
         row.peer_goal, row.peer_limit = "redis: tenure ÷ each peer >= 1 (ahead of every peer)", 1.0
     for peer in peers:
         peer.floor, peer.also = floor, [packed]
-    cases = [try_row, floor, with_row, packed, aio_row, aio_floor, *peers]
+    kept = kept_names_case(TITLE, try_row, url, stack, ttl=LEASE_SECONDS)
+    cases = [try_row, floor, with_row, packed, aio_row, aio_floor, kept, *peers]
     for case in cases:
         case.fragile = True
     return ServerSection(

@@ -167,6 +167,13 @@ def uncontended_goals(cases: list[Case]) -> list[GoalRow]:
                                 _against(value, case.goal_limit, at_least=False),
                                 _range(per_round(case.floor, case)),
                                 value <= case.goal_limit))
+        baseline, limit = case.baseline, case.baseline_limit
+        if baseline is not None and limit is not None and baseline.rates and case.rates:
+            value = median_ratio(case, baseline)
+            rows.append(GoalRow(case.baseline_goal, where(case),
+                                f"{case.median:,.0f}, {baseline.name} {baseline.median:,.0f}",
+                                _against(value, limit, at_least=True),
+                                _range(per_round(case, baseline)), value >= limit))
         if case.peer_limit is not None and any(peer.rates for peer in case.peers):
             value, peer = _slowest_margin(case)
             rows.append(GoalRow(case.peer_goal, where(case),

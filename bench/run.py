@@ -52,6 +52,7 @@ import state
 from cases import (
     ASYNC_WARMUP_CYCLES,
     MIN_CYCLES,
+    RETAIN_GOAL_LIMIT,
     Case,
     Extras,
     GoalRow,
@@ -550,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         "az_leases": azblob_cases.MEMORY_LEASES, "settle_ms": SETTLE * 1e3,
         "az_poll": AZURE_POLL_SECONDS, "fair_goal": FAIRNESS_GOAL,
         "waiter_goal_ms": WAITER_P99_GOAL * 1e3, "floor_goal": VERSUS_BLOCKING_FLOOR,
-        "async_goal": ASYNC_VS_SYNC_GOAL,
+        "async_goal": ASYNC_VS_SYNC_GOAL, "retain_goal": RETAIN_GOAL_LIMIT,
     }
     header = Header(started_at, time.perf_counter() - clock, facts, command(argv), settings)
     report = render(cases, sections, extras, header)
