@@ -98,7 +98,10 @@ def _fill_postgres(url: str, dead: int) -> None:
         for start in range(0, dead, CHUNK):
             connection.execute(
                 f'INSERT INTO "{schema}"."{table}" ({listed}) SELECT {chosen} '
-                f'FROM "{schema}"."{table}", generate_series(%s, %s) AS n WHERE name = %s',
+                # ::int: psycopg sends a small Python int as int2, and generate_series has
+                # no int2 form (ambiguous between int4 and int8)
+                f'FROM "{schema}"."{table}", generate_series(%s::int, %s::int) AS n '
+                "WHERE name = %s",
                 (start, min(start + CHUNK, dead) - 1, TEMPLATE))
         connection.execute(f'ANALYZE "{schema}"."{table}"')
 

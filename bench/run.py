@@ -276,6 +276,10 @@ def take_over_and_hold(section: ServerSection, args: argparse.Namespace) -> None
 STATE_TITLE = "State: what a store keeps of names nobody holds"
 
 
+# The Redis database of each space of the state part (state_urls).
+REDIS_DATABASES = {"state": "/14", "kept": "/13", "listing": "/15"}
+
+
 def state_urls(directory: Path, started: dict[str, servers.Server | str],
                stores: Collection[str],
                space: str = "state") -> list[tuple[str, str, dict[str, object], int]]:
@@ -300,7 +304,7 @@ def state_urls(directory: Path, started: dict[str, servers.Server | str],
         if name in stores and isinstance(server, servers.Server):
             url = server.url
             if name == "redis":  # a database of its own: DBSIZE counts only this part's keys
-                url = url.rsplit("/", 1)[0] + ("/14" if space == "state" else "/15")
+                url = url.rsplit("/", 1)[0] + REDIS_DATABASES[space]
             found.append((label, f"{url}?{option}", {}, 1))
     azurite = started.get("azblob")
     if "azblob" in stores and isinstance(azurite, servers.Server):
@@ -322,16 +326,18 @@ def state_runs(directory: Path, started: dict[str, servers.Server | str],
         runs = state_runs(Path(tmp), started, parse_args(["--quick", "--only", "state"]))
     """
     runs = []
-    for label, url, connect, share in state_urls(directory, started, args.stores):
+    # The kept names go to a space of their own: in the retention run's table, the space its
+    # forgotten rows left (PostgreSQL's dead tuples, InnoDB's free pages) took them for nothing.
+    for (label, url, connect, share), (_, kept_url, _, _) in zip(
+            state_urls(directory, started, args.stores),
+            state_urls(directory, started, args.stores, "kept"), strict=True):
         names = max(args.state_names // share, 100)
         progress(f"{STATE_TITLE}: {label}, {names:,} names, retain {STATE_RETAIN:g} s")
         try:
-            # The retention run first, on the empty store: the kept run leaves short-lived keys
-            # behind (Redis's wake-up lists, 2 s) that would count in the footprint before.
             run = state.measure_retention(url, names, STATE_RETAIN, label, **connect)
-            kept = state.measure_state(url, max(min(STATE_KEPT_NAMES, args.state_names) // share,
-                                                100), **connect)
-            with tenure.connect(url, **connect) as store:  # type: ignore[arg-type]
+            kept = state.measure_state(kept_url, max(
+                min(STATE_KEPT_NAMES, args.state_names) // share, 100), **connect)
+            with tenure.connect(kept_url, **connect) as store:  # type: ignore[arg-type]
                 store.prune(0)
             runs.append(dataclasses.replace(run, kept=kept))
         except Exception as exc:  # a store that cannot prune yet, a server gone: said so
