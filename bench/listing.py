@@ -84,7 +84,8 @@ def _fill_postgres(url: str, dead: int) -> None:
     import psycopg
 
     query = url_options(url)
-    schema, table = query.get("schema", "public"), query.get("table", "tenure_leases")
+    default = "tenure_advisory" if query.get("mode") == "advisory" else "tenure_leases"
+    schema, table = query.get("schema", "public"), query.get("table", default)
     with psycopg.connect(url.split("?")[0], autocommit=True) as connection:
         types = dict(connection.execute(  # type: ignore[arg-type]
             "SELECT column_name, data_type FROM information_schema.columns WHERE "
@@ -107,7 +108,10 @@ def _fill_postgres(url: str, dead: int) -> None:
 
 
 def _fill_mysql(url: str, dead: int) -> None:
-    table = url_options(url).get("table", "tenure_leases")
+    query = url_options(url)
+    table = query.get("table", "tenure_leases")
+    if query.get("mode") == "getlock":
+        table += "_counters"  # getlock mode's rows (see its docs)
     connection = mysql_connection(url)
     try:
         with connection.cursor() as cursor:

@@ -350,7 +350,8 @@ def state_runs(directory: Path, started: dict[str, servers.Server | str],
 def listing_runs(directory: Path, started: dict[str, servers.Server | str],
                  args: argparse.Namespace) -> list[listing.Listing]:
     """`store.leases()` and `tenure locks` with a million dead names and 10 live leases, on
-    SQLite and the server stores (a store of their own each; --quick: 20,000 dead names).
+    SQLite and the server stores, PostgreSQL and MySQL in both modes (a store of their own each;
+    --quick: 20,000 dead names).
 
     Example::
 
@@ -358,7 +359,13 @@ def listing_runs(directory: Path, started: dict[str, servers.Server | str],
     """
     dead = LISTING_DEAD // 50 if args.quick else LISTING_DEAD
     found = []
-    for label, url, connect, _ in state_urls(directory, started, args.stores, "listing"):
+    spaces = state_urls(directory, started, args.stores, "listing")
+    # The session-lock modes list tables of their own (and ask the server which locks are
+    # held): measured too.
+    modes = {"postgresql://": "advisory", "mysql://": "getlock"}
+    spaces += [(f"{label} `?mode={modes[label]}`", f"{url}_{modes[label]}&mode={modes[label]}",
+                connect, share) for label, url, connect, share in spaces if label in modes]
+    for label, url, connect, _ in spaces:
         if urlsplit(url).scheme not in listing.FILLERS:
             continue
         progress(f"{STATE_TITLE}: listing {label} with {dead:,} dead names")
