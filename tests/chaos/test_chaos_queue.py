@@ -158,6 +158,17 @@ def test_queue_checkers_find_overlapping_keys_lost_and_twice_completed_messages(
     verdict = check_queue(history.end())
     assert verdict.violations == []
     assert verdict.figures["messages handled more than once (not completed the first time)"] == 1
+    # Nor does one that began after its own deadline (paused between the runner's check and
+    # the handler's first step; its write refused): it never counted as running (a fresh-clone
+    # run: the lease's deadline 1.2 s before the handler began).
+    history = QueueHistory()
+    history.send("1")
+    history.send("2")
+    history.handle(1.0, 1.3, 3, "2", "a", token=11)
+    history.handle(1.2, 1.25, 2, "1", "a", token=10, complete=False, deadline=1.1)
+    history.handle(2.0, 2.1, 3, "1", "a", token=12)
+    verdict = check_queue(history.end())
+    assert verdict.violations == [], verdict.violations
 
 
 def test_a_complete_cut_by_a_kill_may_have_deleted_its_message_a_failed_one_did_not() -> None:

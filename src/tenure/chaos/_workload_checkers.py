@@ -153,6 +153,11 @@ def _check_overlaps(works: Sequence[Work], killed: dict[int, float], verdict: Ve
     found = 0
     ordered = sorted(works, key=lambda w: w.start)
     for index, work in enumerate(ordered):
+        if _valid_until(work, killed) <= work.start:
+            # Its lease's deadline had passed when it began (its process was paused between
+            # the runner's last check and the work's first step): it never counted as
+            # running, and its fenced writes are the writes checker's.
+            continue
         for earlier in ordered[:index]:
             if same_key and earlier.key != work.key:
                 continue
