@@ -83,9 +83,8 @@ def _clock_server(factory: pytest.TempPathFactory, make: Any, count: int, variab
 
 
 def _redis_ready(servers: list[FakedRedisServer]) -> None:
-    # A new server grants no unknown name for its first 2 s (the store's restart_grace).
-    wait_until(lambda: min(server.uptime() for server in servers) >= 2, timeout=10,
-               what="redis restart grace")
+    for server in servers:
+        server.wait_past_restart_grace()
 
 
 @pytest.fixture(scope="module")

@@ -52,20 +52,13 @@ from tenure.chaos._proxy import Proxy, ProxyHost
 pytestmark = pytest.mark.anyio
 
 
-def uptime(port: int) -> int:
-    with redis.Redis(port=port) as client:
-        return int(client.info("server")["uptime_in_seconds"])
-
-
 @pytest.fixture
 def server(redis_server: RedisServer) -> Iterator[RedisServer]:
     """The session's server once it is older than the restart grace (a younger one grants no
     new name), and again so after the test, which may have restarted it."""
-    wait_until(lambda: uptime(redis_server.port) >= DEFAULT_RESTART_GRACE, 10,
-               "the server to outlive the restart grace")
+    redis_server.wait_past_restart_grace(DEFAULT_RESTART_GRACE)
     yield redis_server
-    wait_until(lambda: uptime(redis_server.port) >= DEFAULT_RESTART_GRACE, 10,
-               "the restarted server to outlive the restart grace")
+    redis_server.wait_past_restart_grace(DEFAULT_RESTART_GRACE)
 
 
 @pytest.fixture
@@ -379,7 +372,7 @@ async def test_a_young_server_grants_no_new_name_within_the_restart_grace(
             url.replace("?", "?restart_grace=0&")) as impatient:
         assert store.lock("young").try_acquire() is None
         assert impatient.lock("eager").try_acquire() is not None
-        wait_until(lambda: uptime(server.port) >= DEFAULT_RESTART_GRACE, 10, "the grace to end")
+        server.wait_past_restart_grace(DEFAULT_RESTART_GRACE)
         assert store.lock("young").try_acquire() is not None
 
 
@@ -674,8 +667,8 @@ def masters(three_masters: list[RedisServer]) -> Iterator[list[RedisServer]]:
         for server in three_masters:
             if server.process is None:
                 server.start()
-        wait_until(lambda: min(uptime(s.port) for s in three_masters) >= DEFAULT_RESTART_GRACE,
-                   10, "the masters to outlive the restart grace")
+        for server in three_masters:
+            server.wait_past_restart_grace(DEFAULT_RESTART_GRACE)
 
     all_up()
     yield three_masters
@@ -791,8 +784,8 @@ async def test_quorum_tokens_grow_across_a_sigkill_restart_of_a_master(
         tokens = []
         for victim in (0, 1, 2):
             # One master at a time: the last one restarted must be past its grace.
-            wait_until(lambda: min(uptime(s.port) for s in masters) >= DEFAULT_RESTART_GRACE,
-                       10, "the restarted master to outlive its restart grace")
+            for server in masters:
+                server.wait_past_restart_grace(DEFAULT_RESTART_GRACE)
             lease = await call(store.lock("fenced", ttl=5).try_acquire())
             await call(lease.release())
             tokens.append(lease.token)

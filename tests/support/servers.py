@@ -283,6 +283,8 @@ class RedisServer(LocalServer):
         with redis.Redis(port=self.port) as client:
             return float(client.info("server")["uptime_in_seconds"])
 
+    started_at = float("-inf")  # monotonic time of its last start (after_start)
+
     def after_start(self) -> None:
         self.started_at = time.monotonic()
 
@@ -292,7 +294,7 @@ class RedisServer(LocalServer):
         another one restarted the session's server would see free names refused."""
         from waiting import wait_until
 
-        if time.monotonic() - getattr(self, "started_at", 0.0) < grace + 1:
+        if time.monotonic() - self.started_at < grace + 1:
             wait_until(lambda: self.uptime() >= grace, timeout=10, what="redis restart grace")
 
     def drop_connections(self) -> int:
