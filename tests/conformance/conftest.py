@@ -124,10 +124,10 @@ STORE_KINDS = [
     StoreKind("postgres-advisory", "postgres",
               lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema", "&mode=advisory"),
               kernel_expiry=True, service="postgres_server", clock_server="faked_postgres"),
-    # Not FIFO yet: its waiters sleep on the server a while, then try, and a releaser asking
-    # again at once can take the lock first (a wait saw up to 51 other acquisitions, 4 processes).
+    # FIFO: a release wakes the sleeper with the earliest place in the name's queue (the
+    # tag of its sleep, see docs/stores/mysql.md).
     StoreKind("mysql", "mysql", lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table"),
-              service="mariadb_server", restart_keeps_data=True, fair_hand_off=False,
+              service="mariadb_server", restart_keeps_data=True,
               clock_server="faked_mariadb"),
     # Session locks (GET_LOCK): freed with the holder's connection, like a kernel's flock (so no
     # server fault tests: a dropped connection IS the loss of the lease, see docs).

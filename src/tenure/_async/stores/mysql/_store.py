@@ -37,12 +37,14 @@ from tenure._async.stores.mysql._options import Settings
 from tenure._async.stores.mysql._sql import FIRST, HAS_INDEX, Statements
 from tenure._async.stores.mysql._undo import AsyncUndos, Undo
 from tenure._async.stores.mysql._waking import (
+    LEAST_SLEEP,
     TRY_ALLOWANCE,
     AsyncSleepers,
     HeadStart,
     Outcome,
     Tried,
     kill_in,
+    queued_at,
     sleep_then_try,
     wake_in,
     woke,
@@ -355,15 +357,17 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         """Sleep on the server until a release of `name` wakes this waiter, or `timeout`
         passed (polling instead when enough waiters of the name sleep there, see
         MOST_ASLEEP). Takes nothing: the caller tries afterwards."""
-        await self._wait(name, name_digest(name), None, timeout, patience)
+        await self._wait(name, name_digest(name), None, timeout, patience, queued_at())
 
     async def wait_and_acquire(self, name: str, holder: str, ttl: float, limit: int,
                                timeout: float, patience: float) -> Grant | None:
-        """Sleep on the server until a release of `name` wakes this waiter (or `timeout`
-        passed), with the try sent right behind the sleep: the server runs it at the wake-up,
-        and this returns the grant it took (its `sent_at` from before the sleep), or None.
-        When enough waiters of the name sleep there already (see MOST_ASLEEP), polls: sleeps
-        `timeout` here, then tries.
+        """Sleep on the server until a release of `name` wakes this waiter, with the try sent
+        right behind the sleep: the server runs it at the wake-up, and this returns the grant
+        it took (its `sent_at` from before the sleep). A sleep that ends without a grant (it
+        lasted its time, at least LEAST_SLEEP, or the woken try found the name taken again)
+        is followed by the next, with the same place in the name's queue (see SLEEPER),
+        until the `patience` ends: then None. When enough waiters of the name sleep there
+        already (see MOST_ASLEEP), polls: sleeps `timeout` here, then tries once.
 
         Example::
 
@@ -371,33 +375,42 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         """
         key = name_digest(name)
         attempt = _Attempt(holder, ttl, limit)
-        tried = await self._wait(name, key, attempt, timeout, patience)
-        if tried is not None and tried.outcome is not Outcome.UNKNOWN:
-            return tried.grant
-        if tried is not None:
-            # A KILL QUERY meant for the sleep cut the try behind it off: its outcome is
-            # unknown, so it is made again with its lease id (which takes back what it took).
-            try:
-                return await self._try(name, key, attempt, tried.lease_id)
-            except BaseException:
-                self._undos.later(Undo(name, key, tried.lease_id, tried.sent_on))
-                raise
-        if self._closing:
-            raise closed_store(self.url, "acquire", name)
-        return await self._try(name, key, attempt)
+        since, give_up = queued_at(), _shim.monotonic() + max(timeout, patience)
+        while True:
+            tried = await self._wait(name, key, attempt, timeout, patience, since)
+            if tried is None:  # polled here, or the sleep failed: one try, then the core's
+                if self._closing:  # backoff
+                    raise closed_store(self.url, "acquire", name)
+                return await self._try(name, key, attempt)
+            if tried.outcome is Outcome.UNKNOWN:
+                # A KILL QUERY meant for the sleep cut the try behind it off: its outcome is
+                # unknown, so it is made again with its lease id (which takes back what it took).
+                try:
+                    grant = await self._try(name, key, attempt, tried.lease_id)
+                except BaseException:
+                    self._undos.later(Undo(name, key, tried.lease_id, tried.sent_on))
+                    raise
+            else:
+                grant = tried.grant
+            patience = give_up - _shim.monotonic()
+            if grant is not None or patience < 2 * TRY_ALLOWANCE:
+                return grant
+            timeout = min(timeout, patience)
 
     async def _wait(self, name: str, key: str, attempt: _Attempt | None, timeout: float,
-                    patience: float | None) -> Tried | None:
+                    patience: float | None, since: str) -> Tried | None:
         """The wait of wait_released (`attempt` None) and wait_and_acquire: on the server when
         few enough waits of the name sleep there, else here; what the try sent behind a sleep
-        on the server found, if one was sent and answered (None: the caller tries)."""
+        on the server found, if one was sent and answered (None: the caller tries). `since`:
+        the waiter's place in the name's queue (see queued_at)."""
         if self._closing:
             raise closed_store(self.url, "acquire", name)
         # A sleep stays well inside the driver's read timeout, and short enough that a lease
         # the try behind it takes has most of its ttl left: its deadline counts from before
         # the sleep. The try behind the sleep gets its answer back before the caller's
         # acquire gives up.
-        seconds = min(timeout, self.timeout * 0.8,
+        wanted = timeout if attempt is None else max(timeout, LEAST_SLEEP)
+        seconds = min(wanted, self.timeout * 0.8,
                       (timeout if patience is None else patience) - TRY_ALLOWANCE)
         if attempt is not None:
             seconds = min(seconds, fresh_for(attempt.ttl) / 2)
@@ -405,11 +418,12 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             await _shim.sleep(timeout)  # enough asleep: poll
             return None
         with self._sleepers.asleep(key):
-            return await self._sleep_on_server(name, key, attempt, seconds, timeout, patience)
+            return await self._sleep_on_server(name, key, attempt, seconds, timeout, patience,
+                                               since)
 
     async def _sleep_on_server(self, name: str, key: str, attempt: _Attempt | None,
-                               seconds: float, timeout: float,
-                               patience: float | None) -> Tried | None:
+                               seconds: float, timeout: float, patience: float | None,
+                               since: str) -> Tried | None:
         """The sleep on the server, with `attempt`'s try sent behind it when given."""
         started = _shim.monotonic()
         connection = self._sleepers.take()
@@ -426,7 +440,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                 self._sleepers.sleeping.add(connection)
                 if self._closing:  # after the add: close() ends it, or this sees the flag
                     raise closed_store(self.url, "acquire", name)
-                wait = self._statements.wait(key, limit, seconds)
+                wait = self._statements.wait(key, limit, seconds, since,
+                                             min(seconds, self._head_start.left(key)))
                 then = None if parameters is None else self._acquire_statement(parameters)
                 sent_at = _shim.monotonic()
                 outcome, found = await sleep_then_try(connection, wait, then, limit)

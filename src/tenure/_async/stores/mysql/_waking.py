@@ -6,7 +6,8 @@ connections that sleep.
 
 Example::
 
-    outcome, found = await sleep_then_try(connection, statements.wait(key, 1, 0.5), then, 1)
+    wait = statements.wait(key, 1, 0.5, queued_at())
+    outcome, found = await sleep_then_try(connection, wait, then, 1)
     if outcome is Outcome.TOOK:
         slot, token = found
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
@@ -36,6 +38,14 @@ from tenure._types import Grant
 # more than it gains: with 3 processes x 20 tasks on one name, all asleep, the hand-off
 # throughput fell to a tenth of what 1 sleeper per process gives.
 MOST_ASLEEP = 1
+# How long a wait with a try behind it sleeps on the server at least, whatever its backoff
+# step (less only when its caller's patience, the store's timeout or the lease's freshness say
+# so). A release wakes the longest sleeper, so a sleep that ends by itself puts its waiter
+# behind all the others: with the backoff's full-jitter steps (10 ms and up), 8 processes'
+# waiters lost their place so often that a waiter's p99 wait was 61 ms and per-process
+# min/max 0.82; sleeping at least 0.5 s, 29 ms and 0.94 (measured here). A sleeper that a
+# release misses (the flag race UNFLAG describes) waits at most this long for its next try.
+LEAST_SLEEP = 0.5
 # How long before the end of its caller's patience a sleep on the server ends, so that the try
 # sent behind it is answered in time (a loopback round trip is about 0.1 ms), and how late
 # that answer may come before the wait is cut off (and what the try took is undone).
@@ -138,8 +148,8 @@ async def woke(next_answer: Callable[[], Any]) -> bool:
 
 
 async def wake_in(connection: Any, statements: Statements, key: str) -> bool:
-    """End the sleep of the longest sleeping waiter of the name of `key`, or clear the name's
-    waiters' flag when none sleeps (see UNFLAG); True when one was woken.
+    """End the sleep of the first sleeping waiter of the name of `key` (see SLEEPER), or
+    clear the name's waiters' flag when none sleeps (see UNFLAG); True when one was woken.
 
     Example::
 
@@ -175,6 +185,21 @@ async def kill_in(connection: Any, ids: list[int]) -> None:
             except aiomysql.OperationalError as exc:
                 if error_code(exc) != ER.NO_SUCH_THREAD:  # gone meanwhile
                     raise
+
+
+def queued_at() -> str:
+    """A waiter's place in the queue of its name, written into the tag of each of its sleeps
+    (see WAIT) and kept by all the sleeps of one wait: the wall clock in nanoseconds, 20
+    digits, so that the releaser wakes the smallest (SLEEPER) by comparing text. The wall
+    clock, because waiters on several machines share the queue: their clocks' offsets shift
+    their places by as much (a matter of fairness only; which lease is live is the server's
+    clock's business).
+
+    Example:
+        >>> len(queued_at())
+        20
+    """
+    return f"{time.time_ns():020d}"
 
 
 class AsyncSleepers:
@@ -262,34 +287,58 @@ class AsyncSleepers:
 
 class HeadStart:
     """The names whose waiter a release of this store just woke, and until when that waiter
-    goes first: this store's own try of such a name fails at once, without a statement (its
-    acquire then waits), instead of racing the waiter it woke. The woken waiter's try is on
+    goes first: this store's next try of such a name fails at once, without a statement (its
+    acquire then waits), and its waits sleep out the rest of the head start even when they
+    find the name free, instead of racing the waiter it woke. The woken waiter's try is on
     the server already, but the server may run it after a try sent one round trip later (a
     killed sleep takes a while to end on a busy server): without the head start, a process
     that releases and acquires in a loop took the lease back from its waiter about half the
-    time (hand-offs between 8 processes fell from ~185/s to ~100/s, measured). It holds no
-    grant: only when the head start ends.
+    time (hand-offs between 8 processes fell from ~185/s to ~100/s, measured); with it on
+    the try only, its wait's first sleep (which does not sleep while the name is free) still
+    did, 6 to 17 times in 100 hand-offs between 4 processes. It holds no grant: only when the
+    head start ends.
 
     Example:
         >>> head_start = HeadStart()
         >>> head_start.give("00ff")
         >>> head_start.taken_by_woken("00ff"), head_start.taken_by_woken("00ff")
         (True, False)
+        >>> head_start.left("11ee")
+        0.0
     """
 
     def __init__(self) -> None:
         self._until: dict[str, float] = {}
+        self._untried: set[str] = set()  # no try of the name was skipped since the wake-up
 
     def give(self, key: str) -> None:
         """A release here woke a waiter of the name of `key`: it goes first for a while."""
         if len(self._until) > 10_000:  # names never tried again here
             self._until.clear()
+            self._untried.clear()
         self._until[key] = _shim.monotonic() + WAKE_HEAD_START
+        self._untried.add(key)
+
+    def left(self, key: str) -> float:
+        """Seconds of the head start of the waiter this store woke for `key` left (0.0:
+        none)."""
+        until = self._until.get(key)
+        if until is None:
+            return 0.0
+        left = until - _shim.monotonic()
+        if left <= 0:
+            del self._until[key]
+            self._untried.discard(key)
+            return 0.0
+        return left
 
     def taken_by_woken(self, key: str) -> bool:
         """True (once) while a waiter this store woke for `key` goes first: skip this try."""
-        return bool(self._until) and self._until.pop(key, -1.0) > _shim.monotonic()
+        if key not in self._untried:
+            return False
+        self._untried.discard(key)
+        return self.left(key) > 0
 
     def start_afresh(self) -> None:
         """In a child after fork(): the parent's wake-ups are the parent's."""
-        self._until = {}
+        self._until, self._untried = {}, set()
