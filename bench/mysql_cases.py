@@ -82,7 +82,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
     for case in cases:
         case.fragile = True
     contended = [
-        Contender("tenure (defaults: backoff 10 ms .. 1 s)", "tenure", url, goal=True,
+        Contender("tenure (defaults: sleeps on the server, woken in queue order by the release; "
+                  "backoff 10 ms .. 1 s)", "tenure", url, goal=True,
                   fair=True),
         *(Contender(f"{entry.label}, defaults", "tenure", entry.url, fair=True,
                     versus_floor=True)
@@ -118,7 +119,8 @@ def lineup(url: str) -> list[Entry]:
 
         entries = lineup("mysql://root@127.0.0.1:3307/tenure")
     """
-    entries = [Entry("tenure (backoff 10 ms .. 1 s)", "tenure", url, tenure=True)]
+    entries = [Entry("tenure (sleeps on the server, woken by the release; backoff 10 ms .. 1 s)",
+                     "tenure", url, tenure=True)]
     try:
         tenure.connect(f"{url}?mode=getlock").close()
     except Exception:  # InvalidArgument: no such mode yet (issue 20)
