@@ -162,27 +162,26 @@ def test_a_prune_of_a_store_never_used_makes_no_table(
 
 def test_a_table_made_before_the_index_gets_it_and_lists_through_it(
         mariadb_server: MariaDBServer, table: str, mode: str, rows: Any) -> None:
-    stored, index = (table, "tenure_expiry") if mode == "table" else (
-        f"{table}_counters", "tenure_counter")
+    stored, added = (table, {"tenure_expiry"}) if mode == "table" else (
+        f"{table}_counters", {"tenure_counter", "tenure_live"})
     url = url_of(mariadb_server, table, mode)
     store = tenure.connect(url)
     store.lock("made", ttl=30).try_acquire().release()  # type: ignore[union-attr]
     store.close()
-    sql(mariadb_server, f"ALTER TABLE `{stored}` DROP INDEX {index}")  # as before `retain`
+    for index in added:  # as before `retain` (and getlock's listing index)
+        sql(mariadb_server, f"ALTER TABLE `{stored}` DROP INDEX {index}")
 
     def indexes() -> set[str]:
         return {str(row[2]) for row in sql(mariadb_server, f"SHOW INDEX FROM `{stored}`")}
 
-    assert index not in indexes()
+    assert not added & indexes()
     store = tenure.connect(url)
     try:
         held = store.lock("held", ttl=30).try_acquire()
-        assert index not in indexes(), "the hot path does not look at the index"
+        assert not added & indexes(), "the hot path does not look at the indexes"
         assert [info.name for info in store.leases()] == ["held"]
-        if mode == "table":
-            assert index in indexes()
+        assert added <= indexes()
         assert store.prune(0) == 1  # "made"
-        assert index in indexes()
         assert held is not None and held.release()
     finally:
         store.close()

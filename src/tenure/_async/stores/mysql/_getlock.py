@@ -75,8 +75,9 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
         self._errors = AsyncConnections(settings, Statements(settings.table))  # its failure()
         self._sessions = AsyncSessions(settings, self._lose)
         self._text = {name: text.replace("{table}", self.table) for name, text in (
-            ("list", sql.LIST), ("holders", sql.HOLDERS), ("read record", sql.READ_RECORD),
-            ("records", sql.RECORDS), ("write record", sql.WRITE_RECORD))}
+            ("list", sql.LIST), ("release", sql.RELEASE), ("holders", sql.HOLDERS),
+            ("read record", sql.READ_RECORD), ("records", sql.RECORDS),
+            ("write record", sql.WRITE_RECORD))}
         self._statements: dict[int, str] = {}
         self._wait_text = sql.WAIT_LOCK.replace("{table}", self.table)
         self._schema = sql.SCHEMA.replace("{table}", self.table)
@@ -93,7 +94,7 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
             lambda idle, kept: drop(
                 sql.forget(self.table, idle, sql.DROP_NAMES) if idle else "",
                 sql.forget(self.table, kept, sql.DROP_KEPT) if kept else ""), sql.HAS_INDEX,
-            sql.ADD_INDEX.replace("{table}", self.table)))
+            tuple(alter.replace("{table}", self.table) for alter in sql.ADD_INDEX)))
         _forks.in_child_after_fork(self, AsyncMySQLGetLockStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -337,7 +338,7 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
             if lock is None:
                 return False
             freed: int | None = await self._on(session, "release", grant.name,
-                                               self._release_in, lock)
+                                               self._release_in, grant, lock)
         except StoreUnavailable:
             if session.gone:
                 return False  # the session ended: the server freed its locks
@@ -362,10 +363,19 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
         """
         return await self._forgetting.prune(idle, dry_run)
 
-    @staticmethod
-    async def _release_in(connection: Any, lock: str) -> int | None:
+    async def _release_in(self, connection: Any, grant: Grant, lock: str) -> int | None:
+        """The release (see _getlock_sql.RELEASE): 1 when this session held the lock. A table
+        dropped meanwhile stops the statement before its RELEASE_LOCK, which then goes
+        alone."""
         async with connection.cursor() as cursor:
-            await cursor.execute(sql.RELEASE, (lock,))
+            try:
+                await cursor.execute(self._text["release"],
+                                     (name_digest(grant.name), grant.slot, grant.token, lock))
+                await cursor.nextset()
+            except aiomysql.Error as exc:
+                if error_code(exc) != ER.NO_SUCH_TABLE:
+                    raise
+                await cursor.execute(sql.RELEASE_LOCK, (lock,))
             [(freed,)] = await cursor.fetchall()
         return None if freed is None else int(freed)
 
@@ -383,7 +393,7 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
             own = connection.thread_id()
             for lock, owner in held:
                 if owner == own:
-                    await cursor.execute(sql.RELEASE, (lock,))
+                    await cursor.execute(sql.RELEASE_LOCK, (lock,))
                     continue
                 try:
                     await cursor.execute(f"KILL CONNECTION {owner}")
@@ -481,6 +491,7 @@ class AsyncMySQLGetLockStore(AsyncBackend, AsyncRecordKeeper):
     # -- listing and records ---------------------------------------------------------------------
 
     async def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        await self._forgetting.ensure_index()
         encoded = prefix.encode()
         rows = await self._call("listing", prefix, self._query, "list",
                                 (len(encoded), encoded.hex()))

@@ -117,8 +117,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             self._connections.call, reading=True), Forgetful(
             settings.table, self._statements.text["candidates"], 2, FIRST,
             self._statements.forget, self._statements.count_idle, self._statements.drop,
-            HAS_INDEX,
-            self._statements.text["add index"]))
+            HAS_INDEX, (self._statements.text["add index"],)))
         _forks.in_child_after_fork(self, AsyncMySQLStore._start_afresh)
 
     def _start_afresh(self) -> None:

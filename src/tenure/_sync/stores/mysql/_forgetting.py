@@ -38,13 +38,14 @@ class Forgetful:
     the position after it per name), the position `first` before every candidate,
     `forget(keys)` (the transaction's start, answering the idle ones: (key, has a record))
     and `count(keys)` (parameters: idle_us twice), `drop(idle, kept)` (the transaction's
-    end: the deletes and COMMIT), and the index's check
-    (`has_index`, parameters: the table's name twice) and addition (`add_index`).
+    end: the deletes and COMMIT), and the indexes' check (`has_index`, parameters: the
+    table's name twice; answers whether the table exists and how many of the mode's indexes
+    it has) and addition (`add_index`, an ALTER per index).
 
     Example::
 
         Forgetful(table, candidates, 2, FIRST, statements.forget, statements.count_idle,
-                  statements.drop, HAS_INDEX, add_index)
+                  statements.drop, HAS_INDEX, (add_index,))
     """
 
     table: str
@@ -55,7 +56,7 @@ class Forgetful:
     count: Callable[[list[str]], str]
     drop: Callable[[list[str], list[str]], str]
     has_index: str
-    add_index: str
+    add_index: tuple[str, ...]
 
 
 def _rows(connection: Any, statement: str,
@@ -189,9 +190,9 @@ class Forgetting:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def ensure_index(self) -> None:
-        """Add the mode's index to a table made before it, once per store (a missing table is
-        left missing: it is made with the index). Without it (no ALTER privilege) listings
-        and sweeps still work, reading every row."""
+        """Add the mode's indexes to a table made before them, once per store (a missing
+        table is left missing: it is made with them). Without them (no ALTER privilege)
+        listings and sweeps still work, reading every row."""
         if self._indexed:
             return
         table = self._sql.table
@@ -199,8 +200,13 @@ class Forgetting:
             rows = self._call("checking the index", table, _rows, self._sql.has_index,
                                     (table, table))
             exists, indexed = rows[0] if rows else (0, 0)  # no rows: the table is missing
-            if exists and not indexed:
-                self._call("adding the index", table, _rows, self._sql.add_index, ())
+            if exists and indexed < len(self._sql.add_index):
+                for alter in self._sql.add_index:  # one present already fails (1061): next
+                    try:
+                        self._call("adding the index", table, _rows, alter, ())
+                    except StoreUnavailable as exc:
+                        log.debug("tenure: %s: adding an index to %s: %s", self.url, table,
+                                  exc)
             self._indexed = bool(exists)
         except StoreRefused as exc:
             self._indexed = True  # not again: everything works without it, only slower

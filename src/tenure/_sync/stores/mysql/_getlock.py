@@ -76,8 +76,9 @@ class MySQLGetLockStore(Backend, RecordKeeper):
         self._errors = Connections(settings, Statements(settings.table))  # its failure()
         self._sessions = Sessions(settings, self._lose)
         self._text = {name: text.replace("{table}", self.table) for name, text in (
-            ("list", sql.LIST), ("holders", sql.HOLDERS), ("read record", sql.READ_RECORD),
-            ("records", sql.RECORDS), ("write record", sql.WRITE_RECORD))}
+            ("list", sql.LIST), ("release", sql.RELEASE), ("holders", sql.HOLDERS),
+            ("read record", sql.READ_RECORD), ("records", sql.RECORDS),
+            ("write record", sql.WRITE_RECORD))}
         self._statements: dict[int, str] = {}
         self._wait_text = sql.WAIT_LOCK.replace("{table}", self.table)
         self._schema = sql.SCHEMA.replace("{table}", self.table)
@@ -94,7 +95,7 @@ class MySQLGetLockStore(Backend, RecordKeeper):
             lambda idle, kept: drop(
                 sql.forget(self.table, idle, sql.DROP_NAMES) if idle else "",
                 sql.forget(self.table, kept, sql.DROP_KEPT) if kept else ""), sql.HAS_INDEX,
-            sql.ADD_INDEX.replace("{table}", self.table)))
+            tuple(alter.replace("{table}", self.table) for alter in sql.ADD_INDEX)))
         _forks.in_child_after_fork(self, MySQLGetLockStore._start_afresh)
 
     def _start_afresh(self) -> None:
@@ -338,7 +339,7 @@ class MySQLGetLockStore(Backend, RecordKeeper):
             if lock is None:
                 return False
             freed: int | None = self._on(session, "release", grant.name,
-                                               self._release_in, lock)
+                                               self._release_in, grant, lock)
         except StoreUnavailable:
             if session.gone:
                 return False  # the session ended: the server freed its locks
@@ -363,10 +364,19 @@ class MySQLGetLockStore(Backend, RecordKeeper):
         """
         return self._forgetting.prune(idle, dry_run)
 
-    @staticmethod
-    def _release_in(connection: Any, lock: str) -> int | None:
+    def _release_in(self, connection: Any, grant: Grant, lock: str) -> int | None:
+        """The release (see _getlock_sql.RELEASE): 1 when this session held the lock. A table
+        dropped meanwhile stops the statement before its RELEASE_LOCK, which then goes
+        alone."""
         with connection.cursor() as cursor:
-            cursor.execute(sql.RELEASE, (lock,))
+            try:
+                cursor.execute(self._text["release"],
+                                     (name_digest(grant.name), grant.slot, grant.token, lock))
+                cursor.nextset()
+            except pymysql.Error as exc:
+                if error_code(exc) != ER.NO_SUCH_TABLE:
+                    raise
+                cursor.execute(sql.RELEASE_LOCK, (lock,))
             [(freed,)] = cursor.fetchall()
         return None if freed is None else int(freed)
 
@@ -384,7 +394,7 @@ class MySQLGetLockStore(Backend, RecordKeeper):
             own = connection.thread_id()
             for lock, owner in held:
                 if owner == own:
-                    cursor.execute(sql.RELEASE, (lock,))
+                    cursor.execute(sql.RELEASE_LOCK, (lock,))
                     continue
                 try:
                     cursor.execute(f"KILL CONNECTION {owner}")
@@ -482,6 +492,7 @@ class MySQLGetLockStore(Backend, RecordKeeper):
     # -- listing and records ---------------------------------------------------------------------
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
+        self._forgetting.ensure_index()
         encoded = prefix.encode()
         rows = self._call("listing", prefix, self._query, "list",
                                 (len(encoded), encoded.hex()))

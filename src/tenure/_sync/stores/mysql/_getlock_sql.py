@@ -35,20 +35,23 @@ CREATE TABLE IF NOT EXISTS `{table}` (
     holder    VARBINARY(1024) NOT NULL,
     token     BIGINT          NOT NULL,  -- the token of the slot's last grant
     counter   BIGINT          NOT NULL,  -- slot 0 only: the last token granted for the name
-    conn      BIGINT          NOT NULL,  -- the session (CONNECTION_ID) that took the slot
+    conn      BIGINT          NOT NULL,  -- the session (CONNECTION_ID) that took the slot; 0
+                                         -- once it released it (see RELEASE)
     lock_name VARBINARY(64)   NOT NULL,  -- the slot's GET_LOCK name
     record    BLOB,                      -- slot 0 only: the name's record (UTF-8)
     record_writes BIGINT      NOT NULL DEFAULT 0,  -- slot 0: counts writes (see WRITE_RECORD)
     PRIMARY KEY (name_key, slot),
-    KEY tenure_counter (counter)  -- the idle names (see CANDIDATES)
+    KEY tenure_counter (counter),  -- the idle names (see CANDIDATES)
+    KEY tenure_live (conn)  -- the slots not released (see LIST)
 ) ENGINE=InnoDB
 """
-# As _sql.HAS_INDEX and ADD_INDEX, for this table's index.
-HAS_INDEX = ("SELECT COUNT(*), (SELECT COUNT(*) FROM information_schema.STATISTICS "
-             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s "
-             "AND INDEX_NAME = 'tenure_counter') FROM information_schema.TABLES "
-             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s")
-ADD_INDEX = "ALTER TABLE `{table}` ADD INDEX tenure_counter (counter)"
+# As _sql.HAS_INDEX and ADD_INDEX, for this table's indexes.
+HAS_INDEX = ("SELECT COUNT(*), (SELECT COUNT(DISTINCT INDEX_NAME) FROM "
+             "information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND "
+             "TABLE_NAME = %s AND INDEX_NAME IN ('tenure_counter', 'tenure_live')) "
+             "FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s")
+ADD_INDEX = ("ALTER TABLE `{table}` ADD INDEX tenure_counter (counter)",
+             "ALTER TABLE `{table}` ADD INDEX tenure_live (conn)")
 
 # A lock (limit 1): ONE autocommit statement, the lock and the token's bump together. The
 # WHERE takes the lock without waiting; a session lock is re-entrant within its session, so a
@@ -127,9 +130,15 @@ def unlock_strays(count: int) -> str:
         ["IF(IS_USED_LOCK(%s) = CONNECTION_ID(), RELEASE_LOCK(%s), 0)"] * count)
 
 
-# Release, on the lease's own session: RELEASE_LOCK frees a lock only when this session holds
-# it (1), never another's (0), and says NULL when nobody does.
-RELEASE = "SELECT RELEASE_LOCK(%s)"
+# Release, on the lease's own session, in one round trip: the slot's row marked released
+# (conn 0, so that listings skip it: see LIST), then RELEASE_LOCK, which frees a lock only
+# when this session holds it (1), never another's (0), and says NULL when nobody does. The
+# UPDATE commits (autocommit) before the lock is freed, so a waiter woken by the release never
+# waits for this statement's row lock. Parameters: key, slot, token, lock name.
+RELEASE = ("UPDATE `{table}` SET conn = 0 WHERE name_key = UNHEX(%s) AND slot = %s "
+           "AND token = %s AND conn = CONNECTION_ID(); SELECT RELEASE_LOCK(%s)")
+# The lock alone (a break by the session that holds it). Parameters: lock name.
+RELEASE_LOCK = "SELECT RELEASE_LOCK(%s)"
 
 
 def held(count: int) -> str:
@@ -147,9 +156,11 @@ def held(count: int) -> str:
 HOLDERS = """SELECT lock_name, IS_USED_LOCK(lock_name) FROM `{table}`
 WHERE name_key = UNHEX(%s) AND slot >= 0 AND IS_USED_LOCK(lock_name) IS NOT NULL"""
 
-# The live leases: a slot row whose lock the session that took it still holds.
+# The live leases: a slot row not released (found by tenure_live, so that the rows of names
+# nobody holds are not read) whose lock the session that took it still holds (a session that
+# ended without releasing left its conn behind).
 LIST = """SELECT name, slot, holder, token FROM `{table}`
-WHERE slot >= 0 AND LEFT(name, %s) = UNHEX(%s) AND IS_USED_LOCK(lock_name) = conn
+WHERE conn > 0 AND slot >= 0 AND IS_USED_LOCK(lock_name) = conn AND LEFT(name, %s) = UNHEX(%s)
 ORDER BY name, slot"""
 
 READ_RECORD = "SELECT record FROM `{table}` WHERE name_key = UNHEX(%s) AND slot = 0"

@@ -54,8 +54,8 @@ CREATE TABLE IF NOT EXISTS `{table}` (
 # sweep (not on the hot path; both servers build it online). A missing table is left missing
 # (created with the index at first use). Answers (the table exists, it has the index).
 # Parameters: table name twice.
-HAS_INDEX = ("SELECT COUNT(*), (SELECT COUNT(*) FROM information_schema.STATISTICS "
-             "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s "
+HAS_INDEX = ("SELECT COUNT(*), (SELECT COUNT(DISTINCT INDEX_NAME) FROM "
+             "information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s "
              "AND INDEX_NAME = 'tenure_expiry') FROM information_schema.TABLES "
              "WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = %s")
 ADD_INDEX = "ALTER TABLE `{table}` ADD INDEX tenure_expiry (expires_at, counter)"

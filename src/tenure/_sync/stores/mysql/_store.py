@@ -118,8 +118,7 @@ class MySQLStore(Backend, RecordKeeper):
             self._connections.call, reading=True), Forgetful(
             settings.table, self._statements.text["candidates"], 2, FIRST,
             self._statements.forget, self._statements.count_idle, self._statements.drop,
-            HAS_INDEX,
-            self._statements.text["add index"]))
+            HAS_INDEX, (self._statements.text["add index"],)))
         _forks.in_child_after_fork(self, MySQLStore._start_afresh)
 
     def _start_afresh(self) -> None:
