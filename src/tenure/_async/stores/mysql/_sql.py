@@ -218,9 +218,10 @@ def _placeholders(statement: str) -> tuple[str, list[str]]:
 # Waking waiters without notifications: a waiter sleeps on the server (SELECT SLEEP on a
 # connection of the store's waiting pool) while the name stays taken (live slots >= limit), its
 # statements tagged with a comment naming the table and the name's key. A release ends the
-# longest such sleep with KILL QUERY, found by its tag in the server's process list, which
-# shows a user its own connections and needs no privilege to KILL QUERY them: each release
-# wakes one sleeper (waking all would have them all retry for the one free slot).
+# first such sleep in the name's queue with KILL QUERY, found by its tag in the server's
+# process list, which shows a user its own connections and needs no privilege to KILL QUERY
+# them: each release wakes one sleeper (waking all would have them all retry for the one free
+# slot).
 #
 # A wait writes nothing per wait. Slot 0's row is the name's hottest (every acquire and release
 # locks it), and a change to it costs a commit while its lock is held: waiters that wrote their
@@ -252,8 +253,8 @@ SLEEPER = ("(SELECT ID FROM information_schema.PROCESSLIST JOIN (SELECT CONCAT('
             "LOCATE(t.tag, INFO) > 0 "
             "ORDER BY SUBSTRING(INFO, LOCATE(t.tag, INFO) + CHAR_LENGTH(t.tag), 20) LIMIT 1)")
 # Sent in the same round trip as a release of a name that this store saw contended: wakes the
-# longest sleeper of the name. KILL takes no subquery, hence the variable; KILL QUERY 0 when
-# none sleeps fails with error 1094. Parameters: key.
+# first sleeper in the name's queue (SLEEPER). KILL takes no subquery, hence the variable;
+# KILL QUERY 0 when none sleeps fails with error 1094. Parameters: key.
 WAKE_NEXT = f"; SET @tenure_sleeper = {SLEEPER}; KILL QUERY COALESCE(@tenure_sleeper, 0)"
 # Clears the waiters' flag of a name, once a look at the process list found no sleeper. Not
 # in one statement with that look: the UPDATE would hold slot 0's lock while the server reads

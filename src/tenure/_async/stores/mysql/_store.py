@@ -246,7 +246,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                           wake: bool = False) -> tuple[int, bool, bool]:
         """Release (slot >= 0) or break (slot -1): (rows changed, whether slot 0's waiters'
         flag was set, whether a sleeper was woken). With `wake`, the KILL QUERY that wakes
-        the longest sleeper goes in the same round trip (see WAKE_NEXT)."""
+        the first sleeper in the queue goes in the same round trip (see WAKE_NEXT)."""
         text = self._statements.text
         then = text["wake next"] % (f"'{key}'",) if wake else ""
         if slot == 0:
@@ -292,9 +292,9 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
         return int(broken)
 
     async def _wake(self, name: str, key: str) -> bool:
-        """End the sleep of this name's longest sleeping waiter (see wake_in); True when one
-        was woken. Best effort: a waiter not woken wakes at the end of its backoff, so errors
-        are only logged."""
+        """End the sleep of the first sleeping waiter in this name's queue (see wake_in); True
+        when one was woken. Best effort: a waiter not woken wakes at the end of its sleep, so
+        errors are only logged."""
         try:
             woken: bool = await self._connections.call("wake", name, wake_in, self._statements,
                                                        key)

@@ -1,9 +1,9 @@
 # GENERATED from src/tenure/_async/stores/mysql/_waking.py by scripts/unasync.py: do not edit.
 """Waking waiters without notifications (MySQL has no LISTEN/NOTIFY): a waiter sleeps on the
 server (SELECT SLEEP, see WAIT) with its next try sent right behind the sleep, and a release
-ends the longest sleep of its name with KILL QUERY (see wake_in), so that the server runs
-that try at once. Here: the sleep and the try behind it on the wire, the wake-up, and the
-connections that sleep.
+ends the sleep of the first waiter in its name's queue with KILL QUERY (see wake_in), so
+that the server runs that try at once. Here: the sleep and the try behind it on the wire, the
+wake-up, and the connections that sleep.
 
 Example::
 
@@ -41,11 +41,11 @@ from tenure._types import Grant
 MOST_ASLEEP = 1
 # How long a wait with a try behind it sleeps on the server at least, whatever its backoff
 # step (less only when its caller's patience, the store's timeout or the lease's freshness say
-# so). A release wakes the longest sleeper, so a sleep that ends by itself puts its waiter
-# behind all the others: with the backoff's full-jitter steps (10 ms and up), 8 processes'
-# waiters lost their place so often that a waiter's p99 wait was 61 ms and per-process
-# min/max 0.82; sleeping at least 0.5 s, 29 ms and 0.94 (measured here). A sleeper that a
-# release misses (the flag race UNFLAG describes) waits at most this long for its next try.
+# so). A sleep that ends by itself is a try that contends for the row for nothing, and,
+# before waiters kept a place in the queue (see queued_at), lost its place: with the
+# backoff's full-jitter steps (10 ms and up), 8 processes' waiters had a p99 wait of 61 ms and
+# per-process min/max 0.82; sleeping at least 0.5 s, 29 ms and 0.94 (measured here). A sleeper
+# that a release misses (the flag race UNFLAG describes) waits at most this long for its try.
 LEAST_SLEEP = 0.5
 # How long before the end of its caller's patience a sleep on the server ends, so that the try
 # sent behind it is answered in time (a loopback round trip is about 0.1 ms), and how late
