@@ -392,12 +392,20 @@ return found
 # script: a grant either came first (a live slot, a fresh counter) or finds the name forgotten.
 # Returns the counters of the names it forgot (would forget).
 PRUNE = KEEP + """
+-- whether a slot of the name's `n` is held: its key exists, also in its last millisecond (PTTL
+-- 0), when ACQUIRE, which reads the key, still finds the slot taken
+local function held(base, n)
+  for slot = 0, n - 1 do
+    if redis.call('EXISTS', base .. 's' .. slot) == 1 then return true end
+  end
+  return false
+end
 local before, forgotten = now_us() - tonumber(ARGV[1]), {}
 for _, key in ipairs(KEYS) do
   local counter = tonumber(redis.call('GET', key) or '')
   local base = string.sub(key, 1, -6)
   if counter and counter < before
-      and longest(base, tonumber(redis.call('GET', base .. 'limit') or '1'), '') <= 0 then
+      and not held(base, tonumber(redis.call('GET', base .. 'limit') or '1')) then
     forgotten[#forgotten + 1] = key
     if ARGV[2] ~= '1' then redis.call('DEL', key, base .. 'limit') end
   end
