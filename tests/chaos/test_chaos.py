@@ -179,8 +179,14 @@ def test_a_fault_that_no_longer_fits_is_cut_to_fit_only_when_its_kind_is_new() -
     assert proxy.within(0.5, ttl=2.0, first_of_kind=True) is None  # under a renewal interval
     kill = PlannedFault("kill", gap=1.0, seconds=0.8)
     assert kill.within(0.3, ttl=2.0, first_of_kind=True) == PlannedFault("kill", 1.0, 0.3)
-    # A pause's length and a restart's are not the plan's to cut.
-    assert PlannedFault("pause", 1.0, factor=1.5).within(2.0, 2.0, first_of_kind=True) is None
+    # A pause is cut only once the phase is running (in tenths of the ttl, down to half
+    # of it); while planning, it is left out.
+    pause = PlannedFault("pause", 1.0, factor=1.5)
+    assert pause.within(2.5, 2.0, True, running=True) == PlannedFault("pause", 1.0, factor=1.2)
+    assert pause.within(2.5, 2.0, first_of_kind=True) is None
+    assert pause.within(2.5, 2.0, first_of_kind=False, running=True) is None
+    assert pause.within(0.9, 2.0, first_of_kind=True, running=True) is None
+    # A restart's length is the server's, not the plan's to cut.
     assert PlannedFault("restart", 1.0).within(2.0, 2.0, first_of_kind=True) is None
 
 

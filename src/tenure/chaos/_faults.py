@@ -34,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 import random
 import signal
 import sqlite3
@@ -74,10 +75,14 @@ class PlannedFault:
     factor: float = 0.0  # pause: multiple of the ttl
     mode: str = ""  # proxy: latency, blackhole or reset
 
-    def within(self, left: float, ttl: float, first_of_kind: bool) -> PlannedFault | None:
+    def within(self, left: float, ttl: float, first_of_kind: bool,
+               running: bool = False) -> PlannedFault | None:
         """This fault if it fits in the `left` seconds of the window; else, when the phase has
         not had its kind yet, the fault cut to fit where its length is the plan's to choose (a
-        kill's restart delay; a proxy fault, down to one renewal interval); else None.
+        kill's restart delay; a proxy fault, down to one renewal interval; once the phase is
+        `running`, a pause too, down to half the ttl); else None. (While planning, a pause that
+        does not fit is left out instead: its length is the point of its factor, and the time
+        left may still hold another kind's first fault.)
 
         A fault that ran long (a slow server restart, a holder slow to reach its write) must
         not cost the phase a kind it has not had.
@@ -89,6 +94,12 @@ class PlannedFault:
         """
         if self.estimate(ttl) <= left:
             return self
+        if self.kind == "pause":
+            # Under way, a shorter pause (in tenths of the ttl) than planned rather than none:
+            # the phase still has a holder frozen mid-section.
+            factor = min(self.factor, math.floor(left / ttl * 10) / 10)
+            return replace(self, factor=factor) if running and first_of_kind and \
+                factor >= 0.5 else None
         # None: not ours to cut. A stall stays past every deadline of the holder's leases.
         shortest = {"kill": 0.0, "proxy": ttl / 3, "stall": stall_seconds(ttl, 0.5)}.get(
             self.kind)
@@ -337,7 +348,8 @@ class Nemesis:
         if self.active is None and self.plan and now >= self.next_at:
             planned = self.plan.pop(0)
             fitted = planned.within(self.window_end - now, self.ttl,
-                                    first_of_kind=planned.kind not in self.injected)
+                                    first_of_kind=planned.kind not in self.injected,
+                                    running=True)
             if fitted is not None:
                 if not self._start(fitted, now):
                     # No worker to aim it at yet (every running one is still starting, as
