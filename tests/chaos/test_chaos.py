@@ -318,6 +318,9 @@ def test_a_stalled_proxy_keeps_connections_open_and_forwards_nothing_until_it_he
         with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as client:
             client.sendall(b"a")
             assert client.recv(1) == b"a"
+            # The echo sets the event after its send: wait for it, or it may come after the
+            # clear below and look like a byte forwarded through the stall.
+            assert echoed.wait(5)
             echoed.clear()
             host.set_mode(proxy, "stall")
             client.sendall(b"b")  # accepted by the kernel: no error, no reset
