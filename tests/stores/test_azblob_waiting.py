@@ -113,3 +113,35 @@ async def test_a_long_waiter_gets_a_release_within_a_pause(
     # its way): one pause, plus round trips.
     assert acquired_at - released_at <= POLL_EVERY + SLACK
     assert sum(at > released_at for at in tries.at) <= 1, tries.at
+
+
+def test_a_process_refused_a_name_goes_behind_the_others_when_it_asks_again(
+        azurite: Azurite, container: str, holder: tenure.Store) -> None:
+    # Refused "turns" a moment ago: others are likely polling for it. Its next acquire of it,
+    # after the release, pauses before its first try (a waiter's try then comes first); a
+    # try_acquire, an acquire with timeout 0, and a name it was never refused try at once.
+    tries = Tries()
+    client = ContainerClient.from_connection_string(azurite.connection_string, container,
+                                                    raw_request_hook=tries)
+    asker = tenure.connect(tenure.stores.AzureBlobStore(client, close_client=True))
+    try:
+        held = holder.lock("turns", ttl=15).acquire(timeout=10)
+        assert asker.lock("turns", ttl=15).try_acquire() is None
+        held.release()
+
+        def first_try_after(take: object) -> float:
+            called = time.monotonic()
+            count = len(tries.at)
+            lease = take()  # type: ignore[operator]
+            assert lease is not None
+            lease.release()
+            return tries.at[count] - called
+
+        assert first_try_after(asker.lock("turns", ttl=15).try_acquire) < SHORTEST
+        assert first_try_after(lambda: asker.lock("turns", ttl=15).acquire(timeout=0)) < \
+            SHORTEST
+        assert first_try_after(lambda: asker.lock("turns", ttl=15).acquire(timeout=5)) >= \
+            SHORTEST
+        assert first_try_after(lambda: asker.lock("free", ttl=15).acquire(timeout=5)) < SHORTEST
+    finally:
+        asker.close()

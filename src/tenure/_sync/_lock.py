@@ -24,7 +24,12 @@ from types import TracebackType
 from tenure._sync import _shim
 from tenure._sync._lease import Lease, LeaseTerms, current_owner
 from tenure._sync._monitor import LeaseMonitor
-from tenure._sync.stores._protocol import Backend, closed_store, waits_and_acquires
+from tenure._sync.stores._protocol import (
+    Backend,
+    closed_store,
+    waits_and_acquires,
+    waits_its_turn,
+)
 from tenure._errors import InvalidArgument, LockTimeout, StoreUnavailable, TenureError
 from tenure._timing import Backoff, to_seconds
 from tenure._types import Grant, LeaseInfo
@@ -100,6 +105,7 @@ class Lock:
         self._default_timeout = settings.timeout
         self._backend = backend  # the store's: it takes and lists the leases
         self._wait_and_acquire = waits_and_acquires(backend)
+        self._waits_its_turn = waits_its_turn(backend)  # stores whose waiters poll
         self._monitor = monitor  # the store's: it renews the leases, and knows if it was closed
         self._lease_terms = LeaseTerms(self.ttl, self.renew_every, self.on_lost, backend,
                                             monitor)
@@ -261,6 +267,10 @@ class Lock:
         warned = False
         round_trip = 0.0  # how long the first try took
         wait: float | None = None  # before the next try; None: try at once (the first try)
+        if timeout > 0 and self._waits_its_turn is not None:
+            # The store's waiters poll, and this process was just refused the name: behind
+            # them, or it takes the name back before any of them tries again.
+            _shim.sleep(min(self._waits_its_turn(self.name), timeout))
         looked_for_itself = not math.isinf(timeout)  # only an endless wait is refused
         while True:
             lease = None

@@ -167,6 +167,24 @@ def waits_and_acquires(backend: object) -> WaitAndAcquire | None:
     return found
 
 
+def waits_its_turn(backend: object) -> Callable[[str], float] | None:
+    """The store's optional `waits_its_turn(name) -> seconds`, or None when it has none.
+
+    A store that cannot wake its waiters (they poll) may ask an acquire of `name` to pause
+    before its first try: this process was refused the name a moment ago, so others are
+    likely polling for it, and a process that releases and asks again at once would take it
+    back before any of them tries (one process keeping the name, the others starving). The
+    core pauses that long (at most the acquire's timeout), then tries; 0 means try at once. A
+    try_acquire() and an acquire with timeout 0 always try at once.
+
+    Example:
+        >>> waits_its_turn(object()) is None
+        True
+    """
+    found: Callable[[str], float] | None = getattr(backend, "waits_its_turn", None)
+    return found
+
+
 class Prune(Protocol):
     """The optional `prune` of a store that can forget the names nobody holds.
 

@@ -26,7 +26,7 @@ from tenure._async.stores.azblob._leases import Leases
 from tenure._async.stores.azblob._pruning import Sweeper, prune
 from tenure._async.stores.azblob._records import Records
 from tenure._async.stores.azblob._settings import DEFAULT_TIMEOUT, checked_timeout
-from tenure._async.stores.azblob._waiting import wait_and_acquire
+from tenure._async.stores.azblob._waiting import Contention, poll_pause, wait_and_acquire
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
@@ -38,8 +38,7 @@ class AsyncAzureBlobStore(AsyncBackend, AsyncRecordKeeper):
     Example::
 
         from azure.identity.aio import DefaultAzureCredential
-        from azure.core.exceptions import AzureError
-from azure.storage.blob.aio import ContainerClient
+        from azure.storage.blob.aio import ContainerClient
 
         client = ContainerClient("https://myaccount.blob.core.windows.net", "locks",
                                  credential=DefaultAzureCredential())
@@ -72,6 +71,7 @@ from azure.storage.blob.aio import ContainerClient
         self._leases = Leases(self._container, fencing=fencing)
         self._records = Records(self._container, self._leases)
         self._sweeper = Sweeper(self._container, self.retain)
+        self._contention = Contention()  # names refused lately: see waits_its_turn
         _forks.in_child_after_fork(self, AsyncAzureBlobStore._start_afresh)
 
     def _refusal(self, exc: AzureError) -> str | None:
@@ -86,7 +86,10 @@ from azure.storage.blob.aio import ContainerClient
         self._sweeper.start_afresh()
 
     async def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        return await self._leases.try_acquire(name, holder, ttl, limit)
+        grant = await self._leases.try_acquire(name, holder, ttl, limit)
+        if grant is None:
+            self._contention.refused(name)
+        return grant
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         return await self._leases.renew(grants, ttl)
@@ -133,8 +136,22 @@ from azure.storage.blob.aio import ContainerClient
 
             grant = await backend.wait_and_acquire("jobs", "worker-1", 30.0, 1, 0.5, 10.0)
         """
-        return await wait_and_acquire(self._leases, name, holder, ttl, limit, timeout,
-                                      patience)
+        grant = await wait_and_acquire(self._leases, name, holder, ttl, limit, timeout,
+                                       patience)
+        if grant is None:
+            self._contention.refused(name)
+        return grant
+
+    def waits_its_turn(self, name: str) -> float:
+        """How long an acquire of `name` pauses before its first try: a waiter's pause when
+        this store was refused the name in the last second (others are likely polling for
+        it), else 0 (see _waiting.py).
+
+        Example::
+
+            pause = backend.waits_its_turn("jobs")  # 0.0 for a name nobody else wants
+        """
+        return poll_pause() if self._contention.waits_its_turn(name) else 0.0
 
     async def read_record(self, name: str) -> str | None:
         return await self._records.read(name)

@@ -27,7 +27,7 @@ from tenure._sync.stores.azblob._leases import Leases
 from tenure._sync.stores.azblob._pruning import Sweeper, prune
 from tenure._sync.stores.azblob._records import Records
 from tenure._sync.stores.azblob._settings import DEFAULT_TIMEOUT, checked_timeout
-from tenure._sync.stores.azblob._waiting import wait_and_acquire
+from tenure._sync.stores.azblob._waiting import Contention, poll_pause, wait_and_acquire
 from tenure._errors import InvalidArgument, InvalidArgumentType
 from tenure._types import Capabilities, Grant, LeaseInfo, LostReason
 
@@ -39,8 +39,7 @@ class AzureBlobStore(Backend, RecordKeeper):
     Example::
 
         from azure.identity import DefaultAzureCredential
-        from azure.core.exceptions import AzureError
-from azure.storage.blob import ContainerClient
+        from azure.storage.blob import ContainerClient
 
         client = ContainerClient("https://myaccount.blob.core.windows.net", "locks",
                                  credential=DefaultAzureCredential())
@@ -73,6 +72,7 @@ from azure.storage.blob import ContainerClient
         self._leases = Leases(self._container, fencing=fencing)
         self._records = Records(self._container, self._leases)
         self._sweeper = Sweeper(self._container, self.retain)
+        self._contention = Contention()  # names refused lately: see waits_its_turn
         _forks.in_child_after_fork(self, AzureBlobStore._start_afresh)
 
     def _refusal(self, exc: AzureError) -> str | None:
@@ -87,7 +87,10 @@ from azure.storage.blob import ContainerClient
         self._sweeper.start_afresh()
 
     def try_acquire(self, name: str, holder: str, ttl: float, limit: int) -> Grant | None:
-        return self._leases.try_acquire(name, holder, ttl, limit)
+        grant = self._leases.try_acquire(name, holder, ttl, limit)
+        if grant is None:
+            self._contention.refused(name)
+        return grant
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         return self._leases.renew(grants, ttl)
@@ -134,8 +137,22 @@ from azure.storage.blob import ContainerClient
 
             grant = backend.wait_and_acquire("jobs", "worker-1", 30.0, 1, 0.5, 10.0)
         """
-        return wait_and_acquire(self._leases, name, holder, ttl, limit, timeout,
-                                      patience)
+        grant = wait_and_acquire(self._leases, name, holder, ttl, limit, timeout,
+                                       patience)
+        if grant is None:
+            self._contention.refused(name)
+        return grant
+
+    def waits_its_turn(self, name: str) -> float:
+        """How long an acquire of `name` pauses before its first try: a waiter's pause when
+        this store was refused the name in the last second (others are likely polling for
+        it), else 0 (see _waiting.py).
+
+        Example::
+
+            pause = backend.waits_its_turn("jobs")  # 0.0 for a name nobody else wants
+        """
+        return poll_pause() if self._contention.waits_its_turn(name) else 0.0
 
     def read_record(self, name: str) -> str | None:
         return self._records.read(name)

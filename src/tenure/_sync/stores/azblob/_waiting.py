@@ -12,6 +12,15 @@ from the first wait on: a wait is one pause of POLL_EVERY x uniform(1 - POLL_JIT
 (the jitter keeps waiters from trying in lockstep), then one try. The core's first try of an
 acquire is still made at once, so an uncontended acquire costs nothing more.
 
+That alone does not stop a process that releases and asks again at once: its first try comes
+a round trip after its release, before any waiter's next one, so it keeps the lock while the
+others starve (the bare SDK's retry loop does the same). So a process that was refused a name
+in the last CONTENDED_FOR seconds (others are polling for it) begins its next acquire of it with
+a pause too (the store's `waits_its_turn`, which the core asks before the first try): then the
+lock goes to whichever waiter tries first after the release. A try_acquire() and an acquire
+with timeout 0 still try at once, and a name nobody else wants is never refused, so its
+acquires never pause.
+
 A lock's waiter costs one Lease Blob request (answered 409 while held) per pause: about 4.7
 requests per second; a semaphore's tries its `limit` slots per pause.
 
@@ -30,6 +39,37 @@ from tenure._types import Grant
 
 POLL_EVERY = 0.25  # the longest pause between a waiter's tries (seconds)
 POLL_JITTER = 0.25  # a pause is POLL_EVERY x uniform(1 - POLL_JITTER, 1)
+CONTENDED_FOR = 4 * POLL_EVERY  # a name refused this recently: its next acquire waits its turn
+_REMEMBERED = 4096  # refused names remembered per store: the names a process waits for are few
+
+
+class Contention:
+    """The names this store was refused lately (see the module docstring).
+
+    Example:
+        >>> contention = Contention()
+        >>> contention.refused("jobs")
+        >>> contention.waits_its_turn("jobs"), contention.waits_its_turn("other")
+        (True, False)
+    """
+
+    def __init__(self) -> None:
+        self._refused_at: dict[str, float] = {}
+
+    def refused(self, name: str) -> None:
+        """Note that a try of `name` found every slot held."""
+        now = _shim.monotonic()
+        if len(self._refused_at) >= _REMEMBERED and name not in self._refused_at:
+            self._refused_at = {known: at for known, at in self._refused_at.items()
+                                if now - at < CONTENDED_FOR}
+            if len(self._refused_at) >= _REMEMBERED:
+                self._refused_at.clear()  # that many contended at once: forget, stay bounded
+        self._refused_at[name] = now
+
+    def waits_its_turn(self, name: str) -> bool:
+        """Whether `name` was refused in the last CONTENDED_FOR seconds."""
+        at = self._refused_at.get(name)
+        return at is not None and _shim.monotonic() - at < CONTENDED_FOR
 
 
 def poll_pause() -> float:
