@@ -27,7 +27,7 @@ HEADER = "# GENERATED from src/tenure/_async/{path} by scripts/unasync.py: do no
 RULES: list[tuple[str, str]] = [
     (r"tenure\._async\b", "tenure._sync"),
     (r"tenure\.aio\.connect\b", "tenure.connect"),
-    (r"\bAsyncAcquiring\[AsyncLease\]", "Lease"),
+    (r"\bAsyncAcquiring\[Async(Lease\w*)\]", r"\1"),
     (r"\bAsyncAcquiring\(((?:[^()]|\([^()]*\))*)\)", r"\1"),
     (r"from tenure\._sync\._shim import AsyncAcquiring\n", ""),
     (r"\basync def\b", "def"),

@@ -36,6 +36,7 @@ from tenure._errors import (
 )
 from tenure._lazy import module_dir, module_getattr
 from tenure._sync._lease import Lease
+from tenure._sync._lease_set import LeaseSet
 from tenure._sync._lock import Lock, Semaphore
 from tenure._sync._store import Store, connect
 from tenure._types import LeaseInfo, LostReason
@@ -77,6 +78,7 @@ __all__ = [
     "LeaseInfo",
     "LeaseLost",
     "LeaseReleased",
+    "LeaseSet",
     "Lock",
     "LockTimeout",
     "LostReason",

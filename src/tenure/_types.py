@@ -47,6 +47,7 @@ class LostReason(str, enum.Enum):
     BROKEN = "broken"  # an admin called break_lease
     DEADLINE = "deadline"  # no renewal confirmed before the local deadline
     INHERITED = "inherited by a forked child"  # the parent process holds it, not this child
+    WITH_ITS_SET = "another lease of its lock_all set was lost"  # lost as one (lock_all)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,8 @@ class StoreKind:
     # A release wakes the waiters in the order they came (test_fairness.py): a process that
     # releases and asks again goes behind them.
     fair_hand_off: bool = True
+    # A break ends the holder's session, and with it the session's other leases (getlock).
+    break_ends_session: bool = False
     # Where its tokens' clock is (test_clock_steps.py): the module fixture that starts this
     # store's server on a clock the tests can step back, returning the environment its URL is
     # made with; None: the clock is the client's (that test steps a client process's clock).
@@ -134,7 +136,7 @@ STORE_KINDS = [
     StoreKind("mysql-getlock", "mysql",
               lambda tmp: server_url("TENURE_TEST_MYSQL_URL", tmp, "table", "&mode=getlock"),
               kernel_expiry=True, service="mariadb_server", fair_hand_off=True,
-              clock_server="faked_mariadb"),
+              clock_server="faked_mariadb", break_ends_session=True),
 ]
 
 

@@ -16,7 +16,7 @@ import math
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -24,8 +24,10 @@ from typing import Any, TypeVar, cast
 from tenure import _forks
 from tenure._async import _shim
 from tenure._async._lease import AsyncLease
+from tenure._async._lease_set import AsyncLeaseSet, acquire_all, canonical_names
 from tenure._async._lock import AsyncLock, AsyncLockSettings, AsyncSemaphore
 from tenure._async._monitor import AsyncLeaseMonitor
+from tenure._async._shim import AsyncAcquiring
 from tenure._async.stores._protocol import AsyncBackend, closed_store, prunes
 from tenure._errors import InvalidArgument, InvalidArgumentType, StoreRefused
 from tenure._name_templates import NameTemplate
@@ -154,6 +156,45 @@ class AsyncStore:
         settings = self._settings(ttl, limit, holder, renew_every, min_wait, max_wait, on_lost,
                                   timeout)
         return AsyncSemaphore(validate_name(name), settings, self.backend, self._monitor)
+
+    def lock_all(
+        self,
+        names: Iterable[str],
+        ttl: float | timedelta = DEFAULT_TTL,
+        *,
+        holder: str | None = None,
+        renew_every: float | timedelta | None = None,
+        min_wait: float | timedelta = 0.01,
+        max_wait: float | timedelta = 1.0,
+        on_lost: Callable[[AsyncLeaseSet], object] | None = None,
+        timeout: float | timedelta | None = None,
+    ) -> AsyncAcquiring[AsyncLeaseSet]:
+        """Take a lease on every one of `names`, or on none: the leases, one per name (each
+        with its own fencing token), as one AsyncLeaseSet, held, lost and released together.
+
+        The names are taken in one canonical order (sorted), each waiting its turn like
+        `lock.acquire()`, so callers whose sets overlap cannot deadlock; when `timeout` runs
+        out first (None, the default: wait forever; 0: try each once), those taken are given
+        back and tenure.LockTimeout names the one that was not free. Losing any lease loses
+        the set: the `async with` body is cancelled, `check()` raises, and `on_lost(leases)`
+        runs once. The other options are those of `lock()`.
+
+        Example::
+
+            async with store.lock_all(["invoice-1", "customer-7"], ttl=30, timeout=10) as leases:
+                await charge(1, fence=leases["invoice-1"].token)
+                await bill(7, fence=leases["customer-7"].token)
+        """
+        ordered = canonical_names(names)
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgumentType(
+                f"on_lost must be a function taking the lease set, got {type(on_lost).__name__}"
+            )
+        leases = AsyncLeaseSet(on_lost)
+        settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait,
+                                  leases._member_lost, timeout)
+        locks = [AsyncLock(name, settings, self.backend, self._monitor) for name in ordered]
+        return AsyncAcquiring(acquire_all(locks, settings.timeout, leases))
 
     def locked(
         self,

@@ -17,7 +17,7 @@ import math
 import os
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar, cast
@@ -25,6 +25,7 @@ from typing import Any, TypeVar, cast
 from tenure import _forks
 from tenure._sync import _shim
 from tenure._sync._lease import Lease
+from tenure._sync._lease_set import LeaseSet, acquire_all, canonical_names
 from tenure._sync._lock import Lock, LockSettings, Semaphore
 from tenure._sync._monitor import LeaseMonitor
 from tenure._sync.stores._protocol import Backend, closed_store, prunes
@@ -155,6 +156,45 @@ class Store:
         settings = self._settings(ttl, limit, holder, renew_every, min_wait, max_wait, on_lost,
                                   timeout)
         return Semaphore(validate_name(name), settings, self.backend, self._monitor)
+
+    def lock_all(
+        self,
+        names: Iterable[str],
+        ttl: float | timedelta = DEFAULT_TTL,
+        *,
+        holder: str | None = None,
+        renew_every: float | timedelta | None = None,
+        min_wait: float | timedelta = 0.01,
+        max_wait: float | timedelta = 1.0,
+        on_lost: Callable[[LeaseSet], object] | None = None,
+        timeout: float | timedelta | None = None,
+    ) -> LeaseSet:
+        """Take a lease on every one of `names`, or on none: the leases, one per name (each
+        with its own fencing token), as one LeaseSet, held, lost and released together.
+
+        The names are taken in one canonical order (sorted), each waiting its turn like
+        `lock.acquire()`, so callers whose sets overlap cannot deadlock; when `timeout` runs
+        out first (None, the default: wait forever; 0: try each once), those taken are given
+        back and tenure.LockTimeout names the one that was not free. Losing any lease loses
+        the set: the `with` body is cancelled, `check()` raises, and `on_lost(leases)`
+        runs once. The other options are those of `lock()`.
+
+        Example::
+
+            with store.lock_all(["invoice-1", "customer-7"], ttl=30, timeout=10) as leases:
+                charge(1, fence=leases["invoice-1"].token)
+                bill(7, fence=leases["customer-7"].token)
+        """
+        ordered = canonical_names(names)
+        if on_lost is not None and not callable(on_lost):
+            raise InvalidArgumentType(
+                f"on_lost must be a function taking the lease set, got {type(on_lost).__name__}"
+            )
+        leases = LeaseSet(on_lost)
+        settings = self._settings(ttl, 1, holder, renew_every, min_wait, max_wait,
+                                  leases._member_lost, timeout)
+        locks = [Lock(name, settings, self.backend, self._monitor) for name in ordered]
+        return acquire_all(locks, settings.timeout, leases)
 
     def locked(
         self,

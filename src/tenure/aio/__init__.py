@@ -15,6 +15,7 @@ Example::
 from typing import TYPE_CHECKING
 
 from tenure._async._lease import AsyncLease
+from tenure._async._lease_set import AsyncLeaseSet
 from tenure._async._lock import AsyncLock, AsyncSemaphore
 from tenure._async._shim import AsyncAcquiring
 from tenure._async._store import AsyncStore, connect
@@ -40,5 +41,5 @@ __getattr__ = module_getattr(__name__, lazy={
 }, deprecated={"Message": "QueueMessage", "Worker": "AsyncWorker"})
 __dir__ = module_dir(__name__)
 
-__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLock", "AsyncSemaphore", "AsyncStore",
-           "AsyncWorker", "QueueMessage", "Run", "connect"]
+__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLeaseSet", "AsyncLock", "AsyncSemaphore",
+           "AsyncStore", "AsyncWorker", "QueueMessage", "Run", "connect"]
