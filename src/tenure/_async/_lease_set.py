@@ -78,8 +78,9 @@ class AsyncLeaseSet:
     `leases[name]` is the lease on `name` (its own `token`); iterating gives the leases in the
     canonical order (sorted names); `tokens` maps each name to its token. The set is `held`
     while every lease is; losing one loses the set: the others are marked lost at once (the
-    store frees them at the release, or they expire), the `async with` body is cancelled and
-    tenure.LeaseLost raised from the block, `check()` raises, and `on_lost(leases)` runs once.
+    store frees them at the release, or they expire), `check()` raises, `on_lost(leases)` runs
+    once, and leaving the block raises tenure.LeaseLost (in tenure.aio the body is cancelled
+    at once).
     `release()` (and leaving the block) gives every lease back.
 
     Example::

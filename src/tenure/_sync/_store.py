@@ -176,8 +176,9 @@ class Store:
         `lock.acquire()`, so callers whose sets overlap cannot deadlock; when `timeout` runs
         out first (None, the default: wait forever; 0: try each once), those taken are given
         back and tenure.LockTimeout names the one that was not free. Losing any lease loses
-        the set: the `with` body is cancelled, `check()` raises, and `on_lost(leases)`
-        runs once. The other options are those of `lock()`.
+        the set: `check()` raises, `on_lost(leases)` runs once, and leaving the block raises
+        tenure.LeaseLost (in tenure.aio the body is cancelled at once). The other options are
+        those of `lock()`.
 
         Example::
 
