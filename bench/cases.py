@@ -153,6 +153,36 @@ def tenure_cases(section: str, lock: tenure.Lock, suffix: str = "") -> list[Case
     ]
 
 
+def multi_lock_cases(section: str, store: tenure.Store, ttl: float = 30.0) -> list[Case]:
+    """issue 22's multi-lock rows: `store.lock_all` of 2 and of 10 names, taken and released,
+    each next to the same names taken one by one in the same order (n `try_acquire()`, then
+    the n releases), its floor: what the set costs beyond its locks.
+
+    Example::
+
+        rows = multi_lock_cases("memory://", tenure.connect("memory://"))
+    """
+    rows: list[Case] = []
+    for count in (2, 10):
+        names = [f"{LOCK_NAME}-set-{index}" for index in range(count)]
+        locks = [store.lock(name, ttl=ttl) for name in names]
+
+        def one_by_one(locks: list[tenure.Lock] = locks) -> None:
+            leases = [lock.try_acquire() for lock in locks]
+            for lease in reversed(leases):
+                lease.release()  # type: ignore[union-attr]  # None would raise: good
+
+        def all_at_once(names: list[str] = names) -> None:
+            store.lock_all(names, ttl=ttl, timeout=0).release()
+
+        floor = Case(section, "floor", f"{count} locks taken one by one (`try_acquire()` each, "
+                     "then each `release()`)", timed_loop(one_by_one),
+                     short=f"{count} one by one")
+        rows += [Case(section, "tenure", f"tenure: `store.lock_all({count} names, timeout=0)` "
+                      "+ `release()`", timed_loop(all_at_once), floor=floor), floor]
+    return rows
+
+
 RETAIN_GOAL_LIMIT = 0.95  # the default retain's cycle ÷ retain=inf's: "within noise"
 
 

@@ -36,6 +36,7 @@ from cases import (
     ServerSection,
     async_case,
     kept_names_case,
+    multi_lock_cases,
     optional_case,
     tenure_cases,
 )
@@ -95,6 +96,9 @@ def cases(directory: Path, stack: ExitStack, stores: set[str],
         kept = kept_names_case("file://", try_row, file_url, stack)
         # compared rows side by side
         rows += [try_row, flock, with_row, peer, async_row, kept, *others]
+        multi = tenure.connect(file_url)
+        stack.callback(multi.close)
+        rows += multi_lock_cases("file://", multi)
     if "sqlite" in stores:
         for synchronous, query in (("NORMAL", ""), ("FULL", "?synchronous=full")):
             section = f"sqlite:// (synchronous={synchronous.lower()})"
@@ -111,6 +115,10 @@ def cases(directory: Path, stack: ExitStack, stores: set[str],
                 row.goal_limit = GOAL_SQLITE_VS_FLOOR
             rows += [try_row, floor, with_row, async_row,
                      kept_names_case(section, try_row, url, stack)]
+            if synchronous == "NORMAL":
+                multi = tenure.connect(url)
+                stack.callback(multi.close)
+                rows += multi_lock_cases(section, multi)
     return rows
 
 

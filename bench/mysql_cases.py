@@ -30,6 +30,7 @@ from cases import (
     ServerSection,
     async_case,
     kept_names_case,
+    multi_lock_cases,
     optional_case,
     tenure_cases,
 )
@@ -78,7 +79,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
     for row in (try_row, with_row, aio_row, *peers):
         row.floor = floor
     kept_names = kept_names_case(TITLE, try_row, url, stack)
-    cases = [try_row, floor, with_row, kept, get_lock, aio_row, kept_names, *peers]
+    cases = [try_row, floor, with_row, kept, get_lock, aio_row, kept_names, *peers,
+             *multi_lock_cases(TITLE, store)]
     for case in cases:
         case.fragile = True
     contended = [

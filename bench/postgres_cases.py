@@ -32,6 +32,7 @@ from cases import (
     ServerSection,
     async_case,
     kept_names_case,
+    multi_lock_cases,
     optional_case,
     tenure_cases,
 )
@@ -94,7 +95,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
     for row in (try_row, with_row, aio_row, *peers):
         row.floor = row.floor or floor
     kept_names = kept_names_case(TITLE, try_row, f"{url}?schema={SCHEMA}", stack)
-    cases = [try_row, floor, with_row, advisory, aio_row, kept, kept_names, *peers]
+    cases = [try_row, floor, with_row, advisory, aio_row, kept, kept_names, *peers,
+             *multi_lock_cases(TITLE, store)]
     cases += advisory_mode_cases(url, advisory, stack, extras)
     for case in cases:
         case.fragile = True

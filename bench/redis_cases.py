@@ -31,6 +31,7 @@ from cases import (
     ServerSection,
     async_case,
     kept_names_case,
+    multi_lock_cases,
     optional_case,
     tenure_cases,
 )
@@ -88,7 +89,8 @@ def section(server: Server, stack: ExitStack, extras: Extras) -> ServerSection:
     for peer in peers:
         peer.floor, peer.also = floor, [packed]
     kept = kept_names_case(TITLE, try_row, url, stack, ttl=LEASE_SECONDS)
-    cases = [try_row, floor, with_row, packed, aio_row, aio_floor, kept, *peers]
+    cases = [try_row, floor, with_row, packed, aio_row, aio_floor, kept, *peers,
+             *multi_lock_cases(TITLE, store, ttl=LEASE_SECONDS)]
     for case in cases:
         case.fragile = True
     return ServerSection(
