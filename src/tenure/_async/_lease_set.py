@@ -26,6 +26,7 @@ from typing import Any
 from tenure._async import _shim
 from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock
+from tenure._async.stores._protocol import takes_all
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -35,7 +36,7 @@ from tenure._errors import (
     StoreUnavailable,
 )
 from tenure._names import validate_name
-from tenure._types import LostReason
+from tenure._types import Grant, LostReason
 
 log = logging.getLogger("tenure")
 
@@ -248,6 +249,10 @@ async def acquire_all(locks: Sequence[AsyncLock], timeout: float,
     """
     deadline = _shim.monotonic() + timeout
     names = [lock.name for lock in locks]
+    whole = await _all_in_one_request(locks)
+    if whole is not None:
+        leases._adopt(whole)
+        return leases
     while True:
         taken: list[AsyncLease] = []
         lock = locks[0]
@@ -279,6 +284,53 @@ async def acquire_all(locks: Sequence[AsyncLock], timeout: float,
             raise LockTimeout(f"lock_all of {names!r} was not acquired within {timeout:g} s, "
                               f"so it holds none of them: {lost.name!r} was lost ({why}) "
                               "before the others were taken")
+
+
+async def _all_in_one_request(locks: Sequence[AsyncLock]) -> list[AsyncLease] | None:
+    """The leases of `locks` taken in one request, on a store that can (try_acquire_all);
+    None when it cannot, or when a name was not free (then none was taken)."""
+    first = locks[0]
+    take_all = takes_all(first._backend)
+    if take_all is None:
+        return None
+    with first._monitor.acquiring(first._backend.url, first.name):
+        sent_at = _shim.monotonic()
+        try:
+            grants = await take_all([lock.name for lock in locks], first.holder, first.ttl)
+        except StoreUnavailable as exc:
+            if not exc.transient:
+                raise
+            return None  # the names one by one retry it until the timeout
+        if grants is None:
+            return None
+        leases: list[AsyncLease] = []
+        try:
+            for lock, grant in zip(locks, grants, strict=True):
+                lease = await lock._lease_of(grant, sent_at)
+                if lease is None:  # past its deadline already (this process was stopped)
+                    break
+                leases.append(lease)
+            else:
+                return leases
+        except BaseException:
+            await _give_back_grants(locks, grants[len(leases):])
+            await _give_back(leases)
+            raise
+    # _lease_of gave that one back; the others too, and the names one by one from here on.
+    await _give_back_grants(locks, grants[len(leases) + 1:])
+    await _give_back(leases)
+    return None
+
+
+async def _give_back_grants(locks: Sequence[AsyncLock], grants: Sequence[Grant]) -> None:
+    backend = locks[0]._backend
+    with _shim.shielded():
+        for grant in grants:
+            try:
+                await backend.release(grant)
+            except StoreUnavailable as exc:
+                log.warning("tenure: lock_all: giving back %r failed, it expires by itself: "
+                            "%s", grant.name, exc)
 
 
 async def _give_back(taken: list[AsyncLease]) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from tenure._sync import _shim
 from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock
+from tenure._sync.stores._protocol import takes_all
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -36,7 +37,7 @@ from tenure._errors import (
     StoreUnavailable,
 )
 from tenure._names import validate_name
-from tenure._types import LostReason
+from tenure._types import Grant, LostReason
 
 log = logging.getLogger("tenure")
 
@@ -249,6 +250,10 @@ def acquire_all(locks: Sequence[Lock], timeout: float,
     """
     deadline = _shim.monotonic() + timeout
     names = [lock.name for lock in locks]
+    whole = _all_in_one_request(locks)
+    if whole is not None:
+        leases._adopt(whole)
+        return leases
     while True:
         taken: list[Lease] = []
         lock = locks[0]
@@ -280,6 +285,53 @@ def acquire_all(locks: Sequence[Lock], timeout: float,
             raise LockTimeout(f"lock_all of {names!r} was not acquired within {timeout:g} s, "
                               f"so it holds none of them: {lost.name!r} was lost ({why}) "
                               "before the others were taken")
+
+
+def _all_in_one_request(locks: Sequence[Lock]) -> list[Lease] | None:
+    """The leases of `locks` taken in one request, on a store that can (try_acquire_all);
+    None when it cannot, or when a name was not free (then none was taken)."""
+    first = locks[0]
+    take_all = takes_all(first._backend)
+    if take_all is None:
+        return None
+    with first._monitor.acquiring(first._backend.url, first.name):
+        sent_at = _shim.monotonic()
+        try:
+            grants = take_all([lock.name for lock in locks], first.holder, first.ttl)
+        except StoreUnavailable as exc:
+            if not exc.transient:
+                raise
+            return None  # the names one by one retry it until the timeout
+        if grants is None:
+            return None
+        leases: list[Lease] = []
+        try:
+            for lock, grant in zip(locks, grants, strict=True):
+                lease = lock._lease_of(grant, sent_at)
+                if lease is None:  # past its deadline already (this process was stopped)
+                    break
+                leases.append(lease)
+            else:
+                return leases
+        except BaseException:
+            _give_back_grants(locks, grants[len(leases):])
+            _give_back(leases)
+            raise
+    # _lease_of gave that one back; the others too, and the names one by one from here on.
+    _give_back_grants(locks, grants[len(leases) + 1:])
+    _give_back(leases)
+    return None
+
+
+def _give_back_grants(locks: Sequence[Lock], grants: Sequence[Grant]) -> None:
+    backend = locks[0]._backend
+    with _shim.shielded():
+        for grant in grants:
+            try:
+                backend.release(grant)
+            except StoreUnavailable as exc:
+                log.warning("tenure: lock_all: giving back %r failed, it expires by itself: "
+                            "%s", grant.name, exc)
 
 
 def _give_back(taken: list[Lease]) -> None:

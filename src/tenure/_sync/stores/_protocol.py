@@ -185,6 +185,32 @@ def waits_its_turn(backend: object) -> Callable[[str], float] | None:
     return found
 
 
+class TryAcquireAll(Protocol):
+    """The optional `try_acquire_all` of a store that can take several locks in one request.
+
+    `backend.try_acquire_all(names, holder, ttl)` takes a lock (slot 0, limit 1) on
+    every one of `names` (distinct, in the order given) or on none: the Grants in that order,
+    or None when one is held (nothing is then left taken). One request for the lot, where a
+    lock_all would otherwise make one per name; the core falls back to the names one by one
+    when it answers None. Cancelled or failing after its request may have taken them, it frees
+    them as try_acquire does.
+    """
+
+    def __call__(self, names: Sequence[str], holder: str,
+                       ttl: float) -> list[Grant] | None: ...
+
+
+def takes_all(backend: object) -> TryAcquireAll | None:
+    """The store's `try_acquire_all` (see TryAcquireAll), or None when it has none.
+
+    Example:
+        >>> takes_all(object()) is None
+        True
+    """
+    found: TryAcquireAll | None = getattr(backend, "try_acquire_all", None)
+    return found
+
+
 class Prune(Protocol):
     """The optional `prune` of a store that can forget the names nobody holds.
 

@@ -75,6 +75,33 @@ class _Attempt:
             return self._grant
 
 
+class _AttemptAll:
+    """_Attempt for the grants of one try_acquire_all."""
+
+    __slots__ = ("_abandoned", "_grants", "_mutex")
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._grants: list[Grant] = []
+        self._abandoned = False
+
+    def answer(self, grants: list[Grant]) -> bool:
+        """From the worker: False when the caller already gave up (free the grants then)."""
+        with self._mutex:
+            self._grants = grants
+            return not self._abandoned
+
+    def abandon(self) -> list[Grant]:
+        """From the cancelled caller: the grants already taken, which the caller must free."""
+        with self._mutex:
+            self._abandoned = True
+            return self._grants
+
+
+class _OneHeld(Exception):
+    """A name of a try_acquire_all is held: its transaction rolls back."""
+
+
 class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
     """Leases in a SQLite database file shared by the processes of one host.
 
@@ -129,6 +156,55 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
                 _shim.start_soon(self._release_quietly, orphan)
             raise
         return grant
+
+    async def try_acquire_all(self, names: Sequence[str], holder: str,
+                              ttl: float) -> list[Grant] | None:
+        """Locks on every one of `names` in ONE write transaction, or on none (see
+        AsyncTryAcquireAll): the transaction is rolled back at the first name held (or with a
+        waiter queued for it).
+
+        Example::
+
+            grants = await backend.try_acquire_all(["a", "b"], "worker-1", 30.0)
+        """
+        attempt = _AttemptAll()
+        try:
+            grants: list[Grant] | None = await _shim.offload(self._acquire_all_for, attempt,
+                                                             names, holder, ttl)
+        except BaseException:
+            for orphan in attempt.abandon():
+                _shim.start_soon(self._release_quietly, orphan)
+            raise
+        return grants
+
+    def _acquire_all_for(self, attempt: _AttemptAll, names: Sequence[str], holder: str,
+                         ttl: float) -> list[Grant] | None:
+        if any(self._queue.blocks(name) for name in names):
+            return None
+        grants: list[Grant] | None = self._on_connection(
+            "acquire", names[0], self._acquire_all_in, names, holder, ttl)
+        if grants is not None and not attempt.answer(grants):
+            for grant in grants:
+                self._release_now(grant)  # the caller was cancelled meanwhile
+            return None
+        return grants
+
+    def _acquire_all_in(self, db: sqlite3.Connection, names: Sequence[str], holder: str,
+                        ttl: float) -> list[Grant] | None:
+        grants: list[Grant] = []
+        try:
+            with immediate(db):
+                now = host_monotonic()
+                for name in names:
+                    lease_id = f"{self._id_prefix}{next(self._ids)}"
+                    returned = db.execute(ACQUIRE_LOCK, (name, holder, lease_id, wall_us(),
+                                                         BOOT_ID, now + ttl, now)).fetchall()
+                    if not returned:
+                        raise _OneHeld
+                    grants.append(Grant(name, 0, holder, lease_id, returned[0][0], name))
+        except _OneHeld:
+            return None  # rolled back: none taken
+        return grants
 
     def _acquire_for(self, attempt: _Attempt, name: str, holder: str, ttl: float,
                      limit: int, queued: bool) -> Grant | None:
