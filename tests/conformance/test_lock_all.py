@@ -12,6 +12,7 @@ import pytest
 from conftest import Target, call, eventually
 
 import tenure
+from tenure._async.stores._protocol import takes_all
 
 pytestmark = pytest.mark.anyio
 
@@ -183,3 +184,25 @@ async def test_bad_names_are_refused_before_the_store_is_touched(
     with pytest.raises(tenure.InvalidArgument, match="ttl"):
         store.lock_all(["a"], ttl=-1)
     assert await listed(store) == {}
+
+
+async def test_a_store_that_takes_all_in_one_request_takes_all_or_none(target: Target) -> None:
+    store = target.connect()
+    take_all = takes_all(store.backend)
+    if take_all is None:
+        pytest.skip("this store takes lock_all's names one by one (no try_acquire_all)")
+    ttl = target.ttl(5)
+    before = await call(store.lock("y", ttl=ttl).try_acquire())
+    assert await call(before.release()) is True
+    grants = await call(take_all(["x", "y"], "me", ttl))
+    assert [(grant.name, grant.slot) for grant in grants] == [("x", 0), ("y", 0)]
+    assert grants[1].token > before.token
+    assert await listed(target.connect()) == {"x": grants[0].token, "y": grants[1].token}
+    assert await call(take_all(["y", "z"], "me", ttl)) is None  # "y" is held: nothing taken
+    assert await listed(target.connect()) == {"x": grants[0].token, "y": grants[1].token}
+    free = await call(target.connect().lock("z", ttl=ttl).try_acquire())
+    assert free is not None
+    for grant in grants:
+        assert await call(store.backend.release(grant)) is True
+    assert await call(free.release()) is True
+    assert await listed(target.connect()) == {}

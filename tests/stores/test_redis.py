@@ -45,7 +45,7 @@ from tenure._async.stores.redis import (
     packed,
     parse_options,
 )
-from tenure._async.stores.redis._connections import Undo
+from tenure._async.stores.redis._connections import Undo, UndoAll
 from tenure._async.stores.redis._scripts import SCRIPTS
 from tenure.chaos._proxy import Proxy, ProxyHost
 
@@ -636,10 +636,13 @@ def test_the_docs_quote_the_scripts_as_sent() -> None:
     from tenure._async.stores import redis as store
 
     docs = (Path(__file__).resolve().parents[2] / "docs" / "stores" / "redis.md").read_text()
-    from tenure._async.stores.redis._scripts import KEEP
+    from tenure._async.stores.redis._scripts import ACQUIRE_ALL, GRANT, KEEP
 
     assert KEEP.strip() in docs
-    for script in (store.ACQUIRE, store.RENEW, store.RELEASE):
+    assert GRANT.startswith(KEEP) and GRANT.removeprefix(KEEP).strip() in docs
+    for script in (store.ACQUIRE, ACQUIRE_ALL):
+        assert script.startswith(GRANT) and script.removeprefix(GRANT).strip() in docs
+    for script in (store.RENEW, store.RELEASE):
         assert script.startswith(KEEP) and script.removeprefix(KEEP).strip() in docs
 
 
@@ -1092,6 +1095,51 @@ async def test_a_cancelled_acquire_frees_what_the_server_granted(
     finally:
         host.set_mode(proxy, "normal")
         await store.close()
+
+
+async def test_a_cancelled_lock_all_frees_every_name_the_server_granted(
+        url: str, admin: Any, slow_path: tuple[ProxyHost, Proxy]) -> None:
+    """As above, for lock_all's one request (ACQUIRE_ALL): its UNDO_ALL frees every name."""
+    host, proxy = slow_path
+    prefix = url.rpartition("prefix=")[2]
+    keys = [name_keys(prefix, name) for name in ("ghost-a", "ghost-b")]
+    store = tenure.aio.connect(f"redis://127.0.0.1:{proxy.port}/0?prefix={prefix}")
+    try:
+        await (await store.lock_all(["warm-a", "warm-b"], timeout=5)).release()  # loaded
+        host.set_mode(proxy, "latency", latency=0.3)
+        with anyio.move_on_after(0.1):
+            await store.lock_all(["ghost-a", "ghost-b"], ttl=30, timeout=5)
+            pytest.fail("the lock_all was not cancelled")
+        await eventually(lambda: all(admin.exists(key.counter) for key in keys), 5,
+                         "the server to run the lock_all")
+        await eventually(lambda: not any(admin.exists(key.slot0) for key in keys), 5,
+                         "the leases it granted to be freed (else they block the names 30 s)")
+    finally:
+        host.set_mode(proxy, "normal")
+        await store.close()
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+async def test_an_undo_all_that_overtakes_its_lock_all_still_frees_it(url: str,
+                                                                      api: str) -> None:
+    """UNDO_ALL served before its ACQUIRE_ALL (from another connection) leaves its marks, and
+    the ACQUIRE_ALL of those lease ids then takes nothing."""
+    store = connect(url, api)
+    try:
+        backend = store.backend
+        ids = iter(["overtaken-a", "overtaken-b"])
+        backend._new_lease_id = lambda: next(ids)
+        slot0s = [name_keys(backend.prefix, name).slot0.encode() for name in ("ga", "gb")]
+        heads = [b'["overtaken-a",', b'["overtaken-b",']
+        await call(backend._connections.undo(UndoAll(["ga", "gb"], slot0s, heads, 30.0)))
+        assert await call(backend.try_acquire_all(["ga", "gb"], "me", 30.0)) is None
+        del backend._new_lease_id
+        grants = await call(backend.try_acquire_all(["ga", "gb"], "me", 30.0))
+        assert [grant.name for grant in grants] == ["ga", "gb"]
+        for grant in grants:
+            assert await call(backend.release(grant)) is True
+    finally:
+        await call(store.close())
 
 
 async def test_a_cancelled_wait_frees_what_its_wake_up_took(

@@ -100,13 +100,66 @@ local function keep(base, retain, skip, restore)
 end
 """
 
+# Shared by the acquiring scripts below (prepended, after KEEP): the checks before a grant
+# and the grant itself.
+GRANT = KEEP + """
+-- a request that was given up before it ran (see UNDO_ACQUIRE) takes nothing
+local function given_up(base, head)
+  return redis.call('EXISTS', base .. 'x' .. string.sub(head, 3, -3)) == 1
+end
+-- Never granted on this server, or the server lost its data: in the server's first seconds,
+-- wait, so that holders from before a restart can reclaim their leases first. INFO's uptime is
+-- wall-clock time since the start, negative once that clock stepped back by more: then nobody
+-- can tell, and waiting would refuse every new name until the clock catches up.
+local function in_restart_grace(grace)
+  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(-?%d+)'))
+  return up and up >= 0 and up < tonumber(grace)
+end
+-- the token of a lease value (what a retry of its own request finds)
+local function token_of(value)
+  return tonumber(string.match(value, '^[^,]*,(%d+)'))
+end
+-- writes the free slot `key` of the name at `base` for `ttl` ms; `counter` is the value of
+-- its counter key `counter_key` (false: none). Returns the token (a string): the server's
+-- clock in microseconds, or the counter + 1 when that is ahead.
+local function grant(base, key, counter_key, counter, limit, value_head, value_tail, ttl, retain)
+  local now = redis.call('TIME')
+  local token = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
+  local clock = tonumber(token)
+  if counter and tonumber(counter) >= clock then
+    token = string.format('%d', tonumber(counter) + 1)
+  end
+  redis.call('SET', key, value_head .. token .. value_tail, 'PX', ttl)
+  -- the highest limit: a lock's name may have been a semaphore's too
+  local highest = redis.call('GET', base .. 'limit')
+  if limit > tonumber(highest or '1') then
+    redis.call('SET', base .. 'limit', limit)
+    highest = limit
+  end
+  if retain < 0 then
+    redis.call('SET', counter_key, token)
+  else  -- see KEEP
+    local ms = keep_ms(retain, tonumber(token), clock,
+                       math.max(ttl, longest(base, tonumber(highest or '1'), key)))
+    redis.call('SET', counter_key, token, 'PX', ms)
+    if highest then redis.call('PEXPIRE', base .. 'limit', ms) end
+  end
+  local index, ms = index_of(key), math.floor(clock / 1000)
+  -- the entries of slots that expired unreleased, at one acquire in 16 (by the clock's last
+  -- digits): a listing never reads them (it starts from the clock), they only take room
+  if clock % 16 == 0 then redis.call('ZREMRANGEBYSCORE', index, '-inf', ms) end
+  redis.call('ZADD', index, ms + ttl, key)
+  return token
+end
+"""
+
 # KEYS: slot 0, counter, and for a semaphore its highest limit. ARGV: limit, ttl ms, value head
 # '["<lease id>",', value tail ',"<holder>","<name>"]', restart grace s, retain ms (-1: inf).
 # Takes the first free slot; returns the token for a lock, {slot, token} for a semaphore, false
 # when all are held (or when UNDO_ACQUIRE of this lease id came first). A name forgotten (after
 # `retain`, or by PRUNE) has no counter: its token comes from the clock, above every earlier
-# one; the restart grace below refuses it only in the server's first seconds.
-ACQUIRE = KEEP + """
+# one; the restart grace refuses it only in the server's first seconds.
+ACQUIRE = GRANT + """
 local limit, head = tonumber(ARGV[1]), ARGV[3]
 local base = string.sub(KEYS[1], 1, -3)
 local key, free
@@ -116,53 +169,52 @@ for slot = 0, limit - 1 do
   if not value then free = slot break end
   if string.sub(value, 1, #head) == head then
     -- this very request, retried after its reply was lost: the same grant again
-    local token = tonumber(string.match(value, '^[^,]*,(%d+)'))
+    local token = token_of(value)
     if limit == 1 then return token end
     return {slot, token}
   end
 end
 if not free then return false end
--- a request that was given up before it ran (see UNDO_ACQUIRE) takes nothing
-if redis.call('EXISTS', base .. 'x' .. string.sub(head, 3, -3)) == 1 then return false end
+if given_up(base, head) then return false end
 local counter = redis.call('GET', KEYS[2])
-if not counter then
-  -- Never granted on this server, or the server lost its data: in the server's first seconds,
-  -- wait, so that holders from before a restart can reclaim their leases first. INFO's uptime
-  -- is wall-clock time since the start, negative once that clock stepped back by more: then
-  -- nobody can tell, and waiting would refuse every new name until the clock catches up.
-  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(-?%d+)'))
-  if up and up >= 0 and up < tonumber(ARGV[5]) then return false end
-end
--- the token: the server's clock in microseconds, or the counter + 1 when that is ahead
-local now = redis.call('TIME')
-local token = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
-local clock = tonumber(token)
-if counter and tonumber(counter) >= clock then
-  token = string.format('%d', tonumber(counter) + 1)
-end
-local ttl, retain = tonumber(ARGV[2]), tonumber(ARGV[6])
-redis.call('SET', key, head .. token .. ARGV[4], 'PX', ttl)
--- the highest limit: a lock's name may have been a semaphore's too
-local highest = redis.call('GET', base .. 'limit')
-if limit > tonumber(highest or '1') then
-  redis.call('SET', base .. 'limit', limit)
-  highest = limit
-end
-if retain < 0 then
-  redis.call('SET', KEYS[2], token)
-else  -- see KEEP
-  local ms = keep_ms(retain, tonumber(token), clock,
-                     math.max(ttl, longest(base, tonumber(highest or '1'), key)))
-  redis.call('SET', KEYS[2], token, 'PX', ms)
-  if highest then redis.call('PEXPIRE', base .. 'limit', ms) end
-end
-local index, ms = index_of(key), math.floor(clock / 1000)
--- the entries of slots that expired unreleased, at one acquire in 16 (by the clock's last
--- digits): a listing never reads them (it starts from the clock), they only take room
-if clock % 16 == 0 then redis.call('ZREMRANGEBYSCORE', index, '-inf', ms) end
-redis.call('ZADD', index, ms + ttl, key)
+if not counter and in_restart_grace(ARGV[5]) then return false end
+local token = grant(base, key, KEYS[2], counter, limit, head, ARGV[4], tonumber(ARGV[2]),
+                    tonumber(ARGV[6]))
 if limit == 1 then return tonumber(token) end
 return {free, token}
+"""
+
+# A lock (slot 0) on each of several names, or on none. KEYS: slot 0 and counter of each name,
+# in pairs. ARGV: ttl ms, restart grace s, retain ms (-1: inf), then each name's value head and
+# value tail, in pairs. Returns the tokens in the names' order, or false when one of the names
+# is held (or given up, or refused by the restart grace): then nothing is written.
+ACQUIRE_ALL = GRANT + """
+local ttl, grace, retain = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local tokens, counters, graced = {}, {}, false
+for i = 1, #KEYS / 2 do
+  local key, head = KEYS[2 * i - 1], ARGV[2 * i + 2]
+  local value = redis.call('GET', key)
+  if value then
+    -- held: by this very request, retried after its reply was lost, or by another lease
+    if string.sub(value, 1, #head) ~= head then return false end
+    tokens[i] = token_of(value)
+  else
+    if given_up(string.sub(key, 1, -3), head) then return false end
+    counters[i] = redis.call('GET', KEYS[2 * i])
+    if not counters[i] and not graced then
+      if in_restart_grace(grace) then return false end
+      graced = true
+    end
+  end
+end
+for i = 1, #KEYS / 2 do
+  if not tokens[i] then
+    local key = KEYS[2 * i - 1]
+    tokens[i] = tonumber(grant(string.sub(key, 1, -3), key, KEYS[2 * i], counters[i] or false,
+                               1, ARGV[2 * i + 2], ARGV[2 * i + 3], ttl, retain))
+  end
+end
+return tokens
 """
 
 # ACQUIRE for a waiter, sent right behind its BLMOVE of the name's signal list into a list of the
@@ -254,24 +306,39 @@ return freed
 # the answer: cancelled, or timed out); when it took none, leaves the mark `x<lease id>` for
 # the ttl, so that the ACQUIRE takes nothing if it is still on its way (on another connection,
 # it may come second).
-UNDO_ACQUIRE = KEEP + """
-local limit, head = tonumber(ARGV[1]), ARGV[2]
-local base = string.sub(KEYS[1], 1, -3)
-for slot = 0, limit - 1 do
-  local key = slot == 0 and KEYS[1] or base .. 's' .. slot
-  local value = redis.call('GET', key)
-  if value and string.sub(value, 1, #head) == head then
-    redis.call('DEL', key)
-    redis.call('ZREM', index_of(key), key)
-    keep(base, tonumber(ARGV[4] or '-1'), key, false)
-    local signal = base .. 'signal'
-    if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
-    redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
-    return 1
+UNDO = KEEP + """
+-- frees the slot of the name at slot 0 `first` that holds lease `head` (1), or leaves a mark
+-- that an ACQUIRE of that lease id still on its way takes nothing (0)
+local function undo(first, limit, head, ttl, retain)
+  local base = string.sub(first, 1, -3)
+  for slot = 0, limit - 1 do
+    local key = slot == 0 and first or base .. 's' .. slot
+    local value = redis.call('GET', key)
+    if value and string.sub(value, 1, #head) == head then
+      redis.call('DEL', key)
+      redis.call('ZREM', index_of(key), key)
+      keep(base, retain, key, false)
+      local signal = base .. 'signal'
+      if redis.call('RPUSH', signal, 1) > 1 then redis.call('LTRIM', signal, -1, -1) end
+      redis.call('PEXPIRE', signal, 2000)  -- SIGNAL_MS
+      return 1
+    end
   end
+  redis.call('SET', base .. 'x' .. string.sub(head, 3, -3), '1', 'PX', ttl)
+  return 0
 end
-redis.call('SET', base .. 'x' .. string.sub(head, 3, -3), '1', 'PX', ARGV[3])
-return 0
+"""
+UNDO_ACQUIRE = UNDO + """
+return undo(KEYS[1], tonumber(ARGV[1]), ARGV[2], ARGV[3], tonumber(ARGV[4] or '-1'))
+"""
+
+# KEYS: slot 0 of each name. ARGV: ttl ms, retain ms (-1: inf), then each name's value head.
+# UNDO_ACQUIRE of an ACQUIRE_ALL: each name freed or marked.
+UNDO_ALL = UNDO + """
+for i, first in ipairs(KEYS) do
+  undo(first, 1, ARGV[i + 2], ARGV[1], tonumber(ARGV[2]))
+end
+return #KEYS
 """
 
 # KEYS: slot 0, highest limit, counter. ARGV: retain ms (-1: inf). Frees every slot (the
@@ -459,11 +526,13 @@ class Scripts(NamedTuple):
     """Every script of the store, ready for EVALSHA (see `evalsha`)."""
 
     acquire: Script
+    acquire_all: Script
     wake_acquire: Script
     last_acquire: Script
     renew: Script
     release: Script
     undo_acquire: Script
+    undo_all: Script
     break_lease: Script
     raise_counter: Script
     retoken: Script
@@ -476,8 +545,8 @@ class Scripts(NamedTuple):
 
 
 SCRIPTS = Scripts(*map(_script, (
-    ACQUIRE, WAKE_ACQUIRE, LAST_ACQUIRE, RENEW, RELEASE, UNDO_ACQUIRE, BREAK, RAISE, RETOKEN,
-    WRITE_RECORD, SWAP_RECORD, UNDO_RECORD, READ, LIST, PRUNE)))
+    ACQUIRE, ACQUIRE_ALL, WAKE_ACQUIRE, LAST_ACQUIRE, RENEW, RELEASE, UNDO_ACQUIRE, UNDO_ALL,
+    BREAK, RAISE, RETOKEN, WRITE_RECORD, SWAP_RECORD, UNDO_RECORD, READ, LIST, PRUNE)))
 
 
 class Keys(NamedTuple):

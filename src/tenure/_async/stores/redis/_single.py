@@ -29,7 +29,7 @@ from redis.exceptions import RedisError
 
 from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, closed_store
-from tenure._async.stores.redis._connections import Connections, Undo
+from tenure._async.stores.redis._connections import Connections, Undo, UndoAll
 from tenure._async.stores.redis._reader import Reader
 from tenure._async.stores.redis._records import Records, Version
 from tenure._async.stores.redis._scripts import (
@@ -236,6 +236,36 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         self._held[lease_id] = _Held(grant, ttl, local_deadline(sent_at, ttl))
         self._reader.start()
         return grant
+
+    async def try_acquire_all(self, names: Sequence[str], holder: str,
+                              ttl: float) -> list[Grant] | None:
+        """Locks on every one of `names` in ONE script (ACQUIRE_ALL), or on none (see
+        tenure._async.stores._protocol.AsyncTryAcquireAll).
+
+        Example::
+
+            grants = await backend.try_acquire_all(["a", "b"], "worker-1", 30.0)
+        """
+        lease_ids = [self._new_lease_id() for _ in names]
+        heads = [f'["{lease_id}",'.encode() for lease_id in lease_ids]
+        slot0s = [self._keys(name).slot0.encode() for name in names]
+        keys = [key for name, slot0 in zip(names, slot0s, strict=True)
+                for key in (slot0, self._keys(name).counter.encode())]
+        values = [value for name, head in zip(names, heads, strict=True)
+                  for value in (head, self._tail(holder, name).encode())]
+        command = evalsha(SCRIPTS.acquire_all, keys, b"%d" % int(ttl * 1000), self._grace,
+                          self._retain_ms, *values)
+        undo = UndoAll(names, slot0s, heads, ttl, self._retain_ms)
+        sent_at = _shim.monotonic()
+        try:
+            tokens = await self._connections.eval(SCRIPTS.acquire_all, command, undo)
+        except (RedisError, OSError) as exc:
+            raise self._connections.failure("acquire", names[0], exc) from exc
+        if tokens is None:
+            return None
+        grants = [self._granted(token, sent_at, lease_id, name, holder, ttl, 1)
+                  for token, lease_id, name in zip(tokens, lease_ids, names, strict=True)]
+        return [grant for grant in grants if grant is not None]  # a token each: all of them
 
     async def wait_released(self, name: str, timeout: float,
                             patience: float | None = None) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
@@ -99,6 +99,32 @@ class Undo(NamedTuple):
         """
         return packed(b"EVAL", SCRIPTS.undo_acquire.text, b"1", self.slot0, b"%d" % self.limit,
                       self.head, b"%d" % max(1, int(self.ttl * 1000)), self.retain)
+
+
+class UndoAll(NamedTuple):
+    """What an ACQUIRE_ALL of one lease id per name may take, to free it if its answer is given
+    up on (the Undo of a lock_all)."""
+
+    names: Sequence[str]
+    slot0s: Sequence[bytes]  # each name's first slot key
+    heads: Sequence[bytes]  # each name's '["<lease id>",'
+    ttl: float
+    retain: bytes = b"-1"
+
+    @property
+    def name(self) -> str:
+        """The names, for a log line."""
+        return ", ".join(self.names)
+
+    def command(self) -> bytes:
+        """UNDO_ALL of these lease ids, packed (EVAL: see Undo.command).
+
+        Example::
+
+            connections.call(undo.command())
+        """
+        return packed(b"EVAL", SCRIPTS.undo_all.text, b"%d" % len(self.slot0s), *self.slot0s,
+                      b"%d" % max(1, int(self.ttl * 1000)), self.retain, *self.heads)
 
 
 def _retry() -> Retry:
@@ -233,7 +259,7 @@ class Connections:
         return ("check that the server is running and reachable at this address, and the TLS "
                 "settings")
 
-    def eval(self, script: Script, command: bytes, undo: Undo | None = None) -> Any:
+    def eval(self, script: Script, command: bytes, undo: Undo | UndoAll | None = None) -> Any:
         """Run a packed EVALSHA of `script`; first load the script if the server lacks it.
 
         Example::
@@ -246,7 +272,8 @@ class Connections:
             self.call(packed(b"SCRIPT", b"LOAD", script.text))
             return self.call(command, undo=undo)
 
-    def call(self, command: bytes, replies: int = 1, undo: Undo | None = None) -> Any:
+    def call(self, command: bytes, replies: int = 1,
+                   undo: Undo | UndoAll | None = None) -> Any:
         """Send one packed command and read its reply (`replies` > 1: that many pipelined
         replies, error replies among them returned, not raised).
 
@@ -328,7 +355,7 @@ class Connections:
                             "was not checked; remove it from the URL, or set one on the server "
                             "(requirepass)", self.url)
 
-    def _finish(self, connection: Any, replies: int, undo: Undo) -> None:
+    def _finish(self, connection: Any, replies: int, undo: Undo | UndoAll) -> None:
         """Free what a cancelled acquire took: UNDO_ACQUIRE sent on the request's own
         connection, which Redis runs right after the request (one connection's commands run in
         order), then the answers of both read, and the connection used again."""
@@ -342,7 +369,7 @@ class Connections:
             self.undo_soon(undo)
         self._idle.append(connection)
 
-    def undo_soon(self, undo: Undo) -> None:
+    def undo_soon(self, undo: Undo | UndoAll) -> None:
         """Free, in the background and on another connection, what an ACQUIRE whose answer
         was given up on (timed out, broken) took.
 
@@ -357,7 +384,7 @@ class Connections:
         """
         _shim.start_soon(self.undo, undo)
 
-    def undo(self, undo: Undo) -> None:
+    def undo(self, undo: Undo | UndoAll) -> None:
         """UNDO_ACQUIRE now, best effort (the store may be closing: else the lease expires).
 
         Example::
