@@ -799,6 +799,29 @@ async def test_a_cancelled_acquire_frees_what_the_server_granted(
     await probe.close()
 
 
+async def test_a_cancelled_lock_all_frees_every_name_the_server_granted(
+        path: tuple[ProxyHost, Proxy, str], postgres_server: PostgresServer,
+        schema: str) -> None:
+    """As above, for lock_all's one statement (_ACQUIRE_ALL): each name freed by its lease id."""
+    host, proxy, url = path
+    store = tenure.aio.connect(f"{url}?schema={schema}")
+    await (await store.lock_all(["warm-a", "warm-b"], ttl=30, timeout=10)).release()
+    host.set_mode(proxy, "latency", latency=0.3)
+    with anyio.move_on_after(0.15):
+        await store.lock_all(["ghost-a", "ghost-b"], ttl=30, timeout=10)
+        pytest.fail("the lock_all was not cancelled")
+
+    def undone() -> bool:
+        """Both rows were granted (each has a counter) and freed (no lease id)."""
+        return query(postgres_server, f"SELECT name, lease_id FROM {schema}.tenure_leases "
+                                      "WHERE name = ANY(%s) AND slot = 0 ORDER BY name",
+                     [b"ghost-a", b"ghost-b"]) == [(b"ghost-a", ""), (b"ghost-b", "")]
+
+    await eventually(undone, 10, "the cancelled lock_all's grants to be freed")
+    host.set_mode(proxy, "normal")
+    await store.close()
+
+
 def backends(server: PostgresServer, pids: set[int]) -> set[int]:
     """Which of the backends `pids` still run on the server."""
     return {pid for (pid,) in query(server, "SELECT pid FROM pg_stat_activity "

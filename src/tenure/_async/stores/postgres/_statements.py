@@ -35,7 +35,8 @@ def _render(template: str, table: sql.Identifier) -> bytes:
         f"ELSE l.{column}[:{position} - 1] || l.{column}[{position} + 1:] END"
         for column in _QUEUE)
     return sql.SQL(template.strip()).format(
-        t=table, seed=sql.SQL(_SEED), free=sql.SQL(_FREE), mine=sql.SQL(_MINE),
+        t=table, seed=sql.SQL(_SEED), seed_of_w=sql.SQL(_SEED.replace("%(name)s", "w.name")),
+        free=sql.SQL(_FREE), mine=sql.SQL(_MINE),
         held=sql.SQL(_HELD.format(row="l")), held_locks=sql.SQL(_HELD_LOCKS),
         pop=sql.SQL(",\n    ".join(
             f"{column} = CASE WHEN cardinality(l.q_ids) > 1 THEN l.{column}[2:] END"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 from tenure._sync import _shim
@@ -29,6 +30,7 @@ from tenure._sync.stores.postgres._statements import (
     _statement,
 )
 from tenure._sync.stores.postgres._table_sql import (
+    _ACQUIRE_ALL,
     _ACQUIRE_LOCK,
     _ACQUIRE_QUEUED,
     _ACQUIRE_SLOT,
@@ -81,6 +83,8 @@ class PostgresTableStore(PostgresStore):
         self._acquire_lock_sql = _statement("acquire_lock", _ACQUIRE_LOCK, table, lease)
         self._acquire_slot_sql = _statement("acquire_slot", _ACQUIRE_SLOT, table,
                                             [*lease, ("limit", _INT4)])
+        self._acquire_all_sql = _statement("acquire_all", _ACQUIRE_ALL, table, [
+            ("names", _TEXT), ("lease_ids", _TEXT), ("holder", _BYTEA), ("ttl", _FLOAT8)])
         self._renew_sql = _render(_RENEW, table)
         self._enqueue_sql = _statement("enqueue", _ENQUEUE, table, [
             *lease, ("wait", _FLOAT8)])
@@ -153,6 +157,44 @@ class PostgresTableStore(PostgresStore):
             raise
         if self._notify:  # see wait_and_acquire
             self._listener.note_missed(name, started)
+        return None
+
+    def try_acquire_all(self, names: Sequence[str], holder: str,
+                              ttl: float) -> list[Grant] | None:
+        """Locks on every one of `names` in ONE statement (_ACQUIRE_ALL), or on none (see
+        tenure._sync.stores._protocol.TryAcquireAll); a name taken between the
+        statement's look and its write costs a release of the others.
+
+        Example::
+
+            grants = backend.try_acquire_all(["a", "b"], "worker-1", 30.0)
+        """
+        lease_ids = [f"{self._id_prefix}{next(self._ids)}" for _ in names]
+        params = {"names": "{" + ",".join(name.encode().hex() for name in names) + "}",
+                  "lease_ids": "{" + ",".join(lease_ids) + "}", "holder": holder.encode(),
+                  "ttl": ttl}
+        sent: list[_Session] = []
+        try:
+            result = self._execute("acquire", names[0], self._acquire_all_sql, params,
+                                         sent=sent)
+        except BaseException:  # cancelled, or failed: the server may have granted them
+            for name, lease_id in zip(names, lease_ids, strict=True):
+                self._undo_later(name, lease_id, 1, sent)
+            raise
+        tokens = {result.get_value(row, 0).decode(): int(result.get_value(row, 1))
+                  for row in range(result.ntuples)}
+        grants = [Grant(name, 0, holder, lease_id, tokens[lease_id], name)
+                  for name, lease_id in zip(names, lease_ids, strict=True)
+                  if lease_id in tokens]
+        if len(grants) == len(names):
+            return grants
+        try:  # a name was taken meanwhile: none, then
+            for grant in grants:
+                self.release(grant)
+        except BaseException:
+            for grant in grants:
+                self._undo_later(grant.name, grant.lease_id, 1, sent)
+            raise
         return None
 
     def _undo_later(self, name: str, lease_id: str, limit: int,

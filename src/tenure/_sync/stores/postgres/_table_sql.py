@@ -150,6 +150,34 @@ WHERE {free} OR NOT l.wanted
 RETURNING l.lease_id = %(lease_id)s, l.token
 """
 
+# Locks on several names (store.lock_all), ONE statement: when its snapshot finds every name's
+# slot 0 free (no row, or expired, released, or this very request's), upsert them all, in the
+# names' order (two such statements lock their rows in one order: no deadlock). A name taken
+# meanwhile fails its conflict WHERE (judged on the latest version, as for _ACQUIRE_LOCK) and
+# is not answered: the store then frees the others. A name held in the snapshot: nothing is
+# written, nothing answers (the names one by one then mark it wanted). Answers (lease id,
+# token) per name granted.
+_ACQUIRE_ALL = """
+WITH w AS (  -- the names in hex: an array literal of them needs no escaping
+    SELECT decode(w.hex, 'hex') AS name, w.lease_id
+    FROM unnest(%(names)s::text[], %(lease_ids)s::text[]) AS w(hex, lease_id)
+), held AS (  -- a lookup of each name's row by the primary key
+    SELECT FROM w WHERE EXISTS (
+        SELECT FROM {t} AS l WHERE l.digest = sha256(w.name) AND l.slot = 0
+        AND l.expires_at > now() AND l.lease_id <> w.lease_id)
+)
+INSERT INTO {t} AS l (name, slot, holder, lease_id, token, counter, expires_at, wanted)
+SELECT w.name, 0, %(holder)s, w.lease_id, w.seed, w.seed,
+       now() + %(ttl)s * interval '1 second', false
+FROM (SELECT w.name, w.lease_id, {seed_of_w} AS seed FROM w  -- read once per name
+      WHERE NOT EXISTS (SELECT FROM held) ORDER BY w.name) AS w
+ON CONFLICT (digest, slot) DO UPDATE SET
+    holder = excluded.holder, lease_id = excluded.lease_id, token = l.counter + 1,
+    counter = l.counter + 1, expires_at = excluded.expires_at, wanted = false
+WHERE {free}
+RETURNING l.lease_id, l.token
+"""
+
 # A semaphore (limit > 1), also ONE statement: pick the lowest free or expired slot among
 # 0..limit-1 in the statement's snapshot, then either take slot 0 (counter and lease in one
 # row, as for a lock) or bump the counter on slot 0's row (creating it as a free row when
