@@ -1120,6 +1120,33 @@ async def test_a_cancelled_lock_all_frees_every_name_the_server_granted(
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])
+async def test_a_lease_set_is_released_in_one_round_trip_even_after_a_script_flush(
+        url: str, admin: Any, api: str) -> None:
+    """release_all pipelines the RELEASE scripts; a server that lost its scripts (SCRIPT
+    FLUSH, a restart) gets RELEASE loaded and the lot sent again."""
+    store = connect(url, api)
+    try:
+        leases = await call(store.lock_all(["r-a", "r-b", "r-c"], ttl=30, timeout=5))
+        admin.script_flush()
+        calls = []
+        real = store.backend._connections.call
+
+        def counted(command: bytes, **kwargs: Any) -> Any:
+            if SCRIPTS.release.sha in command or SCRIPTS.release.text in command:
+                calls.append(kwargs.get("replies", 1))
+            return real(command, **kwargs)
+
+        store.backend._connections.call = counted
+        assert await call(leases.release()) is True
+        assert calls == [3, 1, 3]  # the pipeline, SCRIPT LOAD, the pipeline again
+        assert not any(admin.exists(name_keys(store.backend.prefix, name).slot0)
+                       for name in ("r-a", "r-b", "r-c"))
+        assert await call(leases.release()) is False
+    finally:
+        await call(store.close())
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
 async def test_an_undo_all_that_overtakes_its_lock_all_still_frees_it(url: str,
                                                                       api: str) -> None:
     """UNDO_ALL served before its ACQUIRE_ALL (from another connection) leaves its marks, and

@@ -26,7 +26,7 @@ from typing import Any
 from tenure._async import _shim
 from tenure._async._lease import AsyncLease
 from tenure._async._lock import AsyncLock
-from tenure._async.stores._protocol import takes_all
+from tenure._async.stores._protocol import AsyncReleaseAll, releases_all, takes_all
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -177,6 +177,9 @@ class AsyncLeaseSet:
             ...
             await leases.release()
         """
+        release_all = releases_all(self._leases[0]._terms.backend) if self._leases else None
+        if release_all is not None:
+            return await self._release_in_one_request(release_all)
         freed = True
         failure: StoreUnavailable | None = None
         for lease in reversed(self._leases):
@@ -187,6 +190,19 @@ class AsyncLeaseSet:
         if failure is not None:
             raise failure
         return freed
+
+    async def _release_in_one_request(self, release_all: AsyncReleaseAll) -> bool:
+        """release() on a store that frees several grants in one request (release_all)."""
+        leases = [lease for lease in reversed(self._leases) if lease._releasing()]
+        if not leases:
+            return False
+        try:
+            freed = await release_all([lease.grant for lease in leases])
+        except BaseException:
+            for lease in leases:  # not freed: a later release() may try again
+                lease._released = False
+            raise
+        return len(leases) == len(self._leases) and all(freed)
 
     # -- called by lock_all and by the leases' monitor ------------------------------------------
 

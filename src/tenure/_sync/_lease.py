@@ -226,6 +226,20 @@ class Lease:
             ...
             lease.release()
         """
+        if not self._releasing():
+            return False
+        try:
+            # Even a lease given up as lost goes back to the store: it may still hold it (past
+            # its local deadline, a flock the kernel keeps), and the store frees only its own.
+            return self._terms.backend.release(self.grant)
+        except BaseException:
+            self._released = False  # not freed: a later release() may try again; else it expires
+            raise
+
+    def _releasing(self) -> bool:
+        """release()'s first half, also a lease set's (which frees its grants in one request):
+        False when released already; else the lease is released from here on and no renewal
+        races the release. On failure the caller sets `_released` back to False."""
         if self._released:
             return False
         terms = self._terms
@@ -234,14 +248,8 @@ class Lease:
         if self._lost_reason is None and self.lost:  # past its deadline: lost, and stays so
             self._lost_reason = LostReason.DEADLINE
         self._released = True
-        terms.keeper.forget(self)  # no renewal may race the release
-        try:
-            # Even a lease given up as lost goes back to the store: it may still hold it (past
-            # its local deadline, a flock the kernel keeps), and the store frees only its own.
-            return terms.backend.release(self.grant)
-        except BaseException:
-            self._released = False  # not freed: a later release() may try again; else it expires
-            raise
+        terms.keeper.forget(self)
+        return True
 
     # -- called by the monitor ----------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from typing import Any
 from tenure._sync import _shim
 from tenure._sync._lease import Lease
 from tenure._sync._lock import Lock
-from tenure._sync.stores._protocol import takes_all
+from tenure._sync.stores._protocol import ReleaseAll, releases_all, takes_all
 from tenure._errors import (
     InvalidArgument,
     InvalidArgumentType,
@@ -178,6 +178,9 @@ class LeaseSet:
             ...
             leases.release()
         """
+        release_all = releases_all(self._leases[0]._terms.backend) if self._leases else None
+        if release_all is not None:
+            return self._release_in_one_request(release_all)
         freed = True
         failure: StoreUnavailable | None = None
         for lease in reversed(self._leases):
@@ -188,6 +191,19 @@ class LeaseSet:
         if failure is not None:
             raise failure
         return freed
+
+    def _release_in_one_request(self, release_all: ReleaseAll) -> bool:
+        """release() on a store that frees several grants in one request (release_all)."""
+        leases = [lease for lease in reversed(self._leases) if lease._releasing()]
+        if not leases:
+            return False
+        try:
+            freed = release_all([lease.grant for lease in leases])
+        except BaseException:
+            for lease in leases:  # not freed: a later release() may try again
+                lease._released = False
+            raise
+        return len(leases) == len(self._leases) and all(freed)
 
     # -- called by lock_all and by the leases' monitor ------------------------------------------
 

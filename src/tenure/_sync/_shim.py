@@ -441,7 +441,7 @@ def run_first(function: Callable[[T], R], items: Sequence[T],
     raised.
 
     Example:
-        >>> run_first(len, ["a", "bc"], lambda answers: 0 in answers, 1.0, print)
+        >>> run_first(len, ["a", "bc"], lambda answers: len(answers) == 2, 1.0, print)
         {0: 1, 1: 2}
     """
     pool = _call_pool()  # not run_all's few threads: a silent master's calls hold theirs

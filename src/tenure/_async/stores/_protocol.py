@@ -210,6 +210,28 @@ def takes_all(backend: object) -> AsyncTryAcquireAll | None:
     return found
 
 
+class AsyncReleaseAll(Protocol):
+    """The optional `release_all` of a store that can free several leases in one request.
+
+    `await backend.release_all(grants)` releases each grant as `release` would (never someone
+    else's lease) in one request: a bool per grant, in their order, True where it freed a live
+    lease. A lease set's release uses it; a failure raises as `release` does.
+    """
+
+    async def __call__(self, grants: Sequence[Grant]) -> list[bool]: ...
+
+
+def releases_all(backend: object) -> AsyncReleaseAll | None:
+    """The store's `release_all` (see AsyncReleaseAll), or None when it has none.
+
+    Example:
+        >>> releases_all(object()) is None
+        True
+    """
+    found: AsyncReleaseAll | None = getattr(backend, "release_all", None)
+    return found
+
+
 class AsyncPrune(Protocol):
     """The optional `prune` of a store that can forget the names nobody holds.
 

@@ -211,6 +211,28 @@ def takes_all(backend: object) -> TryAcquireAll | None:
     return found
 
 
+class ReleaseAll(Protocol):
+    """The optional `release_all` of a store that can free several leases in one request.
+
+    `backend.release_all(grants)` releases each grant as `release` would (never someone
+    else's lease) in one request: a bool per grant, in their order, True where it freed a live
+    lease. A lease set's release uses it; a failure raises as `release` does.
+    """
+
+    def __call__(self, grants: Sequence[Grant]) -> list[bool]: ...
+
+
+def releases_all(backend: object) -> ReleaseAll | None:
+    """The store's `release_all` (see ReleaseAll), or None when it has none.
+
+    Example:
+        >>> releases_all(object()) is None
+        True
+    """
+    found: ReleaseAll | None = getattr(backend, "release_all", None)
+    return found
+
+
 class Prune(Protocol):
     """The optional `prune` of a store that can forget the names nobody holds.
 

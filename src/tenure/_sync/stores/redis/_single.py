@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from redis import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import Backend, RecordKeeper, closed_store
@@ -325,7 +325,7 @@ class RedisStore(Backend, RecordKeeper):
                 results.append(LOST[answer])
         return results
 
-    def release(self, grant: Grant) -> bool:
+    def _release_command(self, grant: Grant) -> bytes:
         before = self._releasing.get(grant.key)
         if before is None:
             if len(self._releasing) >= _CACHED:
@@ -333,9 +333,37 @@ class RedisStore(Backend, RecordKeeper):
             keys = [grant.key.encode(), self._keys(grant.name).counter.encode()]
             before = self._releasing[grant.key] = b"*7\r\n" + evalsha(
                 SCRIPTS.release, keys).partition(b"\r\n")[2]
+        return before + bulk(self._value(grant)) + bulk(self._retain_ms)
+
+    def release_all(self, grants: Sequence[Grant]) -> list[bool]:
+        """release() of each of `grants`, their RELEASE scripts pipelined: one round trip.
+
+        Example::
+
+            freed = backend.release_all(grants)
+        """
+        if len(grants) == 1:
+            return [self.release(grants[0])]
+        command = b"".join(map(self._release_command, grants))
         try:
-            freed = self._connections.eval(
-                SCRIPTS.release, before + bulk(self._value(grant)) + bulk(self._retain_ms))
+            for _ in (1, 2):  # once more after loading the script on a server without it
+                replies = self._connections.call(command, replies=len(grants))
+                if not any(isinstance(reply, NoScriptError) for reply in replies):
+                    break
+                self._connections.call(packed(b"SCRIPT", b"LOAD", SCRIPTS.release.text))
+            for reply in replies:  # an error reply of the server: as release() raises it
+                if isinstance(reply, Exception):
+                    raise reply
+        except (RedisError, OSError) as exc:
+            raise self._connections.failure("release", grants[0].name, exc) from exc
+        finally:  # as in release()
+            for grant in grants:
+                self._held.pop(grant.lease_id, None)
+        return [bool(reply) for reply in replies]
+
+    def release(self, grant: Grant) -> bool:
+        try:
+            freed = self._connections.eval(SCRIPTS.release, self._release_command(grant))
         except (RedisError, OSError) as exc:
             raise self._connections.failure("release", grant.name, exc) from exc
         finally:
