@@ -294,19 +294,41 @@ class Lease:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        try:
-            # Raises when the block is left in another task than it was entered in (anyio's
-            # cancel scopes belong to one task): the lease is released all the same.
-            cancelled_by_loss = _shim.close_cancel_scope(self._cancel_scope, exc_type, exc,
-                                                         traceback)
-        finally:
-            self._cancel_scope = None
-            lost = self.lost
-            with _shim.shielded():
-                try:
-                    self.release()
-                except StoreUnavailable as release_error:
-                    log.warning("tenure: release of %r failed, it expires by itself: %s",
-                                self.name, release_error)
-        if cancelled_by_loss or (lost and exc_type is None):
+        scope, self._cancel_scope = self._cancel_scope, None
+        if leave_block(self, scope, (exc_type, exc, traceback), repr(self.name)):
             raise LeaseLost(self._loss_message())
+
+
+class _Releasable(Protocol):
+    @property
+    def lost(self) -> bool: ...
+
+    def release(self) -> bool: ...
+
+
+def leave_block(held: _Releasable, cancel_scope: Any,
+                      exc_info: tuple[type[BaseException] | None, BaseException | None,
+                                      TracebackType | None], what: str) -> bool:
+    """The end of the `with` block of a lease or a lease set (`held`): close the block's
+    cancel scope, then release `held`, shielded (a store that cannot be reached is logged:
+    the lease expires by itself). True when the block must raise LeaseLost: the loss
+    cancelled it, or `held` was lost and the block ended without an error of its own.
+
+    Example::
+
+        if leave_block(lease, scope, (None, None, None), "'job'"):
+            raise LeaseLost("...")
+    """
+    try:
+        # Raises when the block is left in another task than it was entered in (anyio's
+        # cancel scopes belong to one task): the lease is released all the same.
+        cancelled_by_loss = _shim.close_cancel_scope(cancel_scope, *exc_info)
+    finally:
+        lost = held.lost
+        with _shim.shielded():
+            try:
+                held.release()
+            except StoreUnavailable as release_error:
+                log.warning("tenure: release of %s failed, it expires by itself: %s", what,
+                            release_error)
+    return cancelled_by_loss or (lost and exc_info[0] is None)

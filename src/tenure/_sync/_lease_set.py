@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any
 
 from tenure._sync import _shim
-from tenure._sync._lease import Lease
+from tenure._sync._lease import Lease, leave_block
 from tenure._sync._lock import Lock
 from tenure._sync.stores._protocol import ReleaseAll, releases_all, takes_all
 from tenure._errors import (
@@ -237,19 +237,9 @@ class LeaseSet:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        try:
-            cancelled_by_loss = _shim.close_cancel_scope(self._cancel_scope, exc_type, exc,
-                                                         traceback)
-        finally:
-            self._cancel_scope = None
-            lost = self.lost
-            with _shim.shielded():
-                try:
-                    self.release()
-                except StoreUnavailable as release_error:
-                    log.warning("tenure: release of lock_all %r failed, its leases expire by "
-                                "themselves: %s", self.names, release_error)
-        if cancelled_by_loss or (lost and exc_type is None):
+        scope, self._cancel_scope = self._cancel_scope, None
+        if leave_block(self, scope, (exc_type, exc, traceback),
+                             f"lock_all {list(self.names)!r}"):
             first = self._first_lost()
             raise LeaseLost(f"lock_all of {list(self._by_name)!r}: " + (
                 first._loss_message() if first is not None else "a lease was lost"))
