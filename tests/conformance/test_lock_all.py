@@ -12,7 +12,7 @@ import pytest
 from conftest import Target, call, eventually
 
 import tenure
-from tenure._async.stores._protocol import takes_all
+from tenure._async.stores._protocol import releases_all, takes_all
 
 pytestmark = pytest.mark.anyio
 
@@ -208,3 +208,18 @@ async def test_a_store_that_takes_all_in_one_request_takes_all_or_none(target: T
         assert await call(store.backend.release(grant)) is True
     assert await call(free.release()) is True
     assert await listed(target.connect()) == {}
+
+
+async def test_a_store_that_releases_all_in_one_request_frees_only_its_own(
+        target: Target) -> None:
+    store = target.connect()
+    release_all = releases_all(store.backend)
+    if release_all is None:
+        pytest.skip("this store releases a lease set's leases one by one (no release_all)")
+    ttl = target.ttl(5)
+    mine = [await call(store.lock(name, ttl=ttl).try_acquire()) for name in ("p", "q", "r")]
+    assert await call(mine[1].release()) is True
+    again = await call(target.connect().lock("q", ttl=ttl).try_acquire())  # another's now
+    assert await call(release_all([lease.grant for lease in mine])) == [True, False, True]
+    assert await listed(target.connect()) == {"q": again.token}
+    assert await call(again.release()) is True

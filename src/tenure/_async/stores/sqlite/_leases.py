@@ -258,6 +258,27 @@ class AsyncSQLiteStore(SQLiteRecords, AsyncBackend):
             _shim.start_soon(self._sweep)
         return released
 
+    async def release_all(self, grants: Sequence[Grant]) -> list[bool]:
+        """release() of each of `grants` in ONE write transaction (one commit, not one per
+        lease); their waiters rung after it.
+
+        Example::
+
+            freed = await backend.release_all(grants)
+        """
+        released: list[bool] = await _shim.offload(self._release_all_now, grants)
+        if any(released) and self._sweep_due():
+            _shim.start_soon(self._sweep)  # as in release()
+        return released
+
+    def _release_all_now(self, grants: Sequence[Grant]) -> list[bool]:
+        released: list[bool] = self._on_connection("release", grants[0].name, _release_all_in,
+                                                   grants, self._retain == 0)
+        for grant, freed in zip(grants, released, strict=True):
+            if freed:
+                self._queue.ring(grant.name)
+        return released
+
     def _release_now(self, grant: Grant) -> bool:
         released: bool = self._on_connection("release", grant.name, _release_in, grant,
                                              self._retain == 0)
@@ -358,6 +379,11 @@ def _release_in(db: sqlite3.Connection, grant: Grant, forget: bool) -> bool:
     ours = (grant.name, grant.slot, grant.lease_id, BOOT_ID, now)
     cursor = db.execute(RELEASE_AND_FORGET, ours) if forget else db.execute(RELEASE, (now, *ours))
     return bool(cursor.rowcount == 1)
+
+
+def _release_all_in(db: sqlite3.Connection, grants: Sequence[Grant], forget: bool) -> list[bool]:
+    with immediate(db):
+        return [_release_in(db, grant, forget) for grant in grants]
 
 
 def _break_in(db: sqlite3.Connection, name: str) -> int:
