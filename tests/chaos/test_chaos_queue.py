@@ -80,7 +80,7 @@ def test_without_the_key_lock_handlers_of_a_key_overlap_and_the_command_exits_1(
     finished = subprocess.run(
         [sys.executable, "-m", "tenure", "chaos", "--workload", "queue", "--no-key-lock",
          "--store", f"sqlite:///{tmp_path}/locks.db", "--queue-url", postgres_server.url,
-         "--keys", "2", "--workers", "3", "--duration", "12", "--faults", "kill", "--seed", "1",
+         "--keys", "1", "--workers", "3", "--duration", "12", "--faults", "kill", "--seed", "1",
          "--json", "--dir", str(tmp_path / "run")],
         capture_output=True, text=True, timeout=180)
     assert finished.stdout, finished.stderr

@@ -70,6 +70,10 @@ class StoreKind:
     fair_hand_off: bool = True
     # A break ends the holder's session, and with it the session's other leases (getlock).
     break_ends_session: bool = False
+    # Contended acquisitions a second that several processes reach in a loop (acquire, release,
+    # acquire again): azblob's waiters poll, and one that asks again after a refusal waits one
+    # poll first (its courtesy, see docs/stores/azblob.md), about 18/s for 4 processes.
+    contended_per_second: float = 200.0
     # Where its tokens' clock is (test_clock_steps.py): the module fixture that starts this
     # store's server on a clock the tests can step back, returning the environment its URL is
     # made with; None: the clock is the client's (that test steps a client process's clock).
@@ -111,7 +115,8 @@ STORE_KINDS = [
     StoreKind("file", "file", lambda tmp: f"file://{tmp}/locks", kernel_expiry=True),
     # The connection string comes from AZURE_STORAGE_CONNECTION_STRING (set by the fixture).
     StoreKind("azblob", "azblob", lambda tmp: f"azblob:///{azure_container(tmp)}", min_ttl=15.0,
-              lists_expiry=False, service="azurite", fair_hand_off=False),
+              lists_expiry=False, service="azurite", fair_hand_off=False,
+              contended_per_second=18.0),
     StoreKind("redis", "redis", lambda tmp: server_url("TENURE_TEST_REDIS_URL", tmp, "prefix", ":"),
               service="redis_server", restart_keeps_data=True, clock_server="faked_redis"),
     StoreKind("redis-quorum", "redis_quorum",
