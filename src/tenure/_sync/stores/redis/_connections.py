@@ -272,6 +272,23 @@ class Connections:
             self.call(packed(b"SCRIPT", b"LOAD", script.text))
             return self.call(command, undo=undo)
 
+    def eval_each(self, script: Script, command: bytes, count: int) -> list[Any]:
+        """Run `count` packed EVALSHAs of `script` pipelined (one round trip), as `eval` runs
+        one: the script loaded and the lot sent again when the server lacks it. Their replies,
+        error replies among them returned, not raised.
+
+        Example::
+
+            freed = connections.eval_each(SCRIPTS.release, commands, 3)
+        """
+        replies: list[Any] = []
+        for _ in (1, 2):
+            replies = self.call(command, replies=count)
+            if not any(isinstance(reply, NoScriptError) for reply in replies):
+                break
+            self.call(packed(b"SCRIPT", b"LOAD", script.text))
+        return replies
+
     def call(self, command: bytes, replies: int = 1,
                    undo: Undo | UndoAll | None = None) -> Any:
         """Send one packed command and read its reply (`replies` > 1: that many pipelined

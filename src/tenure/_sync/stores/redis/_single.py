@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
 from redis import Redis
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import Backend, RecordKeeper, closed_store
@@ -249,9 +249,10 @@ class RedisStore(Backend, RecordKeeper):
         """
         lease_ids = [self._new_lease_id() for _ in names]
         heads = [f'["{lease_id}",'.encode() for lease_id in lease_ids]
-        slot0s = [self._keys(name).slot0.encode() for name in names]
-        keys = [key for name, slot0 in zip(names, slot0s, strict=True)
-                for key in (slot0, self._keys(name).counter.encode())]
+        each = [self._keys(name) for name in names]
+        slot0s = [of_name.slot0.encode() for of_name in each]
+        keys = [key for slot0, of_name in zip(slot0s, each, strict=True)
+                for key in (slot0, of_name.counter.encode())]
         values = [value for name, head in zip(names, heads, strict=True)
                   for value in (head, self._tail(holder, name).encode())]
         command = evalsha(SCRIPTS.acquire_all, keys, b"%d" % int(ttl * 1000), self._grace,
@@ -346,11 +347,7 @@ class RedisStore(Backend, RecordKeeper):
             return [self.release(grants[0])]
         command = b"".join(map(self._release_command, grants))
         try:
-            for _ in (1, 2):  # once more after loading the script on a server without it
-                replies = self._connections.call(command, replies=len(grants))
-                if not any(isinstance(reply, NoScriptError) for reply in replies):
-                    break
-                self._connections.call(packed(b"SCRIPT", b"LOAD", SCRIPTS.release.text))
+            replies = self._connections.eval_each(SCRIPTS.release, command, len(grants))
             for reply in replies:  # an error reply of the server: as release() raises it
                 if isinstance(reply, Exception):
                     raise reply
