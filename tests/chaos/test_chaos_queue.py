@@ -190,6 +190,26 @@ def test_a_complete_cut_by_a_kill_may_have_deleted_its_message_a_failed_one_did_
     assert verdict.figures["completes unanswered (the message may be deleted)"] == 1
 
 
+def test_a_message_completed_twice_is_allowed_only_after_a_release_cut_by_a_kill() -> None:
+    """On Azure an untried release sends a copy, then deletes the original: a worker killed in
+    between leaves both, and each may be completed. A release that was answered (ok, or failed
+    before any copy, as a stale receipt now does) explains no second completion."""
+    def completed_twice(release_answer: str | None) -> list[str]:
+        history = QueueHistory()
+        history.send("1")
+        history.add(1.0, 2, "invoke", "release", n=1, message="m1")
+        if release_answer is not None:
+            history.add(1.01, 2, release_answer, "release", n=1, message="m1")
+        history.handle(1.5, 1.6, 3, "1", "a", token=11)
+        history.handle(2.0, 2.1, 4, "1", "a", token=12)
+        verdict = check_queue(history.end())
+        return [v.message for v in verdict.violations if v.checker == "messages"]
+
+    assert completed_twice(None) == []
+    assert completed_twice("ok") == ["message 1 was completed 2 times"]
+    assert completed_twice("fail") == ["message 1 was completed 2 times"]
+
+
 def test_queue_on_azurite_with_sqlite_locks(azurite_queue: Any, tmp_path: Path,
                                             monkeypatch: Any) -> None:
     # Azurite keeps its queues in memory: a restart would lose every message, so no restart.

@@ -30,7 +30,7 @@ from waiting import eventually, wait_until
 import tenure.aio
 from tenure.jobs._locks import LockPort
 from tenure.jobs._queue import QueueConsumer, scope_key
-from tenure.queues import AzureQueue, PostgresQueue, QueueMessage
+from tenure.queues import AzureQueue, MessageLost, PostgresQueue, QueueMessage
 
 pytestmark = pytest.mark.anyio
 
@@ -315,6 +315,30 @@ async def test_a_busy_scope_is_retried_then_released_without_counting_a_delivery
         await eventually(lambda: len(calls) == 2, timeout=10, what="k1 handled once free")
     assert calls[1] == (1, 1)  # the busy rounds did not count as deliveries
     assert await queue.remaining() == 0
+
+
+async def test_a_stale_delivery_cannot_release_or_poison_a_copy_of_its_message(
+        queue: QueueUnderTest) -> None:
+    # A consumer paused past its visibility: another consumer received the message since. Its
+    # untried release (Azure: copy, then delete) and its dead-letter (copy to poison, then
+    # delete) must fail before any copy is made, or the message would exist twice.
+    source, other = queue.source(), queue.source()
+    await source.send({"Order": {"Key": "k1"}, "n": 1})
+    [stale] = await source.receive(1, visibility_timeout=1)
+    again: list[QueueMessage] = []
+
+    async def received_again() -> bool:
+        again.extend(await other.receive(1, visibility_timeout=30))
+        return bool(again)
+
+    await until(received_again, timeout=15, what="the message visible and received again")
+    with pytest.raises(MessageLost):
+        await source.abandon(stale, 0, failed=False)
+    with pytest.raises(MessageLost):
+        await source.dead_letter(stale, "poisoned by a stale delivery")
+    await other.complete(again[0])
+    assert await queue.remaining() == 0, "a copy of the message was left behind"
+    assert await queue.poisoned() == []
 
 
 # -- visibility -----------------------------------------------------------------------------------

@@ -13,9 +13,10 @@ its key, the
 delivery count and the key lock's fencing token; it reads the key's counter from the oracle,
 works 10 to 80 ms, checks the message, and writes value + 1 with the token (fenced). A message
 whose body says `fail` raises instead (it must end in the poison queue). The source's
-`complete` and `dead_letter` are wrapped to record each settled message (`complete`,
-`dead-letter`). Signals as in the jobs workload: SIGUSR1 pauses the next handler right before
-its write, SIGURG holds it until it is told to stop, SIGUSR2 forgets both.
+`complete`, `dead_letter` and untried `abandon` are wrapped to record each settled message
+(`complete`, `dead-letter`, `release`). Signals as in the jobs workload: SIGUSR1 pauses the
+next handler right before its write, SIGURG holds it until it is told to stop, SIGUSR2 forgets
+both.
 
 Example (what the orchestrator runs)::
 
@@ -50,7 +51,7 @@ def queue_options(settings: dict[str, Any]) -> dict[str, Any]:
 
 class RecordedSource:
     """The run's queue (any message source), recording each message it settles (`complete`,
-    `dead-letter`) with its number `n`."""
+    `dead-letter`, untried `release`) with its number `n`."""
 
     def __init__(self, source: Any, history: HistoryWriter) -> None:
         self.source = source
@@ -67,7 +68,11 @@ class RecordedSource:
         await self.source.extend(message, seconds)
 
     async def abandon(self, message: QueueMessage, delay: float, *, failed: bool = True) -> None:
-        await self.source.abandon(message, delay, failed=failed)
+        call = self.source.abandon(message, delay, failed=failed)
+        if failed:
+            await call
+        else:  # on Azure a copy, then a delete: a kill in between leaves the message twice
+            await self._recorded("release", call, message)
 
     async def complete(self, message: QueueMessage) -> None:
         await self._recorded("complete", self.source.complete(message), message)

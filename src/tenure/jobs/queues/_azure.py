@@ -8,7 +8,11 @@ first 6 KiB of the text, and `truncated_from` says how long it was).
 
 Azure cannot lower a message's dequeue count, so a message released untried
 (`abandon(..., failed=False)`, e.g. its scope lock stayed busy) is sent again as a new message
-(new id, dequeue count 0) and the original deleted; failures before it are forgotten.
+(new id, dequeue count 0) and the original deleted; failures before it are forgotten. Before
+the copy is sent (to this queue, or the poison queue), the original's receipt is renewed: a
+consumer whose receipt went stale (its visibility ran out while it was paused, and another
+consumer received the message) gets MessageLost and sends no copy, so the message is not
+duplicated. A consumer killed between the copy and the delete still leaves two (at least once).
 
 Example::
 
@@ -60,6 +64,9 @@ MAX_VISIBILITY = 7 * 24 * 3600  # seconds; Azure's limit
 # keeps the start of the text only.
 MAX_ENVELOPE = 48 * 1024
 _GONE_CODES = {"MessageNotFound", "PopReceiptMismatch"}
+# Seconds the original stays invisible while its copy is sent and it is deleted: long enough for
+# both calls on a slow link (else another consumer could receive the original meanwhile).
+COPY_GUARD = 30
 
 
 class AzureQueue:
@@ -180,8 +187,7 @@ class AzureQueue:
                     message.id, message.receipt, visibility_timeout=seconds), message)
             message.receipt = updated.pop_receipt
             return
-        await self._send_to(self._client, message.text, seconds)
-        await self.complete(message)
+        await self._replace(message, self._client, message.text, seconds)
 
     async def dead_letter(self, message: QueueMessage, reason: str) -> None:
         """Send the envelope to `<queue>-poison`, then delete `message` here."""
@@ -194,8 +200,7 @@ class AzureQueue:
             envelope["text"] = message.text[:MAX_ENVELOPE // 8]
             envelope["truncated_from"] = len(message.text)
             text = json.dumps(envelope)
-        await self._send_to(self._poison, text, 0)
-        await self.complete(message)
+        await self._replace(message, self._poison, text, 0)
 
     async def close(self) -> None:
         """Close the HTTP clients; a later call opens new ones."""
@@ -230,6 +235,14 @@ class AzureQueue:
         return await self._call("peek poison messages", self._poison, peek)
 
     # -- helpers ----------------------------------------------------------------------------------
+
+    async def _replace(self, message: QueueMessage, client: QueueClient, text: str,
+                       delay: int) -> None:
+        """Send `text` through `client` in place of `message`, then delete `message`; first
+        renew its receipt, so that a stale one raises MessageLost before any copy exists."""
+        await self.extend(message, COPY_GUARD)
+        await self._send_to(client, text, delay)
+        await self.complete(message)
 
     async def _send_to(self, client: QueueClient, text: str, delay: int) -> str:
         async def send() -> str:
@@ -284,6 +297,9 @@ def _text(content: Any) -> str:
 
 def _code(exc: Exception) -> str | None:
     code = getattr(exc, "error_code", None)
+    # The SDK gives a StorageErrorCode (a str enum, whose str() is "StorageErrorCode.X" on
+    # Python 3.11) or a plain str: compare by value.
+    code = getattr(code, "value", code)
     return str(code) if code is not None else None
 
 
