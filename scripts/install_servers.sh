@@ -1,8 +1,8 @@
 #!/bin/sh
-# Install the servers the test suite starts itself (redis-server, PostgreSQL, MariaDB), and
-# libfaketime and a C compiler (tests/conformance/test_clock_steps.py steps their clocks back with
-# them), where they are missing: from Debian's packages when running as root with apt-get, else a
-# message saying what to install. Their services are not started (the tests run their own
+# Install the servers the test suite starts itself (redis-server, PostgreSQL, MariaDB), and a C
+# compiler (it builds tests/support/wallclock_shift.c, with which
+# tests/conformance/test_clock_steps.py steps their clocks back), where they are missing: from
+# Debian's packages when running as root with apt-get, else a message saying what to install. Their services are not started (the tests run their own
 # servers on free ports). Called by `make test`; safe to run again (does nothing when all are present).
 set -u
 missing=""
@@ -11,9 +11,7 @@ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/n
     || missing="$missing postgresql"
 { command -v mariadbd || command -v mysqld || ls /usr/sbin/mariadbd; } >/dev/null 2>&1 \
     || missing="$missing mariadb-server"
-{ ls /usr/lib/*/faketime/libfaketime.so.1 || ls /usr/lib/faketime/libfaketime.so.1; } \
-    >/dev/null 2>&1 || missing="$missing libfaketime"
-# a C compiler builds tests/support/wallclock_shift.c, the clock shim for redis-server
+# a C compiler builds tests/support/wallclock_shift.c, the shim that steps the servers' clocks
 command -v cc >/dev/null 2>&1 || missing="$missing gcc"
 [ -z "$missing" ] && exit 0
 

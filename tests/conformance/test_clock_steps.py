@@ -10,8 +10,8 @@ in microseconds at the grant and greater than any token the store remembers for 
 
 The clock stepped is the one the store's tokens come from: the server's (Redis TIME, PostgreSQL
 now(), MariaDB UTC_TIMESTAMP(6)) for a server store, a server of its own started for this module
-on a clock the test steps (tests/support/faketime.py: libfaketime, or for redis-server the shim
-wallclock_shift.c); the client's for sqlite, file, memory and azblob (a blob created afresh
+on a clock the test steps (tests/support/faketime.py: the preload shim wallclock_shift.c); the
+client's for sqlite, file, memory and azblob (a blob created afresh
 starts its sequence number at the client's clock; Azurite only increments it), so the grants
 run in a client process on a stepped clock (clock_worker.py).
 Each runs through both APIs: the token is computed by the same server script or the same
@@ -278,7 +278,7 @@ async def open_clocked(request: pytest.FixtureRequest, clock_kind: StoreKind, tm
             if key not in clients:
                 try:
                     clients[key] = ClientClocked(clock_kind, request.param, tmp, options)
-                except ServiceMissing as exc:  # no libfaketime
+                except ServiceMissing as exc:  # no C compiler for the shim
                     service_missing(str(exc))
             opened.append(clients[key])
         else:

@@ -39,20 +39,31 @@ async def contend(store: Any, name: str, ttl: float, seconds: float, holder: Any
 async def test_restart_while_a_lease_is_held(server_target: tuple[Target, Any]) -> None:
     target, server = server_target
     ttl = 2.0
-    holder = target.connect()
-    lease = await call(holder.lock("restart", ttl=ttl).try_acquire())
-    assert lease is not None
-
-    server.restart(graceful=False)  # SIGKILL: the server gets no chance to say goodbye
-    other = await contend(target.connect(), "restart", ttl, 2.5 * ttl, lease)
-
-    if target.kind.restart_keeps_data:
-        assert other is None, "the server kept the lease, yet another holder got it"
-        assert not lease.lost, f"the holder did not keep its lease ({lease.lost_reason})"
-        await call(lease.release())
-    else:
-        assert other is not None, "the restarted server never granted the lost lease again"
-        assert lease.lost
+    for attempt in range(3):
+        name = f"restart-{attempt}"
+        holder = target.connect()
+        lease = await call(holder.lock(name, ttl=ttl).try_acquire())
+        assert lease is not None
+        began = time.monotonic()
+        server.restart(graceful=False)  # SIGKILL: the server gets no chance to say goodbye
+        down = time.monotonic() - began
+        other = await contend(target.connect(), name, ttl, 2.5 * ttl, lease)
+        if not target.kind.restart_keeps_data:
+            assert other is not None, "the restarted server never granted the lost lease again"
+            assert lease.lost
+            return
+        # A lease outlives a restart only when the server is back before its deadline: the
+        # last renewal was up to a third of the ttl before the kill. A server slower than that
+        # to come back (a loaded machine: MariaDB's crash recovery took 2 s in CI) may rightly
+        # let the lease go, and contend() checked it was lost first; then once more, with a ttl
+        # that outlasts such a restart. A restart quicker than that must keep the lease.
+        if (other is None and not lease.lost) or down < ttl / 3 or attempt == 2:
+            break
+        ttl = max(2 * ttl, 4 * down)
+    assert other is None, (
+        f"the server kept the lease, yet another holder got it (down {down:.2f} s, ttl {ttl} s)")
+    assert not lease.lost, f"the holder did not keep its lease ({lease.lost_reason})"
+    await call(lease.release())
 
 
 async def test_dropped_connections_are_reopened(server_target: tuple[Target, Any]) -> None:

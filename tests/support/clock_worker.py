@@ -22,25 +22,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import select
 import sys
 import time
 from typing import Any
 
-
-def _sleep(seconds: float) -> None:
-    # Python 3.11's time.sleep is clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME), which
-    # libfaketime 0.9.10 turns into EINVAL when it leaves the monotonic clock alone
-    # (libfaketime issue #426): sleep on select's relative timeout instead.
-    if seconds > 0:
-        select.select([], [], [], seconds)
-
-
-time.sleep = _sleep
-
-import tenure  # noqa: E402 - after the sleep fix, which the store's modules then see
-import tenure.aio  # noqa: E402
-from tenure._async.stores._protocol import prunes  # noqa: E402
+import tenure
+import tenure.aio
+from tenure._async.stores._protocol import prunes
 
 
 def wall_us() -> int:

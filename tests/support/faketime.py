@@ -1,17 +1,13 @@
-"""A wall clock the tests can step back, for processes started under libfaketime: a server of
-its own (redis-server, postgres, mariadbd) or a client process (the local stores' clock is their
-client's), while the test process and the ordinary servers keep the real clock.
+"""A wall clock the tests can step back, for processes started under a preload shim: a server
+of its own (redis-server, postgres, mariadbd) or a client process (the local stores' clock is
+their client's), while the test process and the ordinary servers keep the real clock.
 
-libfaketime (Debian `libfaketime`, installed by scripts/install_servers.sh) is preloaded with
-LD_PRELOAD; FAKETIME_TIMESTAMP_FILE names a file holding the offset from the real time ("-60"
-is a minute behind) and FAKETIME_NO_CACHE=1 makes every clock call read it, so rewriting the file
-steps a running process's clock at once. FAKETIME_DONT_FAKE_MONOTONIC=1 leaves CLOCK_MONOTONIC
-alone: only the wall clock steps, as when NTP or an operator sets a host's time back (the stores'
-expiry and the leases' deadlines run on monotonic clocks).
-
-redis-server hangs at start under libfaketime (Debian links it with jemalloc: libfaketime issue
-#130), so it runs with wallclock_shift.c instead, a shim of this directory built here with the C
-compiler, which reads the same offset file.
+The shim, wallclock_shift.c in this directory (built here with the C compiler on first use), is
+preloaded with LD_PRELOAD; TENURE_CLOCK_OFFSET_FILE names a file holding the offset from the
+real time ("-60" is a minute behind), read again at every clock call, so rewriting the file
+steps a running process's clock at once. Only the wall clock steps (CLOCK_MONOTONIC is left
+alone), as when NTP or an operator sets a host's time back (the stores' expiry and the leases'
+deadlines run on monotonic clocks). Why not libfaketime: see the shim's header.
 
 Example::
 
@@ -24,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import shutil
 import subprocess
@@ -36,20 +31,6 @@ from typing import Any
 from servers import LocalServer, MariaDBServer, PostgresServer, RedisServer, ServiceMissing
 
 SHIM_SOURCE = Path(__file__).with_name("wallclock_shift.c")
-
-LIBRARY_PATTERNS = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
-                    "/usr/local/lib/faketime/libfaketime.so.1")
-
-
-def libfaketime() -> str:
-    """The path of libfaketime.so.1; ServiceMissing when it is not installed."""
-    for pattern in LIBRARY_PATTERNS:
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[0]
-    raise ServiceMissing("libfaketime is not installed: run `make test` as root on "
-                         "Debian/Ubuntu (scripts/install_servers.sh installs libfaketime)")
-
 
 def real_us() -> int:
     """The real wall clock in microseconds (the test process is never faked)."""
@@ -78,12 +59,6 @@ class SteppedClock:
         self._write()
 
     def environment(self) -> dict[str, str]:
-        """The variables that put a process on this clock (ServiceMissing without
-        libfaketime)."""
-        return {"LD_PRELOAD": libfaketime(), "FAKETIME_TIMESTAMP_FILE": str(self.path),
-                "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-
-    def shim_environment(self) -> dict[str, str]:
         """The variables that put a process on this clock through wallclock_shift.c (built on
         the first call; ServiceMissing without a C compiler)."""
         shim = self.directory / "wallclock_shift.so"
@@ -134,7 +109,7 @@ class _Faked(LocalServer):
 
 
 class FakedRedisServer(_Faked, RedisServer):
-    """redis-server on a SteppedClock (through wallclock_shift.c, see the module's note).
+    """redis-server on a SteppedClock.
 
     Example::
 
@@ -146,9 +121,6 @@ class FakedRedisServer(_Faked, RedisServer):
     def __init__(self, workdir: Path, clock: SteppedClock) -> None:
         super().__init__(workdir)
         self.clock = clock
-
-    def clock_environment(self) -> dict[str, str]:
-        return self.clock.shim_environment()  # libfaketime hangs it (see the module's note)
 
     def clock_us(self) -> int:
         import redis

@@ -4,8 +4,10 @@ tests/first_hour/test_docs_snippets.py.
 Reads a JSON list of parts from stdin, each {"path", "file", "line", "code", "role",
 "drop_last"}: role "context" (an earlier block of the page), "setup" (hidden code from a
 `<!-- snippet: setup -->` comment) or "subject" (the block under test; "START <path>:<line>"
-is printed just before it runs). `drop_last` leaves out the last top-level statement (a
-runs-forever block's `worker.run()` when the block is context for a later one).
+is printed just before it runs, and "HANDLES SIGTERM" once something in it has set a handler
+for SIGTERM, as a runs-forever block's `worker.run()` does). `drop_last` leaves out the last
+top-level statement (a runs-forever block's `worker.run()` when the block is context for a later
+one).
 Each part is compiled with its own file name and line numbers, so a traceback points at the
 markdown line. Top-level `await` / `async with` are allowed, as in `python -m asyncio`: such a
 part runs in its own `asyncio.run`.
@@ -23,7 +25,9 @@ import asyncio
 import inspect
 import json
 import linecache
+import signal
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -47,12 +51,24 @@ def run_part(part: dict[str, Any], namespace: dict[str, Any]) -> None:
         exec(compiled, namespace)
 
 
+def say_when_sigterm_is_handled() -> None:
+    """Print "HANDLES SIGTERM" once SIGTERM's handler is no longer the default (a daemon
+    thread: the test sends SIGTERM only then, so it never races the block's start-up)."""
+    def watch() -> None:
+        while signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            threading.Event().wait(0.01)
+        print("HANDLES SIGTERM", flush=True)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def main() -> None:
     parts = json.load(sys.stdin)
     namespace: dict[str, Any] = {"__name__": "__main__"}
     for part in parts:
         if part["role"] == "subject":
             print(f"START {part['path']}:{part['line']}", flush=True)
+            say_when_sigterm_is_handled()
         try:
             run_part(part, namespace)
         except Exception as exc:
