@@ -336,6 +336,25 @@ def test_a_stalled_proxy_keeps_connections_open_and_forwards_nothing_until_it_he
         server.close()
 
 
+def test_closing_the_proxies_ends_a_stalled_connection_s_pumps() -> None:
+    # A pump held by a stall waits on an event: closing the sockets does not end it, and the
+    # loop stopping with it pending printed "Task was destroyed but it is pending!" in CI.
+    server = socket.create_server(("127.0.0.1", 0))
+    host = ProxyHost()
+    try:
+        proxy = host.add("127.0.0.1", server.getsockname()[1])
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as client:
+            accepted, _ = server.accept()
+            host.set_mode(proxy, "stall")
+            client.sendall(b"held")
+            host.close()
+            assert not proxy._connections, "a connection's task outlived the proxy's close"
+            accepted.close()
+    finally:
+        host.close()
+        server.close()
+
+
 # -- the checkers on hand-written histories -------------------------------------------------------
 
 class History(HandWrittenHistory):

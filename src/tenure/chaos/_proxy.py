@@ -130,6 +130,7 @@ class Proxy:
         self._reading = asyncio.Event()  # cleared: a stall reads nothing any more
         self._reading.set()
         self._sockets: set[asyncio.StreamWriter] = set()
+        self._connections: set[asyncio.Task[None]] = set()  # the _accept tasks still running
         self._server: asyncio.Server | None = None
 
     async def start(self) -> int:
@@ -154,6 +155,10 @@ class Proxy:
         if self.mode == "reset":
             _reset(client_writer)
             return
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
         try:
             store_reader, store_writer = await asyncio.open_connection(*self.target)
         except OSError:
@@ -164,6 +169,10 @@ class Proxy:
         try:
             await asyncio.gather(self._pump(client_reader, store_writer, to_store=True),
                                  self._pump(store_reader, client_writer, to_store=False))
+        except asyncio.CancelledError:
+            # close() ends it: return quietly (asyncio's server logs a connection task that
+            # ended cancelled as an error)
+            pass
         finally:
             self._sockets -= pair
             for writer in pair:
@@ -192,10 +201,15 @@ class Proxy:
                         end.write_eof()
 
     async def close(self) -> None:
+        """Stop listening and end every connection, its pumps included (a pump held by a
+        blackhole or a stall would otherwise be destroyed pending when the loop stops)."""
         if self._server is not None:
             self._server.close()
         for writer in list(self._sockets):
             writer.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
 
 
 def _reset(writer: asyncio.StreamWriter) -> None:
@@ -248,12 +262,14 @@ class ProxyHost:
         asyncio.run_coroutine_threadsafe(switch(), self._loop).result(timeout=10)
 
     def close(self) -> None:
-        """Close every proxy and stop the loop."""
+        """Close every proxy and stop the loop (again: nothing)."""
 
         async def close_all() -> None:
             for proxy in self.proxies:
                 await proxy.close()
 
+        if self._loop.is_closed():
+            return
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
