@@ -822,6 +822,44 @@ async def test_a_cancelled_lock_all_frees_every_name_the_server_granted(
     await store.close()
 
 
+async def test_a_lease_set_s_release_hands_each_name_to_its_registered_waiter(
+        postgres_server: PostgresServer, schema: str) -> None:
+    """The set's release is one statement (_HAND_OVER_ALL): each name goes to the waiter
+    registered on it and leaves its queue, as one release does."""
+    url = f"{postgres_server.url}?schema={schema}"
+    names = ["set-a", "set-b"]
+    holder, waiting = tenure.aio.connect(url), tenure.aio.connect(url)
+    leases = await holder.lock_all(names, ttl=30, timeout=5)
+    tokens = leases.tokens
+    got: dict[str, Any] = {}
+
+    async def wait_for(name: str) -> None:
+        got[name] = await waiting.lock(name, ttl=30).acquire(timeout=20)
+
+    def registered() -> int:
+        return len(query(postgres_server, f"SELECT name FROM {schema}.tenure_leases "
+                                          "WHERE name = ANY(%s) AND q_ids IS NOT NULL",
+                         [name.encode() for name in names]))
+
+    async with anyio.create_task_group() as tasks:
+        for name in names:
+            tasks.start_soon(wait_for, name)
+        await eventually(lambda: registered() == 2, 10, "both waiters registered")
+        assert await leases.release() is True
+    # counter + 1, or + 2 when the waiter's try took it as "already ours" (see
+    # _ACQUIRE_QUEUED) before the hand-over's notification came in
+    assert all(got[name].token in (tokens[name] + 1, tokens[name] + 2) for name in names), (
+        got, tokens)
+    rows = query(postgres_server, f"SELECT name, lease_id, q_ids FROM {schema}.tenure_leases "
+                                  "WHERE name = ANY(%s) AND slot = 0 ORDER BY name",
+                 [name.encode() for name in names])
+    assert rows == [(name.encode(), got[name].grant.lease_id, None) for name in names]
+    for name in names:
+        assert await got[name].release() is True
+    await holder.close()
+    await waiting.close()
+
+
 def backends(server: PostgresServer, pids: set[int]) -> set[int]:
     """Which of the backends `pids` still run on the server."""
     return {pid for (pid,) in query(server, "SELECT pid FROM pg_stat_activity "

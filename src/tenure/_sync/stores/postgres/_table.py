@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
 
 from tenure._sync import _shim
@@ -39,6 +39,7 @@ from tenure._sync.stores.postgres._table_sql import (
     _ENQUEUE,
     _FORGET,
     _HAND_OVER,
+    _HAND_OVER_ALL,
     _LIST,
     _RELEASE_FORGET,
     _RENEW,
@@ -96,6 +97,9 @@ class PostgresTableStore(PostgresStore):
         self._release_forget_sql = (_statement("release_forget", _RELEASE_FORGET, table, release)
                                     if self.retain == 0 else None)
         self._release_sql = _statement("release", _HAND_OVER, table, release)  # frees or hands over
+        self._release_all_sql = _statement("release_all", _HAND_OVER_ALL, table, [
+            ("names", _TEXT), ("slots", _TEXT), ("lease_ids", _TEXT), ("keys", _TEXT),
+            ("channel", _TEXT)])
         self._break_sql = _render(_BREAK, table)
         self._list_sql = _render(_LIST, table)
         self._running = _RUNNING.encode()
@@ -170,8 +174,8 @@ class PostgresTableStore(PostgresStore):
             grants = backend.try_acquire_all(["a", "b"], "worker-1", 30.0)
         """
         lease_ids = [f"{self._id_prefix}{next(self._ids)}" for _ in names]
-        params = {"names": "{" + ",".join(name.encode().hex() for name in names) + "}",
-                  "lease_ids": "{" + ",".join(lease_ids) + "}", "holder": holder.encode(),
+        params = {"names": _array(name.encode().hex() for name in names),
+                  "lease_ids": _array(lease_ids), "holder": holder.encode(),
                   "ttl": ttl}
         sent: list[_Session] = []
         try:
@@ -255,6 +259,28 @@ class PostgresTableStore(PostgresStore):
         result = self._execute("release", grant.name, self._release_sql, params)
         return bool(result.ntuples)
 
+    def release_all(self, grants: Sequence[Grant]) -> list[bool]:
+        """release() of each of `grants` in ONE statement (_HAND_OVER_ALL): each freed or
+        handed to its first waiter. With retain=0 one release per lease (each deletes its row).
+
+        Example::
+
+            freed = backend.release_all(grants)
+        """
+        if self._release_forget_sql is not None:
+            return [self.release(grant) for grant in grants]
+        if self._pool.closed:
+            raise closed_store(self.url, "release", grants[0].name)
+        params = {"names": _array(grant.name.encode().hex() for grant in grants),
+                  "slots": _array(str(grant.slot) for grant in grants),
+                  "lease_ids": _array(grant.lease_id for grant in grants),
+                  "keys": _array(name_digest(grant.name) for grant in grants),
+                  "channel": self.channel}
+        self._sweep_soon()
+        result = self._execute("release", grants[0].name, self._release_all_sql, params)
+        freed = {int(result.get_value(row, 0)) for row in range(result.ntuples)}
+        return [number in freed for number in range(1, len(grants) + 1)]
+
     def break_lease(self, name: str) -> int:
         rows = self._execute("break", name, self._break_sql, {
             "name": name.encode(), "channel": self.channel, "key": name_digest(name)})
@@ -268,3 +294,13 @@ class PostgresTableStore(PostgresStore):
         return [LeaseInfo(bytes(name).decode(), bytes(holder).decode(), token,
                           now + timedelta(seconds=left), slot)
                 for name, slot, holder, token, left in rows]
+
+
+def _array(items: Iterable[str]) -> str:
+    """A text[] literal of items that need no quoting (hex, digits, lease ids).
+
+    Example:
+        >>> _array(["61", "62"])
+        '{61,62}'
+    """
+    return "{" + ",".join(items) + "}"

@@ -339,6 +339,43 @@ RETURNING CASE
 END
 """
 
+# The release of several leases (a lease set's), ONE statement: _HAND_OVER on each row whose
+# lease id still matches, each handed to its first valid registration or freed, each waiter
+# notified as _HAND_OVER does. The rows are locked in the names' order, as _ACQUIRE_ALL locks
+# them (an UPDATE .. FROM alone locks them in the plan's order: it could deadlock with a
+# lock_all). Answers the position (from 1) of each lease freed.
+_HAND_OVER_ALL = """
+WITH g AS (  -- the names in hex, as in _ACQUIRE_ALL
+    SELECT decode(g.hex, 'hex') AS name, g.slot, g.lease_id, g.key, g.n
+    FROM unnest(%(names)s::text[], %(slots)s::int4[], %(lease_ids)s::text[], %(keys)s::text[])
+        WITH ORDINALITY AS g(hex, slot, lease_id, key, n)
+), mine AS (
+    SELECT l.digest, l.slot, g.key, g.n
+    FROM g JOIN {t} AS l ON l.digest = sha256(g.name) AND l.slot = g.slot
+    WHERE l.lease_id = g.lease_id AND l.expires_at > now()
+    ORDER BY g.name, g.slot
+    FOR UPDATE OF l
+)
+UPDATE {t} AS l SET
+    lease_id = CASE WHEN {head} THEN l.q_ids[1] ELSE '' END,
+    holder = CASE WHEN {head} THEN l.q_holders[1] ELSE l.holder END,
+    token = CASE WHEN {head} THEN l.counter + 1 ELSE l.token END,
+    counter = CASE WHEN {head} THEN l.counter + 1 ELSE l.counter END,
+    expires_at = CASE WHEN {head} THEN now() + l.q_ttls[1] * interval '1 second'
+                      ELSE '-infinity' END,
+    freed_at = now(),
+    {pop}
+FROM mine
+WHERE l.digest = mine.digest AND l.slot = mine.slot
+RETURNING mine.n, CASE
+    WHEN l.lease_id <> '' THEN pg_notify('{handover}' || left(l.lease_id, 12),
+                                         mine.key || ' ' || l.lease_id || ' ' || l.token)
+    WHEN l.wanted OR l.q_ids IS NOT NULL THEN pg_notify(%(channel)s, mine.key)
+    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
+        THEN pg_notify(%(channel)s, mine.key)
+END
+"""
+
 # Release with retain=0: the lease's row goes, when no waiter is registered, no record is kept
 # in it and no grant of the name is under way (_MAY_FORGET); else nothing answers, and
 # _HAND_OVER frees the row as a release does (a later sweep forgets it). Notifies as
