@@ -35,11 +35,12 @@ from tenure._errors import (
     TenureError,
 )
 from tenure._lazy import module_dir, module_getattr
+from tenure._sync._group import Group
 from tenure._sync._lease import Lease
 from tenure._sync._lease_set import LeaseSet
 from tenure._sync._lock import Lock, Semaphore
 from tenure._sync._store import Store, connect
-from tenure._types import LeaseInfo, LostReason
+from tenure._types import LeaseInfo, LostReason, Member, MembershipChange
 
 if TYPE_CHECKING:  # loaded on first use at run time (below); type checkers see them at once
     from tenure import claims as claims
@@ -72,6 +73,7 @@ __getattr__ = module_getattr(__name__, lazy={
 __dir__ = module_dir(__name__)
 
 __all__ = [
+    "Group",
     "InvalidArgument",
     "InvalidArgumentType",
     "Lease",
@@ -82,6 +84,8 @@ __all__ = [
     "Lock",
     "LockTimeout",
     "LostReason",
+    "Member",
+    "MembershipChange",
     "MissingExtra",
     "QueueMessage",
     "Run",

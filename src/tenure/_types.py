@@ -12,7 +12,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Grant(NamedTuple):
@@ -66,6 +66,39 @@ class LeaseInfo:
     token: int
     expires_at: datetime | None
     slot: int = 0
+
+
+@dataclass(frozen=True)
+class Member:
+    """A live member of a group (`group.members()`): its id, the metadata it joined with (None
+    while it cannot be read: azblob:// writes it a moment after the join), its lease's fencing
+    token and when that lease ends unless renewed (None on the file store, whose kernel holds
+    it until release).
+
+    Example:
+        >>> Member("instance-7", {"zone": "a"}, 12, None).metadata["zone"]
+        'a'
+    """
+
+    id: str
+    metadata: dict[str, Any] | None
+    token: int
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True)
+class MembershipChange:
+    """What one poll of `group.watch()` found: the members that joined and those that left
+    since the last poll, and every live member now.
+
+    Example:
+        >>> MembershipChange((), (), ()).joined
+        ()
+    """
+
+    joined: tuple[Member, ...]
+    left: tuple[Member, ...]
+    members: tuple[Member, ...]
 
 
 @dataclass(frozen=True)

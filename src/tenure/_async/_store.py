@@ -23,6 +23,7 @@ from typing import Any, TypeVar, cast
 
 from tenure import _forks
 from tenure._async import _shim
+from tenure._async._group import AsyncGroup
 from tenure._async._lease import AsyncLease
 from tenure._async._lease_set import AsyncLeaseSet, acquire_all, canonical_names
 from tenure._async._lock import AsyncLock, AsyncLockSettings, AsyncSemaphore
@@ -196,6 +197,22 @@ class AsyncStore:
                                   leases._member_lost, timeout)
         locks = [AsyncLock(name, settings, self.backend, self._monitor) for name in ordered]
         return AsyncAcquiring(acquire_all(locks, settings.timeout, leases))
+
+    def group(self, name: str, ttl: float | timedelta = DEFAULT_TTL) -> AsyncGroup:
+        """Membership of the group `name`: instances `join()` with a member id and metadata
+        (each member a lease of `ttl` seconds, renewed in the background, gone on release or
+        expiry), and anyone lists the live `members()` or `watch()`es them come and go.
+
+        Example::
+
+            group = store.group("invoice-workers", ttl=15)
+            async with group.join("instance-7", metadata={"zone": "a"}) as member:
+                print([m.id for m in await group.members()])
+        """
+        capabilities = self.backend.capabilities
+        seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
+                              capabilities.max_ttl, capabilities.ttl_hint)
+        return AsyncGroup(self, validate_name(name), seconds)
 
     def locked(
         self,

@@ -24,6 +24,7 @@ from typing import Any, TypeVar, cast
 
 from tenure import _forks
 from tenure._sync import _shim
+from tenure._sync._group import Group
 from tenure._sync._lease import Lease
 from tenure._sync._lease_set import LeaseSet, acquire_all, canonical_names
 from tenure._sync._lock import Lock, LockSettings, Semaphore
@@ -196,6 +197,22 @@ class Store:
                                   leases._member_lost, timeout)
         locks = [Lock(name, settings, self.backend, self._monitor) for name in ordered]
         return acquire_all(locks, settings.timeout, leases)
+
+    def group(self, name: str, ttl: float | timedelta = DEFAULT_TTL) -> Group:
+        """Membership of the group `name`: instances `join()` with a member id and metadata
+        (each member a lease of `ttl` seconds, renewed by a background thread, gone on release or
+        expiry), and anyone lists the live `members()` or `watch()`es them come and go.
+
+        Example::
+
+            group = store.group("invoice-workers", ttl=15)
+            with group.join("instance-7", metadata={"zone": "a"}) as member:
+                print([m.id for m in group.members()])
+        """
+        capabilities = self.backend.capabilities
+        seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
+                              capabilities.max_ttl, capabilities.ttl_hint)
+        return Group(self, validate_name(name), seconds)
 
     def locked(
         self,

@@ -14,6 +14,7 @@ Example::
 
 from typing import TYPE_CHECKING
 
+from tenure._async._group import AsyncGroup
 from tenure._async._lease import AsyncLease
 from tenure._async._lease_set import AsyncLeaseSet
 from tenure._async._lock import AsyncLock, AsyncSemaphore
@@ -41,5 +42,5 @@ __getattr__ = module_getattr(__name__, lazy={
 }, deprecated={"Message": "QueueMessage", "Worker": "AsyncWorker"})
 __dir__ = module_dir(__name__)
 
-__all__ = ["AsyncAcquiring", "AsyncLease", "AsyncLeaseSet", "AsyncLock", "AsyncSemaphore",
-           "AsyncStore", "AsyncWorker", "QueueMessage", "Run", "connect"]
+__all__ = ["AsyncAcquiring", "AsyncGroup", "AsyncLease", "AsyncLeaseSet", "AsyncLock",
+           "AsyncSemaphore", "AsyncStore", "AsyncWorker", "QueueMessage", "Run", "connect"]
