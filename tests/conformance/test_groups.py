@@ -108,6 +108,8 @@ async def test_a_bad_group_is_refused_where_it_is_made(target: Target) -> None:
     store = target.connect()
     with pytest.raises(tenure.InvalidArgument, match="ttl"):
         store.group("workers", ttl=-1)
+    with pytest.raises(tenure.InvalidArgument, match="give the group a name"):
+        store.group("", ttl=target.ttl(5))
     with pytest.raises(tenure.InvalidArgument, match="every"):
         await next_change(store.group("workers", ttl=target.ttl(5)).watch(every=0),
                           target.is_async)

@@ -209,6 +209,9 @@ class AsyncStore:
             async with group.join("instance-7", metadata={"zone": "a"}) as member:
                 print([m.id for m in await group.members()])
         """
+        if name == "":
+            raise InvalidArgument("name must not be empty; give the group a name such as "
+                                  "'invoice-workers'")
         capabilities = self.backend.capabilities
         seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
                               capabilities.max_ttl, capabilities.ttl_hint)
