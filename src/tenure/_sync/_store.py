@@ -212,10 +212,7 @@ class Store:
         if name == "":
             raise InvalidArgument("name must not be empty; give the group a name such as "
                                   "'invoice-workers'")
-        capabilities = self.backend.capabilities
-        seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
-                              capabilities.max_ttl, capabilities.ttl_hint)
-        return Group(self, validate_name(name), seconds)
+        return Group(self, validate_name(name), self._ttl(ttl))
 
     def locked(
         self,
@@ -265,6 +262,12 @@ class Store:
 
         return decorate
 
+    def _ttl(self, ttl: float | timedelta) -> float:
+        """`ttl` in seconds, within the range this store accepts."""
+        capabilities = self.backend.capabilities
+        return check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
+                           capabilities.max_ttl, capabilities.ttl_hint)
+
     def _settings(
         self,
         ttl: float | timedelta,
@@ -276,9 +279,7 @@ class Store:
         on_lost: Callable[[Lease], object] | None,
         timeout: float | timedelta | None,
     ) -> LockSettings:
-        capabilities = self.backend.capabilities
-        seconds = check_range(to_seconds(ttl, "ttl"), "ttl", capabilities.min_ttl,
-                              capabilities.max_ttl, capabilities.ttl_hint)
+        seconds = self._ttl(ttl)
         every = seconds / 3 if renew_every is None else check_range(
             to_seconds(renew_every, "renew_every"), "renew_every", seconds / 100, seconds / 2,
             " (a fraction of ttl: renewals must land well before the lease runs out)")

@@ -310,6 +310,26 @@ WHERE l.digest = sha256(%(name)s) AND l.slot = 0
   AND array_position(l.q_ids, %(lease_id)s) IS NOT NULL
 """
 
+# What a release writes into a row it frees or hands over, and whom it notifies (the name's key
+# in %(key)s): shared by the release of one lease and of a set.
+_HANDING_OVER = """    lease_id = CASE WHEN {head} THEN l.q_ids[1] ELSE '' END,
+    holder = CASE WHEN {head} THEN l.q_holders[1] ELSE l.holder END,
+    token = CASE WHEN {head} THEN l.counter + 1 ELSE l.token END,
+    counter = CASE WHEN {head} THEN l.counter + 1 ELSE l.counter END,
+    expires_at = CASE WHEN {head} THEN now() + l.q_ttls[1] * interval '1 second'
+                      ELSE '-infinity' END,
+    freed_at = now(),
+    {pop}
+"""
+_NOTIFY_HANDED = """CASE
+    WHEN l.lease_id <> '' THEN pg_notify('{handover}' || left(l.lease_id, 12),
+                                         %(key)s || ' ' || l.lease_id || ' ' || l.token)
+    WHEN l.wanted OR l.q_ids IS NOT NULL THEN pg_notify(%(channel)s, %(key)s)
+    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
+        THEN pg_notify(%(channel)s, %(key)s)
+END
+"""
+
 # Release: when the lease id matches, hand the lease over to the first registration when it is
 # valid (its slice not over, its store alive), else free the row (an unusable first
 # registration is dropped). Notifies the waiter on its store's hand-over channel, or the
@@ -318,26 +338,12 @@ WHERE l.digest = sha256(%(name)s) AND l.slot = 0
 # registrations it costs the server ~3 µs more than a plain UPDATE (pg_stat_statements here:
 # 26 vs 23 µs), the same cycles per second; the plain one, which refused when waiters were
 # registered, cost a single waiter's hand-off a second round trip.
-_HAND_OVER = """
+_HAND_OVER = ("""
 UPDATE {t} AS l SET
-    lease_id = CASE WHEN {head} THEN l.q_ids[1] ELSE '' END,
-    holder = CASE WHEN {head} THEN l.q_holders[1] ELSE l.holder END,
-    token = CASE WHEN {head} THEN l.counter + 1 ELSE l.token END,
-    counter = CASE WHEN {head} THEN l.counter + 1 ELSE l.counter END,
-    expires_at = CASE WHEN {head} THEN now() + l.q_ttls[1] * interval '1 second'
-                      ELSE '-infinity' END,
-    freed_at = now(),
-    {pop}
-WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
+""" + _HANDING_OVER
+              + """WHERE digest = sha256(%(name)s) AND slot = %(slot)s AND lease_id = %(lease_id)s
   AND expires_at > now()
-RETURNING CASE
-    WHEN l.lease_id <> '' THEN pg_notify('{handover}' || left(l.lease_id, 12),
-                                         %(key)s || ' ' || l.lease_id || ' ' || l.token)
-    WHEN l.wanted OR l.q_ids IS NOT NULL THEN pg_notify(%(channel)s, %(key)s)
-    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
-        THEN pg_notify(%(channel)s, %(key)s)
-END
-"""
+RETURNING """ + _NOTIFY_HANDED)
 
 # The release of several leases (a lease set's), ONE statement: _HAND_OVER on each row whose
 # lease id still matches, each handed to its first valid registration or freed, each waiter
@@ -357,24 +363,9 @@ WITH g AS (  -- the names in hex, as in _ACQUIRE_ALL
     FOR UPDATE OF l
 )
 UPDATE {t} AS l SET
-    lease_id = CASE WHEN {head} THEN l.q_ids[1] ELSE '' END,
-    holder = CASE WHEN {head} THEN l.q_holders[1] ELSE l.holder END,
-    token = CASE WHEN {head} THEN l.counter + 1 ELSE l.token END,
-    counter = CASE WHEN {head} THEN l.counter + 1 ELSE l.counter END,
-    expires_at = CASE WHEN {head} THEN now() + l.q_ttls[1] * interval '1 second'
-                      ELSE '-infinity' END,
-    freed_at = now(),
-    {pop}
-FROM mine
+""" + _HANDING_OVER + """FROM mine
 WHERE l.digest = mine.digest AND l.slot = mine.slot
-RETURNING mine.n, CASE
-    WHEN l.lease_id <> '' THEN pg_notify('{handover}' || left(l.lease_id, 12),
-                                         mine.key || ' ' || l.lease_id || ' ' || l.token)
-    WHEN l.wanted OR l.q_ids IS NOT NULL THEN pg_notify(%(channel)s, mine.key)
-    WHEN l.slot > 0 AND (SELECT z.wanted FROM {t} AS z WHERE z.digest = l.digest AND z.slot = 0)
-        THEN pg_notify(%(channel)s, mine.key)
-END
-"""
+RETURNING mine.n, """ + _NOTIFY_HANDED.replace("%(key)s", "mine.key")
 
 # Release with retain=0: the lease's row goes, when no waiter is registered, no record is kept
 # in it and no grant of the name is under way (_MAY_FORGET); else nothing answers, and
