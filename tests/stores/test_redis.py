@@ -7,6 +7,7 @@ its data, dropped connections (pub/sub included), URL forms and options, and the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -462,6 +463,69 @@ async def test_a_renewal_that_crossed_a_release_and_a_data_loss_frees_what_it_wr
         again = store.lock("crossed").try_acquire()
         assert again is not None and again.token > grant.token
         again.release()
+
+
+async def test_a_renewal_while_the_release_is_on_its_way_leaves_that_lease_out(
+        url: str, admin: Any) -> None:
+    """A RENEW that reached the server after the RELEASE, the name's counter forgotten (by
+    retain=0 here, by a prune in the conformance race that found this), wrote the released
+    lease back: the free name was refused until the renewal's answer freed it again, or for
+    the whole ttl when that answer came before the release's. So a renewal leaves out a lease
+    whose release is on its way (and a release waits for a renewal on its way)."""
+    with key_events(admin) as events:
+        await renew_while_releasing(url, admin, events)
+
+
+async def renew_while_releasing(url: str, admin: Any,
+                                events: Callable[[str], list[str]]) -> None:
+    async with tenure.aio.connect(f"{url}&retain=0") as store:
+        backend = store.backend
+        grant = await backend.try_acquire("crossing", "me", 30.0, 1)
+        assert grant is not None
+        slot0 = name_keys(backend.prefix, "crossing").slot0
+        released: list[bool] = []
+
+        async def release() -> None:
+            released.append(await backend.release(grant))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(release)
+            await anyio.sleep(0)  # the RELEASE is sent; its answer is awaited
+            renewed = await backend.renew([grant], 30.0)
+        assert released == [True]
+        assert renewed == [tenure.LostReason.EXPIRED]
+        happened = events(slot0)
+        after_release = happened[happened.index("del") + 1:]
+        assert "set" not in after_release, f"the released lease was written back: {happened}"
+        again = await store.lock("crossing").try_acquire()
+        assert again is not None and again.token > grant.token
+        await again.release()
+
+
+@contextlib.contextmanager
+def key_events(admin: Any) -> Iterator[Callable[[str], list[str]]]:
+    """Keyspace notifications on while the block runs: `events(key)` lists what the server
+    did to `key` so far (set, expire, del...), in order."""
+    before = admin.config_get("notify-keyspace-events")["notify-keyspace-events"]
+    admin.config_set("notify-keyspace-events", "K$gx")
+    listener = admin.pubsub()
+    listener.psubscribe("__keyspace@*")
+    listener.get_message(timeout=5)  # the subscription's confirmation
+    seen: list[tuple[str, str]] = []
+
+    def events(key: str) -> list[str]:
+        with admin.client() as client:
+            client.ping()  # every event before this has been published by now
+        while (message := listener.get_message(timeout=0.2)) is not None:
+            seen.append((message["channel"].decode().partition(":")[2],
+                         message["data"].decode()))
+        return [event for name, event in seen if name == key]
+
+    try:
+        yield events
+    finally:
+        listener.close()
+        admin.config_set("notify-keyspace-events", before)
 
 
 async def test_tokens_grow_past_a_counter_that_went_back(url: str, admin: Any) -> None:

@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, closed_store
 from tenure._async.stores.redis._connections import Connections, Undo, UndoAll
+from tenure._async.stores.redis._ordering import RenewalOrder
 from tenure._async.stores.redis._reader import Reader
 from tenure._async.stores.redis._records import Records, Version
 from tenure._async.stores.redis._scripts import (
@@ -119,6 +120,7 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         self._writes = itertools.count()  # orders records written under one lease
         self._id_prefix = secrets.token_hex(6)
         self._held: dict[str, _Held] = {}  # by lease id
+        self._order = RenewalOrder()  # no RENEW of a lease after its RELEASE
         self._reader = self._new_reader()
         self._waits = Waits(self)
         self._records = Records(self)
@@ -132,6 +134,7 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         """In a forked child: the parent's connections and leases are not this process's."""
         self._connections.start_afresh()
         self._held = {}
+        self._order = RenewalOrder()
         self._reader = self._new_reader()
         # Lease ids of its own: siblings forked from one parent would otherwise send the same
         # ids, and ACQUIRE takes a slot holding its own id for a retry of its own request.
@@ -295,22 +298,28 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         return await self._waits.wait_signal(name, deadline)
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
+        lease_ids = [grant.lease_id for grant in grants]
+        on_its_way = _shim.Event()
+        releasing = self._order.start_renewal(on_its_way, lease_ids)
+        # A lease being released is left out: its RENEW could come second (see _ordering.py).
+        sending = [grant for grant in grants if grant.lease_id not in releasing]
         sent_at = _shim.monotonic()
-        command = evalsha(SCRIPTS.renew, [grant.key.encode() for grant in grants],
-                          b"%d" % int(ttl * 1000), self._retain_ms, *map(self._value, grants))
         try:
-            answers = await self._connections.eval(SCRIPTS.renew, command)
-        except (RedisError, OSError) as exc:
-            label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
-            raise self._connections.failure("renewal", label, exc) from exc
+            answers = await self._send_renewal(sending, ttl) if sending else []
+        finally:
+            self._order.end_renewal(on_its_way, lease_ids)
         deadline = local_deadline(sent_at, ttl)
+        answered = dict(zip((grant.lease_id for grant in sending), answers, strict=True))
         results: list[Grant | LostReason] = []
-        for grant, answer in zip(grants, answers, strict=True):
+        for grant in grants:
+            answer = answered.get(grant.lease_id)
             # A quorum may retoken a lease here while a renewal sent with the old value is on
             # its way (a master's late grant joins it): the renewal's answer then speaks of
             # the grant as it was, and the lease lives on under `current`.
             current = self._held.get(grant.lease_id)
-            if answer == 1 and current is not None:
+            if answer is None:  # being released: the caller ignores what renewal says of it
+                results.append(LostReason.EXPIRED)
+            elif answer == 1 and current is not None:
                 self._held[grant.lease_id] = _Held(current.grant, ttl, deadline)
                 results.append(grant)
             elif answer == 1:
@@ -324,6 +333,17 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
                     del self._held[grant.lease_id]
                 results.append(LOST[answer])
         return results
+
+    async def _send_renewal(self, grants: Sequence[Grant], ttl: float) -> list[int]:
+        """renew()'s RENEW of `grants` (one call): each one's answer (see RENEW)."""
+        command = evalsha(SCRIPTS.renew, [grant.key.encode() for grant in grants],
+                          b"%d" % int(ttl * 1000), self._retain_ms, *map(self._value, grants))
+        try:
+            answers: list[int] = await self._connections.eval(SCRIPTS.renew, command)
+        except (RedisError, OSError) as exc:
+            label = grants[0].name if len(grants) == 1 else f"{len(grants)} leases"
+            raise self._connections.failure("renewal", label, exc) from exc
+        return answers
 
     def _release_command(self, grant: Grant) -> bytes:
         before = self._releasing.get(grant.key)
@@ -345,6 +365,8 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         if len(grants) == 1:
             return [await self.release(grants[0])]
         command = b"".join(map(self._release_command, grants))
+        lease_ids = [grant.lease_id for grant in grants]
+        await self._order.start_release(lease_ids, self.timeout)
         try:
             replies = await self._connections.eval_each(SCRIPTS.release, command, len(grants))
             for reply in replies:  # an error reply of the server: as release() raises it
@@ -353,16 +375,19 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         except (RedisError, OSError) as exc:
             raise self._connections.failure("release", grants[0].name, exc) from exc
         finally:  # as in release()
+            self._order.end_release(lease_ids)
             for grant in grants:
                 self._held.pop(grant.lease_id, None)
         return [bool(reply) for reply in replies]
 
     async def release(self, grant: Grant) -> bool:
+        await self._order.start_release((grant.lease_id,), self.timeout)
         try:
             freed = await self._connections.eval(SCRIPTS.release, self._release_command(grant))
         except (RedisError, OSError) as exc:
             raise self._connections.failure("release", grant.name, exc) from exc
         finally:
+            self._order.end_release((grant.lease_id,))
             # Given up even when the call failed: a restart's reclaim must not write back a
             # lease its holder released (it would refuse every other holder for a ttl). Not
             # before the answer: a renewal answered meanwhile would free the lease itself, and

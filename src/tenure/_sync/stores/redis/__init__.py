@@ -8,6 +8,7 @@ Where things are:
     _settings.py     options: a URL's, a client's, a quorum's (checked before any I/O)
     _connections.py  connections to one server, the undo of unanswered acquires, errors
     _reader.py       the pub/sub reader that notices a restart and reclaims the leases held
+    _ordering.py     no renewal of a lease reaches the server after its release
     _waiting.py      waiting for a release; the wake-up takes the lease and returns it
     _records.py      the records API (a record per name, fenced by its lease)
     _single.py       RedisStore: one server
