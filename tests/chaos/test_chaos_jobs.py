@@ -95,6 +95,7 @@ def test_without_the_period_record_periods_run_again_and_the_command_exits_1(
 @pytest.mark.parametrize(("options", "message"), [
     (["--workload", "jobs", "--no-key-lock"], "--no-key-lock belongs to --workload queue"),
     (["--workload", "lock", "--skip-record"], "--skip-record belongs to --workload jobs"),
+    (["--workload", "jobs", "--lock-all-phase"], "--lock-all-phase belongs to --workload lock"),
     (["--workload", "jobs", "--period", "0.01"], "--period must be"),
     (["--workload", "queue"], "needs a PostgreSQL database"),
 ])

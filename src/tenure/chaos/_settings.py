@@ -67,7 +67,8 @@ class ChaosSettings:
     worker; `skip_record` is its positive control) or "queue" (keyed messages through the
     PostgreSQL queue at `queue_url`, default the store's own URL, over `keys` keys; `key_lock`
     False is its positive control). The lock-only options (`fencing`, `late_signal`,
-    `semaphore_phase`) are refused with another workload, and so are the others' options.
+    `semaphore_phase`, `lock_all_phase`) are refused with another workload, and so are the
+    others' options.
 
         ChaosSettings("sqlite:////tmp/chaos-locks.db", workload="queue",
                       queue_url="postgresql://app@db/app", key_lock=False)   # must fail
@@ -81,6 +82,7 @@ class ChaosSettings:
     fencing: bool = True
     semaphore_phase: bool = False
     semaphore_limit: int = 2
+    lock_all_phase: bool = False  # lock: a last phase of lock_all over overlapping name sets
     ttl: float | None = None
     retry: float = 0.5
     pause_factors: tuple[float, ...] = PAUSE_FACTORS
@@ -126,13 +128,14 @@ class ChaosSettings:
 
     @property
     def phases(self) -> list[tuple[str, float]]:
-        """(kind, seconds) of each phase: a lock, then a semaphore when asked; the jobs and
-        queue workloads have one phase of their own kind."""
+        """(kind, seconds) of each phase, the duration shared evenly: a lock, then a
+        semaphore and lock_all when asked; the jobs and queue workloads have one phase of their
+        own kind."""
         if self.workload != "lock":
             return [(self.workload, self.duration)]
-        if not self.semaphore_phase:
-            return [("lock", self.duration)]
-        return [("lock", self.duration / 2), ("semaphore", self.duration / 2)]
+        kinds = ["lock", *(["semaphore"] if self.semaphore_phase else []),
+                 *(["lock_all"] if self.lock_all_phase else [])]
+        return [(kind, self.duration / len(kinds)) for kind in kinds]
 
     def check(self) -> None:
         """Fail with a clear message on a bad setting, before anything starts.
@@ -173,7 +176,7 @@ class ChaosSettings:
         needed = 1.0 + self.liveness_bound + 2.0
         _seconds("duration", self.duration, 1.0, 7 * 86400.0)
         if shortest < needed:
-            each = " per phase" if self.semaphore_phase else ""
+            each = " per phase" if len(self.phases) > 1 else ""
             raise InvalidArgument(
                 f"--duration {self.duration:g} is too short: with ttl {ttl:g} s each phase needs "
                 f"at least {needed:g} s (1 s warm-up, then liveness within ttl + 2 x retry "
@@ -187,7 +190,8 @@ class ChaosSettings:
                                        ("queue_url", "queue", self.queue_url is not None),
                                        ("no_fencing", "lock", not self.fencing),
                                        ("late_signal", "lock", bool(self.late_signal)),
-                                       ("semaphore_phase", "lock", self.semaphore_phase)):
+                                       ("semaphore_phase", "lock", self.semaphore_phase),
+                                       ("lock_all_phase", "lock", self.lock_all_phase)):
             if wrong and workload != applies:
                 raise InvalidArgument(f"--{option.replace('_', '-')} belongs to --workload "
                                       f"{applies}, not {workload}")

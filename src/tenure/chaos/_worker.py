@@ -51,6 +51,8 @@ from tenure.chaos._lifeline import watch_parent
 from tenure.chaos._oracle import OracleClient
 from tenure.chaos._requests import Requests, listen, requests_path
 
+# The names a lock_all phase adds to its own name (each set takes one or both).
+ALL_OTHERS = ("b", "c")
 CONTROL_WAIT = 60.0  # how long a worker waits for the control file before giving up
 
 
@@ -120,6 +122,10 @@ class ChaosWorker(WorkloadChaos):
     def run(self, store: tenure.Store, phases: Sequence[dict[str, Any]]) -> None:
         self.store = store
         for phase in phases:
+            if phase["kind"] == "lock_all":
+                while not self.stopping and time.monotonic() < phase["until"]:
+                    self.cycle_all(store, phase["name"], phase["until"])
+                continue
             if phase["kind"] == "lock":
                 lock = store.lock(phase["name"], ttl=self.settings["ttl"], min_wait=0.01,
                                   max_wait=self.settings["retry"], on_lost=self._lost)
@@ -162,6 +168,73 @@ class ChaosWorker(WorkloadChaos):
         finally:
             if os.getpid() == self.pid:  # a forked child exits through here: not its lease
                 self._release(lease)
+
+    def cycle_all(self, store: tenure.Store, name: str, until: float) -> None:
+        """One `lock_all` of the phase's name and one or both of its two others (so sets
+        overlap, asked in any order), a read of each name's counter, the work, a write of
+        each with its own lease's token, the release of the set. The phase's name is in every
+        set: its grants are what the liveness check and the faults look at."""
+        others = self.random.sample(ALL_OTHERS, self.random.randint(1, len(ALL_OTHERS)))
+        names = [name, *(f"{name}-{other}" for other in others)]
+        self.random.shuffle(names)  # lock_all takes them in its own order
+        for each in names:
+            self.history.emit("invoke", "acquire", name=each)
+        try:
+            leases = store.lock_all(names, ttl=self.settings["ttl"], min_wait=0.01,
+                                    max_wait=self.settings["retry"], on_lost=self._set_lost,
+                                    timeout=max(0.0, until - time.monotonic()))
+        except tenure.LockTimeout:
+            for each in names:
+                self.history.emit("fail", "acquire", name=each, error="timeout")
+            return
+        except tenure.TenureError as exc:
+            for each in names:
+                self.history.emit("fail", "acquire", name=each, error=type(exc).__name__)
+            time.sleep(self.settings["retry"])  # pacing after a store failure, not a wait
+            return
+        for lease in leases:
+            self.history.emit("ok", "acquire", name=lease.name, slot=0, token=lease.token)
+        first = leases[name]
+        try:
+            values = {lease.name: self.oracle.read(lease.name, 0, lease.token)
+                      for lease in leases}
+            if self.fork_requested:
+                self._fork(first)
+            if self.hold_requested:
+                self._hold(first)
+            time.sleep(self._work_seconds())
+            if self.hold_requested:
+                self._hold(first)
+            if leases.lost:
+                self.history.emit("info", "skip-write", name=name, slot=0, token=first.token,
+                                  reason="lease set lost before the writes")
+                return
+            self.pause_if_requested(name=name, slot=0, token=first.token)
+            for lease in leases:
+                self.oracle.write(lease.name, 0, lease.token, values[lease.name] + 1)
+        finally:
+            if os.getpid() == self.pid:
+                self._release_set(leases)
+
+    def _release_set(self, leases: tenure.LeaseSet) -> None:
+        for lease in leases:
+            self.history.emit("invoke", "release", deadline=lease.deadline, name=lease.name,
+                              slot=0, token=lease.token)
+        try:
+            freed = leases.release()
+        except tenure.TenureError as exc:
+            for lease in leases:
+                self.history.emit("fail", "release", error=type(exc).__name__,
+                                  name=lease.name, slot=0, token=lease.token)
+        else:
+            for lease in leases:
+                self.history.emit("ok", "release", freed=freed, name=lease.name, slot=0,
+                                  token=lease.token)
+
+    def _set_lost(self, leases: tenure.LeaseSet) -> None:
+        """The set's loss signal: the loss of each of its leases, as `_lost` records one."""
+        for lease in leases:
+            self._lost(lease)
 
     def _fork(self, lease: tenure.Lease) -> None:
         """Fork a child that uses the store afresh and exits normally (see the module
