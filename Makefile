@@ -79,7 +79,8 @@ chaos: $(STAMP) $(NODE_STAMP) servers
 	env TENURE_CHAOS_SECONDS=$${CHAOS_SECONDS:-300} TENURE_CHAOS_WORKERS=$${CHAOS_WORKERS:-8} \
 		$${CHAOS_SEED:+TENURE_CHAOS_SEED=$$CHAOS_SEED} TENURE_REQUIRE_SERVICES=1 \
 		$(BIN)/pytest -n 2 -p no:randomly -q tests/chaos/test_chaos.py tests/chaos/test_chaos_jobs.py \
-		tests/chaos/test_chaos_queue.py tests/chaos/test_chaos_lock_all.py -k "fenced_run or jobs_on or queue_with or queue_on" \
+		tests/chaos/test_chaos_queue.py tests/chaos/test_chaos_lock_all.py \
+		tests/chaos/test_chaos_groups.py -k "fenced_run or jobs_on or queue_with or queue_on" \
 		--basetemp=$(CHAOS_DIR); status=$$?; \
 		find $(CHAOS_DIR) -name summary.txt -exec cat {} +; exit $$status
 

@@ -7,7 +7,8 @@
    was granted has a larger token (real-time order), also across store restarts.
 3. counter: no lost update: each counter's final value equals its number of accepted writes.
 4. liveness: after the faults stop (the `heal` event), a new holder is granted the lock
-   within the bound the event carries (ttl + 2 retry intervals).
+   (in the group phase: a member joins the group) within the bound the event carries (ttl +
+   2 retry intervals).
 5. signals: every lost lease's holder is told (`on_lost` ran) at most 100 ms after the lease's
    local deadline; a signal that never came while the holder went on past that is late too. A
    loss by a definitive refusal before the deadline is fine. The delay counts from the moment
@@ -16,6 +17,8 @@
 6. forks: a child forked by a holder leaves the parent's lease alone: the child could use the
    store (exit 0), and the parent's lease was neither lost during the fork fault nor found
    freed by someone else at its release.
+7. members: a group member's own listing of the group right after its join (the group
+   phase) shows it, under its own token: one live member per id, and none missing.
 
 Example::
 
@@ -42,6 +45,7 @@ CHECKERS = {
     "liveness": "after the faults stop, a new holder within ttl + 2 retry intervals",
     "signals": "a loss is signalled within 100 ms of the lease's local deadline",
     "forks": "a forked child leaves the parent's lease alone",
+    "members": "a member's listing right after its join shows it, with its token",
 }
 LATE_SIGNAL = 0.1  # seconds after the deadline: a later loss signal is a violation
 DETAILS = 3  # violations described one by one per checker; the rest are counted
@@ -70,6 +74,7 @@ class Verdict:
     losses_before_deadline: int = 0  # definitive refusals: signalled before the deadline
     late_signals: int = 0  # including signals that never came
     forks: int = 0
+    member_listings: int = 0  # the group phase's listings checked
     checkers: dict[str, str] = field(default_factory=lambda: dict(CHECKERS))  # the workload's
     figures: dict[str, Any] = field(default_factory=dict)  # the jobs and queue workloads'
 
@@ -104,6 +109,7 @@ def check_history(events: Sequence[Event]) -> Verdict:
     check_liveness(ordered, verdict)
     check_signals(ordered, verdict)
     check_forks(ordered, verdict)
+    check_members(ordered, verdict)
     return verdict
 
 
@@ -262,8 +268,8 @@ def check_liveness(events: Sequence[Event], verdict: Verdict) -> None:
     for heal in (e for e in events if e["f"] == "heal" and e["type"] == "info"):
         name, bound = str(heal["name"]), float(heal["bound"])
         first = next((e for e in events if e["f"] == "acquire" and e["type"] == "ok" and
-                      e.get("by") != "oracle" and e["name"] == name and e["t"] >= heal["t"]),
-                     None)
+                      e.get("by") != "oracle" and name in (e["name"], e.get("phase"))
+                      and e["t"] >= heal["t"]), None)
         if first is not None:
             waited = first["t"] - heal["t"]
             verdict.takeovers.append(waited)
@@ -394,6 +400,32 @@ def check_forks(events: Sequence[Event], verdict: Verdict) -> None:
         verdict.violations.append(Violation("forks", f"... {found} fork problems in all"))
 
 
+def check_members(events: Sequence[Event], verdict: Verdict) -> None:
+    """Checker 7: a member's listing of its group right after its join shows it, with its
+    own token (a listing taken once the member was lost already proves nothing).
+
+    Example::
+
+        verdict = Verdict(); check_members(events, verdict); verdict.member_listings
+    """
+    wrong = 0
+    for event in events:
+        if event["f"] != "members" or event["type"] != "info" or event.get("lost"):
+            continue
+        verdict.member_listings += 1
+        listed = event["members"].get(event["id"])
+        if listed == event["token"]:
+            continue
+        wrong += 1
+        seen = "not listed" if listed is None else f"listed with token {listed}"
+        _add(verdict, "members", wrong,
+             f"{_at(event)}: {event['process']} joined as member {event['id']!r} with token "
+             f"{event['token']}, and its listing right after showed it {seen}")
+    if wrong > DETAILS:
+        verdict.violations.append(Violation(
+            "members", f"... {wrong} listings in all without their member's own token"))
+
+
 def _where(resource: tuple[str, int]) -> str:
     name, slot = resource
     return f"{name!r}" + (f" slot {slot}" if slot else "")
@@ -421,7 +453,7 @@ def as_dict(verdict: Verdict) -> dict[str, Any]:
             "median_signal_delay": _rounded(verdict.median_signal_delay),
             "losses_before_deadline": verdict.losses_before_deadline,
             "late_signals": verdict.late_signals, "forks": verdict.forks,
-            "figures": verdict.figures}
+            "member_listings": verdict.member_listings, "figures": verdict.figures}
 
 
 def _rounded(seconds: float | None) -> float | None:

@@ -35,7 +35,7 @@ def add_parser(commands: Any) -> None:
         usage="tenure chaos [-h] [--store URL] [--workload lock|jobs|queue] [--workers N]\n"
               "                    [--duration S] [--faults LIST] [--seed N] [--no-fencing]\n"
               "                    [--late-signal S] [--ttl S] [--semaphore-phase]\n"
-              "                    [--lock-all-phase] [--period S]\n"
+              "                    [--lock-all-phase] [--group-phase] [--period S]\n"
               "                    [--skip-record] [--queue-url URL] [--keys N] [--no-key-lock]\n"
               "                    [--restart-command CMD] [--dir DIR] [--json]",
         description="Run worker processes that increment a counter under a lock with its "
@@ -79,6 +79,9 @@ def add_parser(commands: Any) -> None:
     chaos.add_argument("--lock-all-phase", action="store_true",
                        help="a last phase of store.lock_all() over overlapping sets of 2-3 "
                             "names, an equal share of the duration")
+    chaos.add_argument("--group-phase", action="store_true",
+                       help="a last phase of store.group() members (3 ids, contended) "
+                            "joining, listing the group and leaving, an equal share")
     chaos.add_argument("--period", type=float, default=1.0, metavar="S",
                        help="jobs: the job's period in seconds (default 1)")
     chaos.add_argument("--skip-record", action="store_true",
@@ -115,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
                              faults=faults, seed=args.seed, ttl=args.ttl,
                              fencing=not args.no_fencing, semaphore_phase=args.semaphore_phase,
                              lock_all_phase=args.lock_all_phase,
+                             group_phase=args.group_phase,
                              late_signal=args.late_signal, workload=args.workload,
                              period=args.period, skip_record=args.skip_record,
                              queue_url=args.queue_url, keys=args.keys,

@@ -150,6 +150,9 @@ def print_report(report: Report, console: Console) -> None:
                       str(verdict.losses_before_deadline))
     if verdict.forks:
         table.add_row("forks of a holder", str(verdict.forks))
+    if verdict.member_listings:
+        table.add_row("group listings checked (each right after its member's join)",
+                      str(verdict.member_listings))
     if verdict.grants_after_restarts:
         table.add_row("grants after the first store restart", str(verdict.grants_after_restarts))
     table.add_row("overlapping critical sections", _red(verdict.overlaps))

@@ -261,7 +261,8 @@ class _Run:
         start = time.monotonic()
         for kind, seconds in self.settings.phases:
             name = f"{self.settings.name}-{run_id}" + {"semaphore": "-sem",
-                                                        "lock_all": "-all"}.get(kind, "")
+                                                        "lock_all": "-all",
+                                                        "group": "-group"}.get(kind, "")
             phases.append({"kind": kind, "name": name, "limit": self.settings.semaphore_limit,
                            "start": start, "until": start + seconds})
             start += seconds

@@ -67,8 +67,8 @@ class ChaosSettings:
     worker; `skip_record` is its positive control) or "queue" (keyed messages through the
     PostgreSQL queue at `queue_url`, default the store's own URL, over `keys` keys; `key_lock`
     False is its positive control). The lock-only options (`fencing`, `late_signal`,
-    `semaphore_phase`, `lock_all_phase`) are refused with another workload, and so are the
-    others' options.
+    `semaphore_phase`, `lock_all_phase`, `group_phase`) are refused with another workload,
+    and so are the others' options.
 
         ChaosSettings("sqlite:////tmp/chaos-locks.db", workload="queue",
                       queue_url="postgresql://app@db/app", key_lock=False)   # must fail
@@ -82,7 +82,8 @@ class ChaosSettings:
     fencing: bool = True
     semaphore_phase: bool = False
     semaphore_limit: int = 2
-    lock_all_phase: bool = False  # lock: a last phase of lock_all over overlapping name sets
+    lock_all_phase: bool = False  # lock: a phase of lock_all over overlapping name sets
+    group_phase: bool = False  # lock: a phase of group members joining, listed and leaving
     ttl: float | None = None
     retry: float = 0.5
     pause_factors: tuple[float, ...] = PAUSE_FACTORS
@@ -129,12 +130,13 @@ class ChaosSettings:
     @property
     def phases(self) -> list[tuple[str, float]]:
         """(kind, seconds) of each phase, the duration shared evenly: a lock, then a
-        semaphore and lock_all when asked; the jobs and queue workloads have one phase of their
-        own kind."""
+        semaphore, lock_all and group when asked; the jobs and queue workloads have one phase
+        of their own kind."""
         if self.workload != "lock":
             return [(self.workload, self.duration)]
         kinds = ["lock", *(["semaphore"] if self.semaphore_phase else []),
-                 *(["lock_all"] if self.lock_all_phase else [])]
+                 *(["lock_all"] if self.lock_all_phase else []),
+                 *(["group"] if self.group_phase else [])]
         return [(kind, self.duration / len(kinds)) for kind in kinds]
 
     def check(self) -> None:
@@ -191,7 +193,8 @@ class ChaosSettings:
                                        ("no_fencing", "lock", not self.fencing),
                                        ("late_signal", "lock", bool(self.late_signal)),
                                        ("semaphore_phase", "lock", self.semaphore_phase),
-                                       ("lock_all_phase", "lock", self.lock_all_phase)):
+                                       ("lock_all_phase", "lock", self.lock_all_phase),
+                                       ("group_phase", "lock", self.group_phase)):
             if wrong and workload != applies:
                 raise InvalidArgument(f"--{option.replace('_', '-')} belongs to --workload "
                                       f"{applies}, not {workload}")

@@ -53,6 +53,8 @@ from tenure.chaos._requests import Requests, listen, requests_path
 
 # The names a lock_all phase adds to its own name (each set takes one or both).
 ALL_OTHERS = ("b", "c")
+# The member ids a group phase joins as (fewer than the workers: ids are contended).
+MEMBER_IDS = ("a", "b", "c")
 CONTROL_WAIT = 60.0  # how long a worker waits for the control file before giving up
 
 
@@ -125,6 +127,11 @@ class ChaosWorker(WorkloadChaos):
             if phase["kind"] == "lock_all":
                 while not self.stopping and time.monotonic() < phase["until"]:
                     self.cycle_all(store, phase["name"], phase["until"])
+                continue
+            if phase["kind"] == "group":
+                group = store.group(phase["name"], ttl=self.settings["ttl"])
+                while not self.stopping and time.monotonic() < phase["until"]:
+                    self.cycle_member(group, phase["until"])
                 continue
             if phase["kind"] == "lock":
                 lock = store.lock(phase["name"], ttl=self.settings["ttl"], min_wait=0.01,
@@ -215,6 +222,58 @@ class ChaosWorker(WorkloadChaos):
         finally:
             if os.getpid() == self.pid:
                 self._release_set(leases)
+
+    def cycle_member(self, group: tenure.Group, until: float) -> None:
+        """One membership: join the phase's group as one of MEMBER_IDS (more workers than ids,
+        so joins of one id wait for its member to leave or expire), list the members (the
+        listing must show this member with its token), read the member's counter, work,
+        write it with the member's token, leave. Events name the member's lease and carry
+        the phase's name (`phase`), which the liveness check and the faults look at."""
+        member_id = self.random.choice(MEMBER_IDS)
+        name = group.prefix + member_id
+        self.history.emit("invoke", "acquire", name=name, phase=group.name)
+        try:
+            lease = group.join(member_id, {"worker": self.settings["number"]},
+                               timeout=max(0.0, until - time.monotonic()), on_lost=self._lost)
+        except tenure.LockTimeout:
+            self.history.emit("fail", "acquire", name=name, error="timeout")
+            return
+        except tenure.TenureError as exc:
+            self.history.emit("fail", "acquire", name=name, error=type(exc).__name__)
+            time.sleep(self.settings["retry"])  # pacing after a store failure, not a wait
+            return
+        self.history.emit("ok", "acquire", name=name, slot=0, token=lease.token,
+                          phase=group.name)
+        try:
+            self._list_members(group, member_id, lease)
+            value = self.oracle.read(name, 0, lease.token)
+            if self.fork_requested:
+                self._fork(lease)
+            if self.hold_requested:
+                self._hold(lease)
+            time.sleep(self._work_seconds())
+            if self.hold_requested:
+                self._hold(lease)
+            if lease.lost:
+                self.history.emit("info", "skip-write", name=name, slot=0, token=lease.token,
+                                  reason="member lost before the write")
+                return
+            self.pause_if_requested(name=name, slot=0, token=lease.token)
+            self.oracle.write(name, 0, lease.token, value + 1)
+        finally:
+            if os.getpid() == self.pid:
+                self._release(lease)
+
+    def _list_members(self, group: tenure.Group, member_id: str, lease: tenure.Lease) -> None:
+        """The group's members as this member sees them right after its join (checked by
+        check_members: it must be listed, with its own token)."""
+        try:
+            members = group.members()
+        except tenure.TenureError as exc:
+            self.history.emit("fail", "members", error=type(exc).__name__)
+            return
+        self.history.emit("info", "members", name=lease.name, token=lease.token, id=member_id,
+                          lost=lease.lost, members={m.id: m.token for m in members})
 
     def _release_set(self, leases: tenure.LeaseSet) -> None:
         for lease in leases:
