@@ -7,8 +7,9 @@ or a release with `retain=0`, leaves no counter either. So a renewal sent before
 but answered after it, or one sent by the restart reclaim while the release is on its way, would
 bring the released lease back: a free name refused for a round trip, until renew() frees it
 again. Two rules close that: a release is sent once no renewal of its lease is on its way (it
-waits for one, bounded by the store's timeout: a renewal given up on may still arrive late, as
-any request on a stalled path), and a renewal leaves out the leases being released.
+waits for one, answered in a round trip, for at most RENEWAL_PATIENCE: a path that slow may
+stall, and a release on it must not wait twice; a renewal given up on may still arrive late,
+as any request on a stalled path), and a renewal leaves out the leases being released.
 
 Example::
 
@@ -22,6 +23,8 @@ import threading
 from collections.abc import Iterable
 
 from tenure._async import _shim
+
+RENEWAL_PATIENCE = 1.0  # seconds a release waits at most for a renewal of its lease on its way
 
 
 class RenewalOrder:

@@ -30,7 +30,7 @@ from redis.exceptions import RedisError
 from tenure._async import _shim
 from tenure._async.stores._protocol import AsyncBackend, AsyncRecordKeeper, closed_store
 from tenure._async.stores.redis._connections import Connections, Undo, UndoAll
-from tenure._async.stores.redis._ordering import RenewalOrder
+from tenure._async.stores.redis._ordering import RENEWAL_PATIENCE, RenewalOrder
 from tenure._async.stores.redis._reader import Reader
 from tenure._async.stores.redis._records import Records, Version
 from tenure._async.stores.redis._scripts import (
@@ -366,7 +366,7 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
             return [await self.release(grants[0])]
         command = b"".join(map(self._release_command, grants))
         lease_ids = [grant.lease_id for grant in grants]
-        await self._order.start_release(lease_ids, self.timeout)
+        await self._order.start_release(lease_ids, min(self.timeout, RENEWAL_PATIENCE))
         try:
             replies = await self._connections.eval_each(SCRIPTS.release, command, len(grants))
             for reply in replies:  # an error reply of the server: as release() raises it
@@ -381,7 +381,7 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         return [bool(reply) for reply in replies]
 
     async def release(self, grant: Grant) -> bool:
-        await self._order.start_release((grant.lease_id,), self.timeout)
+        await self._order.start_release((grant.lease_id,), min(self.timeout, RENEWAL_PATIENCE))
         try:
             freed = await self._connections.eval(SCRIPTS.release, self._release_command(grant))
         except (RedisError, OSError) as exc:

@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 from tenure._sync import _shim
 from tenure._sync.stores._protocol import Backend, RecordKeeper, closed_store
 from tenure._sync.stores.redis._connections import Connections, Undo, UndoAll
-from tenure._sync.stores.redis._ordering import RenewalOrder
+from tenure._sync.stores.redis._ordering import RENEWAL_PATIENCE, RenewalOrder
 from tenure._sync.stores.redis._reader import Reader
 from tenure._sync.stores.redis._records import Records, Version
 from tenure._sync.stores.redis._scripts import (
@@ -367,7 +367,7 @@ class RedisStore(Backend, RecordKeeper):
             return [self.release(grants[0])]
         command = b"".join(map(self._release_command, grants))
         lease_ids = [grant.lease_id for grant in grants]
-        self._order.start_release(lease_ids, self.timeout)
+        self._order.start_release(lease_ids, min(self.timeout, RENEWAL_PATIENCE))
         try:
             replies = self._connections.eval_each(SCRIPTS.release, command, len(grants))
             for reply in replies:  # an error reply of the server: as release() raises it
@@ -382,7 +382,7 @@ class RedisStore(Backend, RecordKeeper):
         return [bool(reply) for reply in replies]
 
     def release(self, grant: Grant) -> bool:
-        self._order.start_release((grant.lease_id,), self.timeout)
+        self._order.start_release((grant.lease_id,), min(self.timeout, RENEWAL_PATIENCE))
         try:
             freed = self._connections.eval(SCRIPTS.release, self._release_command(grant))
         except (RedisError, OSError) as exc:
