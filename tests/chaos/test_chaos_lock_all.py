@@ -26,9 +26,10 @@ def lock_all_grants(report: Report) -> dict[str, int]:
 
 
 def test_fenced_run_with_a_lock_all_phase_on_sqlite(tmp_path: Path) -> None:
-    # Seed 2 begins the lock_all phase (18 s) with a pause past the ttl, a fork, a stall (the
-    # database's write lock held past every deadline) and a kill.
-    report = lock_all_run(f"sqlite:///{tmp_path}/locks.db", tmp_path, duration=36.0, seed=2,
+    # Seed 128 begins the lock_all phase (20 s) with a kill, a pause past the ttl, a stall (the
+    # database's write lock held past every deadline) and a fork, 2.1 s to spare for faults
+    # that run long (a loaded machine).
+    report = lock_all_run(f"sqlite:///{tmp_path}/locks.db", tmp_path, duration=40.0, seed=128,
                           faults=("kill", "pause", "stall", "fork"))
     assert_clean(report, "kill", "pause", "stall", "fork")
     granted = lock_all_grants(report)
@@ -36,9 +37,10 @@ def test_fenced_run_with_a_lock_all_phase_on_sqlite(tmp_path: Path) -> None:
 
 
 def test_fenced_run_with_a_lock_all_phase_on_redis(redis_server: Any, tmp_path: Path) -> None:
-    # Seed 2 begins the lock_all phase (15 s) with a stall (the proxy forwards nothing), a
-    # pause past the ttl and a kill. Redis takes a set in one script (ACQUIRE_ALL).
-    report = lock_all_run(redis_server.url, tmp_path, duration=30.0, seed=2,
+    # Seed 37 begins the lock_all phase (18 s) with a kill, a stall (the proxy forwards
+    # nothing) and a pause past the ttl, 3.2 s to spare (at 30 s, seed 2, a loaded machine's
+    # long stall left no room for the kill). Redis takes a set in one script (ACQUIRE_ALL).
+    report = lock_all_run(redis_server.url, tmp_path, duration=36.0, seed=37,
                           faults=("kill", "pause", "stall"))
     assert_clean(report, "kill", "pause", "stall")
     granted = lock_all_grants(report)
@@ -47,7 +49,7 @@ def test_fenced_run_with_a_lock_all_phase_on_redis(redis_server: Any, tmp_path: 
 
 def test_without_fencing_a_paused_lease_set_overwrites_a_name_it_lost(tmp_path: Path) -> None:
     """The positive control: every pause outlasts the ttl, and nothing refuses the writes."""
-    report = lock_all_run(f"sqlite:///{tmp_path}/locks.db", tmp_path, duration=20.0, seed=7,
+    report = lock_all_run(f"sqlite:///{tmp_path}/locks.db", tmp_path, duration=26.0, seed=3,
                           faults=("pause",), fencing=False, pause_factors=(1.5,), workers=4)
     on_the_sets = [violation.message for violation in report.violations
                    if "-all" in violation.message]
