@@ -122,7 +122,11 @@ STORE_KINDS = [
     StoreKind("redis-quorum", "redis_quorum",
               lambda tmp: server_url("TENURE_TEST_REDIS_QUORUM_URL", tmp, "prefix", ":"),
               service="redis_masters", fair_hand_off=False,  # woken, but then tries like anyone
-              clock_server="faked_redis_masters"),
+              clock_server="faked_redis_masters",
+              # A master's answer counts only within a quarter of the ttl (_quorum.py): 0.3 s
+              # leaves 75 ms, less than a new store's first call (connections, script loads)
+              # took on a loaded 2-core machine here (all three masters "no answer").
+              min_ttl=1.0),
     StoreKind("postgres", "postgres",
               lambda tmp: server_url("TENURE_TEST_POSTGRES_URL", tmp, "schema"),
               service="postgres_server", restart_keeps_data=True, clock_server="faked_postgres"),
