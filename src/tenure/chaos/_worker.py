@@ -146,26 +146,13 @@ class ChaosWorker(WorkloadChaos):
     def cycle(self, lock: tenure.Lock, until: float) -> None:
         """One acquire, read, work, write, release."""
         name = lock.name
-        self.history.emit("invoke", "acquire", name=name)
-        try:
-            lease = lock.acquire(timeout=max(0.0, until - time.monotonic()))
-        except tenure.LockTimeout:
-            self.history.emit("fail", "acquire", name=name, error="timeout")
+        lease = self._taken(name, lambda: lock.acquire(
+            timeout=max(0.0, until - time.monotonic())))
+        if lease is None:
             return
-        except tenure.TenureError as exc:
-            self.history.emit("fail", "acquire", name=name, error=type(exc).__name__)
-            time.sleep(self.settings["retry"])  # pacing after a store failure, not a wait
-            return
-        self.history.emit("ok", "acquire", name=name, slot=lease.slot, token=lease.token)
         try:
             value = self.oracle.read(name, lease.slot, lease.token)
-            if self.fork_requested:
-                self._fork(lease)
-            if self.hold_requested:
-                self._hold(lease)
-            time.sleep(self._work_seconds())
-            if self.hold_requested:  # asked during a long section: hold before the write
-                self._hold(lease)
+            self._section(lease)
             if lease.lost:
                 self.history.emit("info", "skip-write", name=name, slot=lease.slot,
                                   token=lease.token, reason="lease lost before the write")
@@ -205,13 +192,7 @@ class ChaosWorker(WorkloadChaos):
         try:
             values = {lease.name: self.oracle.read(lease.name, 0, lease.token)
                       for lease in leases}
-            if self.fork_requested:
-                self._fork(first)
-            if self.hold_requested:
-                self._hold(first)
-            time.sleep(self._work_seconds())
-            if self.hold_requested:
-                self._hold(first)
+            self._section(first)
             if leases.lost:
                 self.history.emit("info", "skip-write", name=name, slot=0, token=first.token,
                                   reason="lease set lost before the writes")
@@ -231,29 +212,15 @@ class ChaosWorker(WorkloadChaos):
         the phase's name (`phase`), which the liveness check and the faults look at."""
         member_id = self.random.choice(MEMBER_IDS)
         name = group.prefix + member_id
-        self.history.emit("invoke", "acquire", name=name, phase=group.name)
-        try:
-            lease = group.join(member_id, {"worker": self.settings["number"]},
-                               timeout=max(0.0, until - time.monotonic()), on_lost=self._lost)
-        except tenure.LockTimeout:
-            self.history.emit("fail", "acquire", name=name, error="timeout")
+        lease = self._taken(name, lambda: group.join(
+            member_id, {"worker": self.settings["number"]},
+            timeout=max(0.0, until - time.monotonic()), on_lost=self._lost), phase=group.name)
+        if lease is None:
             return
-        except tenure.TenureError as exc:
-            self.history.emit("fail", "acquire", name=name, error=type(exc).__name__)
-            time.sleep(self.settings["retry"])  # pacing after a store failure, not a wait
-            return
-        self.history.emit("ok", "acquire", name=name, slot=0, token=lease.token,
-                          phase=group.name)
         try:
             self._list_members(group, member_id, lease)
             value = self.oracle.read(name, 0, lease.token)
-            if self.fork_requested:
-                self._fork(lease)
-            if self.hold_requested:
-                self._hold(lease)
-            time.sleep(self._work_seconds())
-            if self.hold_requested:
-                self._hold(lease)
+            self._section(lease)
             if lease.lost:
                 self.history.emit("info", "skip-write", name=name, slot=0, token=lease.token,
                                   reason="member lost before the write")
@@ -294,6 +261,35 @@ class ChaosWorker(WorkloadChaos):
         """The set's loss signal: the loss of each of its leases, as `_lost` records one."""
         for lease in leases:
             self._lost(lease)
+
+    def _taken(self, name: str, take: Callable[[], tenure.Lease],
+               **fields: Any) -> tenure.Lease | None:
+        """`take()`'s lease, its ask and its outcome in the history (`fields` on the invoke
+        and the ok); None when it timed out or the store failed (then after a pause)."""
+        self.history.emit("invoke", "acquire", name=name, **fields)
+        try:
+            lease = take()
+        except tenure.LockTimeout:
+            self.history.emit("fail", "acquire", name=name, error="timeout")
+            return None
+        except tenure.TenureError as exc:
+            self.history.emit("fail", "acquire", name=name, error=type(exc).__name__)
+            time.sleep(self.settings["retry"])  # pacing after a store failure, not a wait
+            return None
+        self.history.emit("ok", "acquire", name=name, slot=lease.slot, token=lease.token,
+                          **fields)
+        return lease
+
+    def _section(self, lease: tenure.Lease) -> None:
+        """The critical section between the read and the write: a fork or a hold when the
+        nemesis asks (`lease` is the one they act on), and the work."""
+        if self.fork_requested:
+            self._fork(lease)
+        if self.hold_requested:
+            self._hold(lease)
+        time.sleep(self._work_seconds())
+        if self.hold_requested:  # asked during a long section: hold before the write
+            self._hold(lease)
 
     def _fork(self, lease: tenure.Lease) -> None:
         """Fork a child that uses the store afresh and exits normally (see the module
