@@ -53,6 +53,7 @@ def test_without_fencing_a_paused_lease_set_overwrites_a_name_it_lost(tmp_path: 
                           faults=("pause",), fencing=False, pause_factors=(1.5,), workers=4)
     on_the_sets = [violation.message for violation in report.violations
                    if "-all" in violation.message]
-    assert any("tokens went backwards" in message for message in on_the_sets), on_the_sets
+    # The counter checker names every resource; the writes checker details only its first
+    # few violations (they may all be the lock phase's), so its counts are checked instead.
     assert any("lost update" in message for message in on_the_sets), on_the_sets
-    assert report.verdict.overlaps >= 1, report.as_dict()
+    assert report.verdict.backwards >= 1 and report.verdict.overlaps >= 1, report.as_dict()
