@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -894,6 +895,33 @@ async def test_quorum_token_is_the_largest_and_raises_the_other_masters(
         third = store.lock("drift").try_acquire()
         assert third is not None and third.token > second.token
         third.release()
+
+
+def test_a_quorum_lists_a_lease_with_its_holders_token(masters: list[RedisServer]) -> None:
+    """Every master counted gets the lease's token (not only its counter), so the listing
+    shows the token the holder has, even while a master whose grant came late still lists
+    its own larger one (it joins the lease under the holder's token a moment later: the
+    listing had shown that larger token in CI)."""
+    url = quorum_url(masters)
+    prefix = url.rpartition("prefix=")[2]
+    with tenure.connect(url) as store, tenure.connect(url, quorum=3) as all_three:
+        ahead = (store.lock("listed").try_acquire() or pytest.fail("free")).token + 10**9
+        store.break_lease("listed")
+        with redis.Redis(port=masters[0].port) as client:
+            client.set(name_keys(prefix, "listed").counter, ahead)
+        lease = all_three.lock("listed").try_acquire()
+        assert lease is not None and lease.token == ahead + 1
+        key = name_keys(prefix, "listed").slot0
+        for server in masters:
+            with redis.Redis(port=server.port) as client:
+                assert json.loads(client.get(key))[1] == lease.token, server
+        # A master whose grant came late holds the lease under a token of its own for a moment.
+        with redis.Redis(port=masters[1].port) as client:
+            value = json.loads(client.get(key))
+            client.set(key, json.dumps([value[0], lease.token + 5, *value[2:]],
+                                       separators=(",", ":")), keepttl=True)
+        assert [info.token for info in store.leases("listed")] == [lease.token]
+        store.break_lease("listed")
 
 
 @pytest.mark.parametrize("api", ["sync", "async"])

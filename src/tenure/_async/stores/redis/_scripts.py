@@ -370,14 +370,19 @@ end
 return freed
 """
 
-# KEYS: counter. ARGV: a token, retain ms (-1: inf). Raises the counter to the token when it is
-# behind (quorum mode: every master that granted a lease learns the lease's token, the largest
-# of their counters), kept as KEEP says (longer by as much as it is now ahead of this clock).
+# KEYS: counter, slot key. ARGV: a token, retain ms (-1: inf), the lease's value, the value with
+# the token. Raises the counter to the token when it is behind (quorum mode: every master that
+# granted a lease learns the lease's token, the largest of their counters), kept as KEEP says
+# (longer by as much as it is now ahead of this clock), and gives this master's part of the
+# lease that token, keeping its expiry, as RETOKEN does: so a quorum of masters lists the
+# lease with the token its holder has. 1 when the lease was retokened, 0 when it is gone.
 RAISE = KEEP + """
 if tonumber(redis.call('GET', KEYS[1]) or '0') < tonumber(ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1])
   keep(string.sub(KEYS[1], 1, -6), tonumber(ARGV[2] or '-1'), '', false)
 end
+if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+redis.call('SET', KEYS[2], ARGV[4], 'PX', math.max(redis.call('PTTL', KEYS[2]), 1))
 return 1
 """
 

@@ -401,14 +401,19 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
         except Exception as exc:  # best effort (the store may be closing): else it expires
             log.debug("tenure: could not release %r: %s", grant.name, exc)
 
-    async def _raise_counter(self, name: str, token: int) -> None:
-        """Raise the fencing counter of `name` to `token` where it is behind (quorum mode)."""
-        command = evalsha(SCRIPTS.raise_counter, [self._keys(name).counter.encode()],
-                          b"%d" % token, self._retain_ms)
+    async def _raise_counter(self, grant: Grant, token: int) -> Grant:
+        """Raise the fencing counter of `grant`'s name to `token` where it is behind, and give
+        this master's `grant` that token (quorum mode: a lease's token is the largest its
+        masters gave); the grant as it now is (unchanged when the lease is gone)."""
+        new = grant._replace(token=token)
+        command = evalsha(SCRIPTS.raise_counter,
+                          [self._keys(grant.name).counter.encode(), grant.key.encode()],
+                          b"%d" % token, self._retain_ms, self._value(grant), self._value(new))
         try:
-            await self._connections.eval(SCRIPTS.raise_counter, command)
+            done = await self._connections.eval(SCRIPTS.raise_counter, command)
         except (RedisError, OSError) as exc:
-            raise self._connections.failure("fencing counter update", name, exc) from exc
+            raise self._connections.failure("fencing counter update", grant.name, exc) from exc
+        return self._retokened(grant, new) if done else grant
 
     async def _retoken(self, grant: Grant, token: int) -> Grant | None:
         """The live `grant` with `token` instead of its own, its expiry kept (quorum mode: a
@@ -420,8 +425,10 @@ class AsyncRedisStore(AsyncBackend, AsyncRecordKeeper):
             done = await self._connections.eval(SCRIPTS.retoken, command)
         except (RedisError, OSError) as exc:
             raise self._connections.failure("joining a lease", grant.name, exc) from exc
-        if not done:
-            return None
+        return self._retokened(grant, new) if done else None
+
+    def _retokened(self, grant: Grant, new: Grant) -> Grant:
+        """`new`, which the store now holds instead of `grant`, is what renewal sends next."""
         held = self._held.get(grant.lease_id)
         if held is not None:
             self._held[grant.lease_id] = held._replace(grant=new)

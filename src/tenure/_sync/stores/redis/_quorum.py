@@ -16,8 +16,9 @@ module only counts answers (_fan_out.py asks the masters):
   counts when at least `quorum` masters granted the same slot and the answers came back before
   the holder's local deadline (ttl x 0.99 minus a margin, from when the requests were sent). Its
   token is the largest of their tokens, and every granting master whose counter is behind is
-  raised to it (a second round trip) before the lease is handed out: so every later quorum,
-  which shares a master with this one, issues a larger token. Otherwise every master that
+  raised to it, its part of the lease retokened, in a second round trip before the lease is
+  handed out: so every later quorum, which shares a master with this one, issues a larger
+  token, and a quorum lists the lease with the holder's token. Otherwise every master that
   granted is released at once (in the background when the acquire was cancelled).
 - renewal is each master's batched renewal (one round trip per master per tick, all at once);
   a lease survives where at least `quorum` masters renewed it.
@@ -257,11 +258,13 @@ class RedisQuorumStore(Backend, RecordKeeper):
     def _raise_counters(self, name: str, token: int, kept: dict[int, Grant],
                               bound: float,
                               late: Callable[[int, Any], Any]) -> list[Down | None]:
-        """Raise the counter of each master in `kept` whose token is below `token`."""
+        """Raise the counter of each master in `kept` whose token is below `token`, and give
+        its part of the lease that token (in `kept`), so that every later quorum issues a
+        larger one and a quorum lists the lease with its holder's token."""
         def on(index: int) -> Down | None:
             if kept[index].token < token:
                 try:
-                    self.nodes[index]._raise_counter(name, token)
+                    kept[index] = self.nodes[index]._raise_counter(kept[index], token)
                 except StoreUnavailable as exc:
                     return Down(exc)
             return None
@@ -273,7 +276,7 @@ class RedisQuorumStore(Backend, RecordKeeper):
     def _join_late(self, lease_id: str, index: int, grant: Grant) -> None:
         """A master's grant that came after its acquire counted: it joins the lease while
         that is held (so the lease lives on every master that granted it), with the lease's
-        token when its own is above it (leases() shows the largest); else it is released."""
+        token when its own is above it; else it is released."""
         parts = self._parts.get(lease_id)
         token = max((part.token for part in parts.values()), default=0) if parts else 0
         if parts is not None and grant.token > token:
@@ -421,8 +424,11 @@ class RedisQuorumStore(Backend, RecordKeeper):
         return max(answer for answer in answers if isinstance(answer, int))
 
     def leases(self, prefix: str = "") -> list[LeaseInfo]:
-        """Leases that at least `quorum` masters list; the largest token among them, and the
-        expiry by which fewer than `quorum` masters would still hold the lease."""
+        """Leases that at least `quorum` masters list, with the token a quorum of them lists
+        (the holder's: acquire gives it to every master it counts), and the expiry by which
+        fewer than `quorum` masters would still hold the lease. A master whose grant came late
+        may list another token until it joins the lease; while an acquire is still under way,
+        the largest is shown."""
         def on(index: int) -> list[tuple[str, LeaseInfo]] | Down:
             try:
                 return self.nodes[index]._listing(prefix)
@@ -442,9 +448,13 @@ class RedisQuorumStore(Backend, RecordKeeper):
         for infos in seen.values():
             if len(infos) >= self.quorum:
                 ends = sorted((info.expires_at for info in infos if info.expires_at), reverse=True)
-                found.append(replace(infos[0], token=max(info.token for info in infos),
+                found.append(replace(infos[0], token=self._listed_token(infos),
                                      expires_at=ends[self.quorum - 1]))
         return sorted(found, key=lambda info: (info.name, info.slot))
+
+    def _listed_token(self, infos: list[LeaseInfo]) -> int:
+        token, count = Counter(info.token for info in infos).most_common(1)[0]
+        return token if count >= self.quorum else max(info.token for info in infos)
 
     def prune(self, idle: float, dry_run: bool = False) -> int:
         """Prune every master (each forgets a name only once its own clock is past the
