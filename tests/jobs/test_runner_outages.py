@@ -207,6 +207,33 @@ def test_a_worker_runs_through_a_store_restart(kind: str, api: str,
             and "could not be recorded" not in line] == []
 
 
+PAUSE = 1.4  # how long Redis holds every command back, a little longer than a period
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+def test_a_lease_the_store_granted_late_runs_the_period_under_way(
+        api: str, redis_own: RedisServer) -> None:
+    """A store that answers the acquire after the next period began (Redis paused here; in CI
+    a restart on a loaded machine) gives the lease to the period under way, not to the one it
+    was asked for: that one's successor has begun, and where a restart had lost the records
+    meanwhile, the old period ran a second time (the jobs chaos run on Redis recorded a period
+    twice, its second run 2.1 s after the period began)."""
+    runs: list[tuple[float, float]] = []  # (the period's start, when its run began), epoch s
+    worker = (Worker if api == "sync" else AsyncWorker)(connect(api, redis_own.url), grace=5)
+    worker.every(PERIOD, name=f"late-{uuid.uuid4().hex[:8]}", jitter=0, ttl=TTL)(
+        lambda run: runs.append((run.period_start.timestamp(), time.time())))
+    with Harness(worker).running(), redis.Redis(port=redis_own.port) as admin:
+        wait_until(lambda: runs, READY, "a first run")
+        # The fault's timing, not a wait for something: hold Redis from just before the next
+        # period starts (its acquire is sent then) to past the one after it.
+        time.sleep((PERIOD - time.time() % PERIOD - 0.15) % PERIOD)
+        admin.client_pause(int(PAUSE * 1000), all=True)
+        resumed = time.time() + PAUSE
+        wait_until(lambda: any(began > resumed for _, began in runs), 10,
+                   "a run after the pause")
+    assert [(start, began) for start, began in runs if began >= start + PERIOD] == [], runs
+
+
 def test_health_turns_unhealthy_once_a_job_misses_its_periods_and_back(
         redis_own: RedisServer) -> None:
     worker = Worker(tenure.connect(redis_own.url), grace=5)

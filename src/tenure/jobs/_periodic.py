@@ -222,11 +222,23 @@ class PeriodicJob:
         _metrics.record_acquired(spec.name, anyio.current_time() - waited_from)
         try:
             # A sync store's acquire runs on in its thread after a stop: no new run then.
-            if not stopping.is_set():
-                await self._run_unless_done(lease, period, stopping)
+            due = None if stopping.is_set() else self._still_due(period)
+            if due is not None:
+                await self._run_unless_done(lease, due, stopping)
         finally:
             with anyio.CancelScope(shield=True):
                 await self._release(lease)
+
+    def _still_due(self, period: datetime) -> datetime | None:
+        """The period to run with a lease taken for `period`: that one, or the period that
+        began while a store answered the acquire late, if it is due. Never the older one: its
+        successor has begun, which coalescing runs instead, and a store that lost its records
+        meanwhile (a restart) would see it run twice."""
+        now = utc_now()
+        current = self.spec.schedule.period_at(now)
+        if current <= period:
+            return period
+        return current if self._due(current, now) else None
 
     # -- one instance leads and runs every period ----------------------------------------------
 
