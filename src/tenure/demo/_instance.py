@@ -16,7 +16,8 @@ moment a layer is there for: on SIGUSR1 the instance reads its request file (`fa
 the run's directory) and then, at its next invoice,
 
 - "freeze": stops itself (SIGSTOP) after claiming the invoice and before charging it, the worst
-  moment for a GC pause; the demo wakes it (SIGCONT) well after its lease has expired;
+  moment for a GC pause; the demo wakes it (SIGCONT) well after its lease has expired, once
+  another instance has paid that invoice (or after a longer wait);
 - "kill": dies (SIGKILL) right after the payment's commit and before the mail is sent, the
   worst moment for a dual write; the demo restarts it.
 

@@ -27,6 +27,9 @@ from tenure.chaos._lifeline import Lifeline
 
 FAULT_KINDS = ("freeze", "kill")
 PATIENCE = 3.0  # seconds a request may wait for its moment before it is withdrawn
+# How much longer than its freeze a frozen holder may wait for another instance to pay its
+# invoice, the moment its late charge is there to show (a loaded machine takes over slowly).
+THAW_PATIENCE = 15.0
 
 
 @dataclass
@@ -39,6 +42,9 @@ class Instance:
     kills: int = 0
     freezes: int = 0
     frozen_until: float = 0.0
+    frozen_invoice: int | None = None
+    paid_elsewhere: bool = False  # another instance paid the invoice it froze on
+    thawed_at: float = 0.0
     asked_at: float = 0.0
     restart_at: float = 0.0
 
@@ -112,6 +118,10 @@ class Fleet:
             self.faults.append(Fault(event["t"], "kill", instance.number, event["pid"]))
             instance.kills += 1
             return
+        if event["event"] == "paid":
+            for frozen in self.instances:
+                if frozen.frozen_invoice == event["invoice"] and frozen.pid != event["pid"]:
+                    frozen.paid_elsewhere = True
         instance = self.by_pid(event["pid"])
         if instance is None:
             return
@@ -119,6 +129,7 @@ class Fleet:
             self.faults.append(Fault(event["t"], "freeze", instance.number, event["pid"]))
             instance.state, instance.freezes = "frozen", instance.freezes + 1
             instance.frozen_until = event["t"] + freeze_for
+            instance.frozen_invoice, instance.paid_elsewhere = event["invoice"], False
         elif event["event"] == "thawed" and instance.state == "thawing":
             instance.state = "running"
 
@@ -131,10 +142,12 @@ class Fleet:
                 instance.state, instance.restart_at = "killed", now + restart_after
                 if self.lifeline is not None:
                     self.lifeline.forget(instance.process.pid)
-            elif instance.state == "frozen" and now >= instance.frozen_until:
+            elif instance.state == "frozen" and now >= instance.frozen_until and (
+                    instance.paid_elsewhere or now >= instance.frozen_until + THAW_PATIENCE):
                 os.kill(instance.process.pid, signal.SIGCONT)
-                instance.state = "thawing"  # until it reports "thawed"
-            elif instance.state == "thawing" and now - instance.frozen_until > 3.0:
+                instance.state, instance.frozen_invoice = "thawing", None  # until "thawed"
+                instance.thawed_at = now
+            elif instance.state == "thawing" and now - instance.thawed_at > 3.0:
                 instance.state = "running"  # woken, though its "thawed" report went missing
             elif (instance.state in ("freezing", "killing")
                   and now - instance.asked_at > PATIENCE):
