@@ -111,6 +111,9 @@ class AsyncLock:
                                             monitor)
         self.deadline_after = self._lease_terms.deadline_after
         self._entered_leases: list[AsyncLease] = []  # by `async with` on this object, in order
+        # When a grant last came after its deadline and was given back: an acquire that
+        # times out says so rather than blame another holder.
+        self._given_back_late_at = -math.inf
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} ttl={self.ttl:g}s limit={self.limit}>"
@@ -220,7 +223,10 @@ class AsyncLock:
                                                     self.limit)
             if grant is None:
                 return None
-            return await self._lease_of(grant, min(sent_at, grant.sent_at))
+            # The store says when the request that took it was sent (after connecting, or
+            # creating its table); one that cannot (math.inf) gets the call's start.
+            return await self._lease_of(
+                grant, grant.sent_at if grant.sent_at <= _shim.monotonic() else sent_at)
 
     def acquire(self, timeout: float | timedelta | None = None) -> AsyncAcquiring[AsyncLease]:
         """Wait up to `timeout` seconds for the lease; else tenure.LockTimeout.
@@ -258,7 +264,8 @@ class AsyncLock:
         return AsyncAcquiring(self._acquire_within(seconds))
 
     async def _acquire_within(self, timeout: float) -> AsyncLease:
-        deadline = _shim.monotonic() + timeout
+        called_at = _shim.monotonic()
+        deadline = called_at + timeout
         backoff: Backoff | None = None  # made on the first miss: most acquisitions need none
         last_error: StoreUnavailable | None = None
         # One WARNING before this call first retries after a store error, one INFO when the
@@ -311,8 +318,10 @@ class AsyncLock:
             if remaining <= 0:
                 if last_error is not None:
                     raise last_error
+                why = (self._answered_too_late() if self._given_back_late_at >= called_at
+                       else self._who_has_it())
                 raise LockTimeout(f"{self._kind()} {self.name!r} was not acquired within "
-                                  f"{timeout:g} s: {self._who_has_it()}")
+                                  f"{timeout:g} s: {why}")
             if failing_since is not None and not warned:  # once per call, not per retry
                 warned = True
                 log.warning("tenure: %s %r on %s: store error, retrying %s: %s",
@@ -345,6 +354,7 @@ class AsyncLock:
         the grant given back, when the store was closed meanwhile."""
         lease = AsyncLease(self._terms(), grant, sent_at)
         if lease.deadline <= _shim.monotonic():
+            self._given_back_late_at = _shim.monotonic()
             await self._give_back(grant)
             return None
         if not self._monitor.watch(lease):  # closing: close() waits for this give-back
@@ -382,6 +392,11 @@ class AsyncLock:
             "hold, release it first, or give acquire() a timeout if another thread or task "
             "will release it"
         )
+
+    def _answered_too_late(self) -> str:
+        return (f"the store granted it, but its answer came after the lease's deadline (ttl="
+                f"{self.ttl:g} s less its safety margin), so the grant was given back; the "
+                "store is too slow for this ttl: use a longer ttl, or check its latency")
 
     def _who_has_it(self) -> str:
         """Why a timed-out acquire found no free slot, naming this process's own leases."""

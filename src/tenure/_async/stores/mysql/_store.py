@@ -160,7 +160,7 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
             return None
         slot, token = found
         return Grant(name, slot, attempt.holder, str(parameters["lease_id"]), token, name,
-                     sent_at)
+                     parameters.get("sent_at", sent_at))
 
     @staticmethod
     def _parameters(key: str, name: str, attempt: _Attempt,
@@ -179,6 +179,8 @@ class AsyncMySQLStore(AsyncBackend, AsyncRecordKeeper):
                           parameters: dict[str, Any]) -> tuple[int, int] | None:
         statement = self._acquire_statement(parameters)
         parameters["sent_on"] = connection.thread_id()  # from here on, undone if cut short
+        # The lease counts from this statement, not from connecting or creating the table.
+        parameters["sent_at"] = _shim.monotonic()
         await connection.query(statement)
         found = await acquired(connection, parameters["limit"])
         if self._closing:  # close() began meanwhile: nobody could release this grant later

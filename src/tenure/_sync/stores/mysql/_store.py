@@ -161,7 +161,7 @@ class MySQLStore(Backend, RecordKeeper):
             return None
         slot, token = found
         return Grant(name, slot, attempt.holder, str(parameters["lease_id"]), token, name,
-                     sent_at)
+                     parameters.get("sent_at", sent_at))
 
     @staticmethod
     def _parameters(key: str, name: str, attempt: _Attempt,
@@ -180,6 +180,8 @@ class MySQLStore(Backend, RecordKeeper):
                           parameters: dict[str, Any]) -> tuple[int, int] | None:
         statement = self._acquire_statement(parameters)
         parameters["sent_on"] = connection.thread_id()  # from here on, undone if cut short
+        # The lease counts from this statement, not from connecting or creating the table.
+        parameters["sent_at"] = _shim.monotonic()
         connection.query(statement)
         found = acquired(connection, parameters["limit"])
         if self._closing:  # close() began meanwhile: nobody could release this grant later
