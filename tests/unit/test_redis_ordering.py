@@ -10,7 +10,9 @@ import time
 import anyio
 import pytest
 
+import tenure.aio
 from tenure._async import _shim
+from tenure._async.stores.redis._fan_out import Masters
 from tenure._async.stores.redis._ordering import RenewalOrder
 
 pytestmark = pytest.mark.anyio
@@ -54,3 +56,41 @@ async def test_a_release_stops_waiting_after_its_patience() -> None:
     with anyio.fail_after(10):
         await order.start_release(["a"], patience=0.1)
     assert time.monotonic() - started >= 0.1
+
+
+async def test_a_call_of_a_name_waits_for_the_work_left_in_the_background_on_it() -> None:
+    """A quorum acquire leaves a release (or a late grant's join) to the background: the next
+    call of that name to that master runs after it, or it would find the name still held
+    there (a quorum acquire right after a release and a master's death answered "held")."""
+    # Two masters' stores, never connected: the calls here are the test's own.
+    stores = [tenure.aio.connect(f"redis://127.0.0.1:{port}/0") for port in (1, 2)]
+    masters = Masters([store.backend for store in stores])
+    steps: list[str] = []
+    work_may_end = anyio.Event()
+
+    async def work() -> None:
+        await work_may_end.wait()
+        steps.append("background release")
+
+    async def call(index: int) -> str:
+        steps.append(f"call on master {index}")
+        return "done"
+
+    masters.in_background("jobs", [0], work)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(masters.first, call, [0], lambda _: False, 5.0, None, "jobs")
+        tasks.start_soon(masters.first, call, [1], lambda _: False, 5.0, None, "jobs")
+        tasks.start_soon(masters.first, call, [0], lambda _: False, 5.0, None, "other")
+        await wait_for_steps(steps, 2)
+        assert steps == ["call on master 1", "call on master 0"]  # not held back
+        work_may_end.set()
+    assert steps[2:] == ["background release", "call on master 0"]
+    assert masters.unfinished() == 0
+    for store in stores:
+        await store.close()
+
+
+async def wait_for_steps(steps: list[str], count: int) -> None:
+    with anyio.fail_after(5):
+        while len(steps) < count:
+            await anyio.sleep(0.01)

@@ -11,6 +11,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -66,8 +67,10 @@ class Masters:
         self._running: list[dict[int, float]] = [{} for _ in self.nodes]
         self._calls = itertools.count()
         # This store's calls of a name that a master had not answered when their caller went
-        # on: the next call of that name to that master waits (within its bound) for them.
-        self._lagging: dict[tuple[int, str], _shim.Event] = {}
+        # on, and its work on a name left to the background (see in_background): the next
+        # call of that name to that master waits (within its bound) for them.
+        self._lagging: dict[tuple[int, str], list[_shim.Event]] = {}
+        self._lagging_lock = threading.Lock()  # the sync API's calls end on threads
 
     def unfinished(self) -> int:
         """Calls still running, or whose late outcome is still being handled (a release that
@@ -77,7 +80,7 @@ class Masters:
 
             masters.unfinished()  # 0 once every master answered every call
         """
-        return sum(map(len, self._running)) + len(self._lagging)
+        return sum(map(len, self._running)) + sum(map(len, list(self._lagging.values())))
 
     async def first(self, on: Callable[[int], Any], masters: Sequence[int],
                      enough: Callable[[dict[int, Any]], bool], bound: float,
@@ -123,8 +126,7 @@ class Masters:
             finally:
                 if name is not None:
                     done[index].set()
-                    if self._lagging.get((index, name)) is done[index]:
-                        del self._lagging[index, name]
+                    self._forget((index, name), done[index])
 
         def by_master(got: dict[int, Any]) -> dict[int, Any]:  # run_first counts by position
             return {asked[position]: answer for position, answer in got.items()}
@@ -142,7 +144,7 @@ class Masters:
         if name is not None:
             for index in asked:
                 if index not in answers and not done[index].is_set():
-                    self._lagging[index, name] = done[index]
+                    self._lag((index, name), done[index])
         # Not answered: waited for until `bound`, or not waited for at all when the answers
         # that came decided the call first (saying "no answer within" then would be false).
         decided = enough(answers)
@@ -161,12 +163,50 @@ class Masters:
         """This store's calls that master `index` had not answered in time and that a call
         of `name`, or a listing of `prefix`, waits for."""
         if name is not None:
-            earlier = self._lagging.get((index, name))
-            return [] if earlier is None else [earlier]
+            return list(self._lagging.get((index, name), ()))
         if prefix is None:
             return []
-        return [event for (master, lagging), event in list(self._lagging.items())
-                if master == index and lagging.startswith(prefix)]
+        return [event for (master, lagging), events in list(self._lagging.items())
+                if master == index and lagging.startswith(prefix) for event in list(events)]
+
+    def _lag(self, key: tuple[int, str], event: _shim.Event) -> None:
+        with self._lagging_lock:
+            self._lagging.setdefault(key, []).append(event)
+
+    def _forget(self, key: tuple[int, str], event: _shim.Event) -> None:
+        with self._lagging_lock:
+            events = self._lagging.get(key, [])
+            if event in events:
+                events.remove(event)
+            if not events:
+                self._lagging.pop(key, None)
+
+    def in_background(self, name: str, masters: Sequence[int],
+                      work: Callable[[], Any]) -> None:
+        """Run `work` (a late grant joining its lease, or a release of what an acquire did
+        not count) in the background, and have this store's next calls of `name` to each of
+        `masters` wait for it first (within their bound), as for a call a master had not
+        answered in time: the next acquire must not overtake a release on its way there,
+        which it would find still held.
+
+        Example::
+
+            masters.in_background("jobs", [2], lambda: node.release(grant))
+        """
+        finished = _shim.Event()
+        keys = [(index, name) for index in masters]
+        for key in keys:
+            self._lag(key, finished)
+
+        async def run() -> None:
+            try:
+                await work()
+            finally:
+                finished.set()
+                for key in keys:
+                    self._forget(key, finished)
+
+        _shim.start_soon(run)
 
 
 def downs(answers: dict[int, Any]) -> int:

@@ -34,6 +34,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import secrets
 import threading
@@ -228,18 +229,22 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
                         decided = True
                         joining = dict(parked)
                     for index, grant in joining.items():  # no await: nothing to cancel here
-                        _shim.start_soon(self._join_late, lease_id, index, grant)
+                        self._masters.in_background(
+                            name, [index], functools.partial(self._join_late, lease_id, index,
+                                                             grant))
                     # Granted, but another slot, or its counter could not be raised: free it.
                     for index, grant in granted.items():
                         if index not in kept and index not in raising:
-                            _shim.start_soon(self._release_quietly, index, grant)
+                            self._masters.in_background(
+                                name, [index],
+                                functools.partial(self._release_quietly, index, grant))
                     return Grant(name, slot, holder, lease_id, token,
                                  next(iter(kept.values())).key)
         except BaseException:  # cancelled or failed mid-way: free everything in the background
             with self._mutex:
                 decided = True
                 granted.update(parked)
-            _shim.start_soon(self._undo, granted)
+            self._undo_later(granted)
             raise
         with self._mutex:
             decided = True
@@ -314,6 +319,18 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             with _shim.shielded():
                 await self._masters.first(on, list(grants), never, self.timeout, name=name)
 
+    def _undo_later(self, grants: dict[int, Grant]) -> None:
+        """_undo in the background, ahead of this store's next calls of the name there."""
+        async def undo() -> None:
+            async def on(index: int) -> None:
+                await self._release_quietly(index, grants[index])
+
+            with _shim.shielded():  # no name: it would wait for its own entry in the lagging
+                await self._masters.first(on, list(grants), never, self.timeout)
+
+        if grants:
+            self._masters.in_background(next(iter(grants.values())).name, list(grants), undo)
+
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         # Each lease's masters as they are now (a late grant may join while this runs).
         parts_of = {grant.lease_id: self._parts.get(grant.lease_id, {}) for grant in grants}
@@ -371,7 +388,7 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
             with self._mutex:
                 parts = self._parts.pop(lease_id, parts)
             # Where a master still renewed it (or a late grant joined): free it there too.
-            _shim.start_soon(self._undo, parts)
+            self._undo_later(parts)
         return results
 
     async def release(self, grant: Grant) -> bool:
