@@ -95,8 +95,10 @@ def ended_periods(instances: Instances) -> list[str]:
 async def test_each_period_runs_exactly_once_across_5_instances(
         target: Target, instances: Instances) -> None:
     processes = instances.start(5, interval=1.0, ttl=target.ttl(2.0), hold=0.05)
-    wait_until(lambda: len(ended_periods(instances)) >= 21, timeout=60,
-               what="21 periods of a 1 s job")
+    # 12 periods checked per store and API (240 in the suite): each costs a second of the
+    # 20 runs, and `make test` keeps to 20 minutes on 2 cores.
+    wait_until(lambda: len(ended_periods(instances)) >= 13, timeout=60,
+               what="13 periods of a 1 s job")
     for process in processes:
         assert instances.terminate(process) == 0, "an instance did not stop cleanly on SIGTERM"
 
