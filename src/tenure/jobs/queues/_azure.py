@@ -38,7 +38,7 @@ from tenure._errors import (
     StoreRefused,
     StoreUnavailable,
 )
-from tenure.jobs.queues._source import MessageLost, QueueMessage
+from tenure.jobs.queues._source import COPY_GUARD, MessageLost, QueueMessage
 
 try:
     from azure.core.exceptions import (
@@ -64,9 +64,6 @@ MAX_VISIBILITY = 7 * 24 * 3600  # seconds; Azure's limit
 # keeps the start of the text only.
 MAX_ENVELOPE = 48 * 1024
 _GONE_CODES = {"MessageNotFound", "PopReceiptMismatch"}
-# Seconds the original stays invisible while its copy is sent and it is deleted: long enough for
-# both calls on a slow link (else another consumer could receive the original meanwhile).
-COPY_GUARD = 30
 
 
 class AzureQueue:

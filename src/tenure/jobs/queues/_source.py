@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from tenure.jobs._locks import AnyLease
 
 _NOT_PARSED = object()
+# Seconds an Azure queue message stays invisible while its copy is sent and it is deleted
+# (dead-lettered, or released untried): long enough for both calls on a slow link, else another
+# consumer could receive the original meanwhile. A consumer killed in between hides it so long.
+COPY_GUARD = 30
 
 
 class MessageLost(TenureError):
