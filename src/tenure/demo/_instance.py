@@ -26,12 +26,14 @@ SIGUSR2 withdraws a request that has not taken effect.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -57,11 +59,45 @@ class Events:
         os.write(self._fd, (json.dumps(line) + "\n").encode())
 
 
+class Transactions:
+    """This process's connections to an engine that are in use, so that a freeze can wait
+    until none is and keep new ones back: the freeze is aimed between the claim and the
+    charge, and stopping this process inside another thread's transaction on the app's
+    SQLite database (the outbox relay's, say) would hold its write lock, and so every other
+    instance, until the thaw.
+
+    Example::
+
+        transactions = Transactions(world.app)
+        with transactions.none_open():
+            os.kill(os.getpid(), signal.SIGSTOP)
+    """
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self._open = 0
+        self._changed = threading.Condition()
+        sa.event.listen(engine, "checkout", lambda *_: self._count(+1))
+        sa.event.listen(engine, "checkin", lambda *_: self._count(-1))
+
+    def _count(self, change: int) -> None:
+        with self._changed:
+            self._open += change
+            self._changed.notify_all()
+
+    @contextlib.contextmanager
+    def none_open(self, timeout: float = 5.0) -> Iterator[None]:
+        """Hold new connections back once none is in use (or after `timeout`)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._open <= 0, timeout)
+            yield
+
+
 class InvoiceApp:
     """The app's invoice job, with the layers `settings` switches on."""
 
     def __init__(self, world: World, events: Events, settings: dict[str, Any]) -> None:
         self.world, self.events = world, events
+        self.transactions = Transactions(world.app)
         self.layers: set[str] = set(settings["layers"])
         self.stale = float(settings["stale"])
         self.batch = int(settings["batch"])
@@ -86,7 +122,8 @@ class InvoiceApp:
                 self.events.emit("frozen", invoice=row.id, token=run.token)
                 # The GC pause; the demo sends SIGCONT. Sent to this thread, not the process: a
                 # process-wide SIGSTOP may be taken by another thread while this one runs on.
-                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+                with self.transactions.none_open():
+                    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
                 self.events.emit("thawed", invoice=row.id, token=run.token)
             charge_id, replayed = self._pay(row.id, row.amount)
             if replayed:
