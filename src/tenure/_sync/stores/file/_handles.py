@@ -276,12 +276,14 @@ class OpenFiles:
     def _lock(self, path: str) -> tuple[_LockFile, bytes] | Locked | None:
         """The file now at `path`, exclusively flocked by us, and its first HEAD_SIZE bytes
         read after locking it; None when someone holds it; Locked.FORGETTING when the one
-        holding it is a prune (which frees it in microseconds: try again).
+        holding it is a prune (which frees it in microseconds), or when prunes forgot each
+        file opened at the path before it was locked: try again.
 
         Each open file has its own open file description, so two holders in one process
         exclude each other too (flock is per description, not per process).
         """
         lock_file = self._take(path)
+        forgotten = False
         for attempt in range(3):
             try:
                 locked = try_flock(lock_file.fd)
@@ -305,10 +307,15 @@ class OpenFiles:
             else:
                 # break_lease is replacing this file, or a prune forgot it (unlinked): let go
                 # and lock the file now at the path
+                forgotten = head[:4] == PRUNING
                 unlock(lock_file.fd)
                 lock_file.close()
             if attempt < 2:
                 lock_file = self._open_lock_file(path)
+        if forgotten:
+            # Prunes forgot each file we opened before we locked it (one that prunes without
+            # pause, on a loaded machine): the name is free, so try again, not report it held.
+            return Locked.FORGETTING
         # Still marked: a break_lease is midway (one killed midway is finished by calling it
         # again). Report the lock as held rather than spin.
         return None
