@@ -308,28 +308,26 @@ class AsyncRedisQuorumStore(AsyncBackend, AsyncRecordKeeper):
     async def _release_quietly(self, index: int, grant: Grant) -> None:
         await self.nodes[index]._release_quietly(grant)
 
-    async def _undo(self, grants: dict[int, Grant]) -> None:
+    async def _undo(self, grants: dict[int, Grant], after_lagging: bool = True) -> None:
         """Release what masters granted to an acquisition that did not count (best effort:
-        what is left expires by itself)."""
+        what is left expires by itself); `after_lagging`: after this store's calls of the
+        name that those masters had not answered in time."""
         async def on(index: int) -> None:
             await self._release_quietly(index, grants[index])
 
         if grants:
             name = next(iter(grants.values())).name
             with _shim.shielded():
-                await self._masters.first(on, list(grants), never, self.timeout, name=name)
+                await self._masters.first(on, list(grants), never, self.timeout,
+                                          name=name if after_lagging else None)
 
     def _undo_later(self, grants: dict[int, Grant]) -> None:
-        """_undo in the background, ahead of this store's next calls of the name there."""
-        async def undo() -> None:
-            async def on(index: int) -> None:
-                await self._release_quietly(index, grants[index])
-
-            with _shim.shielded():  # no name: it would wait for its own entry in the lagging
-                await self._masters.first(on, list(grants), never, self.timeout)
-
+        """_undo in the background, ahead of this store's next calls of the name there (so
+        not after the calls lagging: it would wait for its own entry among them)."""
         if grants:
-            self._masters.in_background(next(iter(grants.values())).name, list(grants), undo)
+            self._masters.in_background(next(iter(grants.values())).name, list(grants),
+                                        functools.partial(self._undo, grants,
+                                                          after_lagging=False))
 
     async def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         # Each lease's masters as they are now (a late grant may join while this runs).

@@ -309,28 +309,26 @@ class RedisQuorumStore(Backend, RecordKeeper):
     def _release_quietly(self, index: int, grant: Grant) -> None:
         self.nodes[index]._release_quietly(grant)
 
-    def _undo(self, grants: dict[int, Grant]) -> None:
+    def _undo(self, grants: dict[int, Grant], after_lagging: bool = True) -> None:
         """Release what masters granted to an acquisition that did not count (best effort:
-        what is left expires by itself)."""
+        what is left expires by itself); `after_lagging`: after this store's calls of the
+        name that those masters had not answered in time."""
         def on(index: int) -> None:
             self._release_quietly(index, grants[index])
 
         if grants:
             name = next(iter(grants.values())).name
             with _shim.shielded():
-                self._masters.first(on, list(grants), never, self.timeout, name=name)
+                self._masters.first(on, list(grants), never, self.timeout,
+                                          name=name if after_lagging else None)
 
     def _undo_later(self, grants: dict[int, Grant]) -> None:
-        """_undo in the background, ahead of this store's next calls of the name there."""
-        def undo() -> None:
-            def on(index: int) -> None:
-                self._release_quietly(index, grants[index])
-
-            with _shim.shielded():  # no name: it would wait for its own entry in the lagging
-                self._masters.first(on, list(grants), never, self.timeout)
-
+        """_undo in the background, ahead of this store's next calls of the name there (so
+        not after the calls lagging: it would wait for its own entry among them)."""
         if grants:
-            self._masters.in_background(next(iter(grants.values())).name, list(grants), undo)
+            self._masters.in_background(next(iter(grants.values())).name, list(grants),
+                                        functools.partial(self._undo, grants,
+                                                          after_lagging=False))
 
     def renew(self, grants: Sequence[Grant], ttl: float) -> list[Grant | LostReason]:
         # Each lease's masters as they are now (a late grant may join while this runs).
