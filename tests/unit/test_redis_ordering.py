@@ -9,6 +9,7 @@ import time
 
 import anyio
 import pytest
+from waiting import eventually
 
 import tenure.aio
 from tenure._async import _shim
@@ -81,16 +82,10 @@ async def test_a_call_of_a_name_waits_for_the_work_left_in_the_background_on_it(
         tasks.start_soon(masters.first, call, [0], lambda _: False, 5.0, None, "jobs")
         tasks.start_soon(masters.first, call, [1], lambda _: False, 5.0, None, "jobs")
         tasks.start_soon(masters.first, call, [0], lambda _: False, 5.0, None, "other")
-        await wait_for_steps(steps, 2)
+        await eventually(lambda: len(steps) >= 2, 5, "the calls not held back")
         assert steps == ["call on master 1", "call on master 0"]  # not held back
         work_may_end.set()
     assert steps[2:] == ["background release", "call on master 0"]
     assert masters.unfinished() == 0
     for store in stores:
         await store.close()
-
-
-async def wait_for_steps(steps: list[str], count: int) -> None:
-    with anyio.fail_after(5):
-        while len(steps) < count:
-            await anyio.sleep(0.01)
